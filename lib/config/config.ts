@@ -1,0 +1,201 @@
+/**
+ * The gateway's one configuration type, with SMG's default documented at each field, and the
+ * defaults themselves. `cli.ts` fills it from flags; `validate.ts` rejects bad values at start.
+ */
+
+import type { LogLevel } from "../core/log.ts";
+
+/** Every policy name SMG accepts for `--policy`. */
+export const POLICY_NAMES = [
+  "random",
+  "round_robin",
+  "passthrough",
+  "cache_aware",
+  "power_of_two",
+  "least_load",
+  "prefix_hash",
+  "consistent_hashing",
+  "manual",
+  "bucket",
+] as const;
+
+/** A policy name. */
+export type PolicyName = typeof POLICY_NAMES[number];
+
+/** Health probing and worker lifecycle. */
+export interface HealthConfig {
+  /** Seconds between probes of a registered worker (`--health-check-interval-secs`, 60). */
+  intervalSecs: number;
+  /** Per-probe timeout in seconds (`--health-check-timeout-secs`, 5). */
+  timeoutSecs: number;
+  /** Consecutive failures that take a ready worker out (`--health-failure-threshold`, 3). */
+  failureThreshold: number;
+  /** Consecutive successes that bring a worker back (`--health-success-threshold`, 2). */
+  successThreshold: number;
+  /** Path probed on each worker (`--health-check-endpoint`, `/health`). */
+  endpoint: string;
+  /** No periodic probes; workers start ready (`--disable-health-check`, false). */
+  disabled: boolean;
+  /** Remove workers that reach `failed` (`--remove-unhealthy-workers`, false). */
+  removeUnhealthy: boolean;
+  /** Seconds a removed worker drains before it leaves the registry (`--drain-settle-secs`, 5). */
+  drainSettleSecs: number;
+  /** Seconds a starting worker may take to answer its first probe (`--worker-startup-timeout-secs`, 1800). */
+  startupTimeoutSecs: number;
+  /** Seconds between probes of a worker that never answered yet (`--worker-startup-check-interval`, 30). */
+  startupCheckIntervalSecs: number;
+}
+
+/** Per-worker circuit breaker. */
+export interface CircuitBreakerConfig {
+  /** Consecutive failures that open the breaker (`--cb-failure-threshold`, 10). */
+  failureThreshold: number;
+  /** Consecutive half-open successes that close it (`--cb-success-threshold`, 3). */
+  successThreshold: number;
+  /** Seconds open before trying half-open (`--cb-timeout-duration-secs`, 60). */
+  timeoutSecs: number;
+  /** Failures further apart than this many seconds do not add up (`--cb-window-duration-secs`, 120). */
+  windowSecs: number;
+  /** Never open (`--disable-circuit-breaker`, false); outcomes are still counted. */
+  disabled: boolean;
+}
+
+/** Retries of failed attempts on other workers. */
+export interface RetryConfig {
+  /** Total attempts, the first included (`--retry-max-retries`, 5). */
+  maxAttempts: number;
+  /** Delay before the first retry in ms (`--retry-initial-backoff-ms`, 50). */
+  initialBackoffMs: number;
+  /** Cap on any delay in ms (`--retry-max-backoff-ms`, 30000). */
+  maxBackoffMs: number;
+  /** Growth of the delay per retry (`--retry-backoff-multiplier`, 1.5). */
+  multiplier: number;
+  /** Relative jitter in [0, 1] (`--retry-jitter-factor`, 0.2). */
+  jitter: number;
+  /** One attempt only (`--disable-retries`, false). */
+  disabled: boolean;
+}
+
+/** Backend load polling and the overload veto. */
+export interface LoadMonitorConfig {
+  /** Seconds between polls; also the shed `Retry-After` (`--load-monitor-interval`, 10). */
+  intervalSecs: number;
+  /** Poll only when something needs loads (`--disable-load-monitoring`, false). */
+  disabled: boolean;
+  /** Waiting requests at which a worker is vetoed (`--worker-overload-waiting-requests`, off). */
+  overloadWaitingRequests: number | null;
+  /** KV usage at which a worker is vetoed (`--worker-overload-token-usage`, off; 0.9 with `--worker-overload-protection`). */
+  overloadTokenUsage: number | null;
+}
+
+/** Admission control in front of the inference routes. */
+export interface AdmissionConfig {
+  /** Requests served at once; -1 is unlimited (`--max-concurrent-requests`, -1). */
+  maxConcurrentRequests: number;
+  /** Requests that may wait for a slot (`--queue-size`, 100). */
+  queueSize: number;
+  /** Seconds a request may wait (`--queue-timeout-secs`, 60). */
+  queueTimeoutSecs: number;
+}
+
+/** The whole gateway configuration. */
+export interface GatewayConfig {
+  /** Listen address (`--host`, 0.0.0.0). */
+  host: string;
+  /** Listen port (`--port`, 30000). */
+  port: number;
+  /** Workers registered at start (`--worker-urls`, none). */
+  workerUrls: string[];
+  /** Routing policy (`--policy`, cache_aware). */
+  policy: PolicyName;
+  /** Metrics listen address (`--prometheus-host`, 0.0.0.0). */
+  prometheusHost: string;
+  /** Metrics port (`--prometheus-port`, 29000). */
+  prometheusPort: number;
+  /** Bearer key required from clients and sent to startup workers (`--api-key`, none). */
+  apiKey: string | null;
+  /** Total time allowed for one request, stream included (`--request-timeout-secs`, 1800). */
+  requestTimeoutSecs: number;
+  /** Largest request body in bytes (`--max-payload-size`, 512 MiB). */
+  maxPayloadSize: number;
+  /** Seconds an idle pooled worker connection is kept (`--upstream-pool-idle-timeout-secs`, 3). */
+  upstreamPoolIdleTimeoutSecs: number;
+  /** Seconds in-flight requests get after SIGTERM (`--shutdown-grace-period-secs`, 180). */
+  shutdownGracePeriodSecs: number;
+  /** Log level (`--log-level`, info). */
+  logLevel: LogLevel;
+  /** JSON log lines (`--log-json`, false; logfmt otherwise). */
+  logJson: boolean;
+  /** Headers a client request id is read from, first present wins (`--request-id-headers`). */
+  requestIdHeaders: string[];
+  /** Headers a routing key is read from (`--routing-key-headers`, x-smg-routing-key). */
+  routingKeyHeaders: string[];
+  /** Seed for the gateway's random choices; null seeds from the OS (`--random-seed`, ours). */
+  randomSeed: number | null;
+  /** Health probing. */
+  health: HealthConfig;
+  /** Circuit breaker. */
+  circuitBreaker: CircuitBreakerConfig;
+  /** Retries. */
+  retry: RetryConfig;
+  /** Load monitor. */
+  loadMonitor: LoadMonitorConfig;
+  /** Admission control. */
+  admission: AdmissionConfig;
+}
+
+/** SMG's defaults. */
+export function defaultConfig(): GatewayConfig {
+  return {
+    host: "0.0.0.0",
+    port: 30000,
+    workerUrls: [],
+    policy: "cache_aware",
+    prometheusHost: "0.0.0.0",
+    prometheusPort: 29000,
+    apiKey: null,
+    requestTimeoutSecs: 1800,
+    maxPayloadSize: 536870912,
+    upstreamPoolIdleTimeoutSecs: 3,
+    shutdownGracePeriodSecs: 180,
+    logLevel: "info",
+    logJson: false,
+    requestIdHeaders: ["x-request-id", "x-correlation-id", "x-trace-id", "request-id"],
+    routingKeyHeaders: ["x-smg-routing-key"],
+    randomSeed: null,
+    health: {
+      intervalSecs: 60,
+      timeoutSecs: 5,
+      failureThreshold: 3,
+      successThreshold: 2,
+      endpoint: "/health",
+      disabled: false,
+      removeUnhealthy: false,
+      drainSettleSecs: 5,
+      startupTimeoutSecs: 1800,
+      startupCheckIntervalSecs: 30,
+    },
+    circuitBreaker: {
+      failureThreshold: 10,
+      successThreshold: 3,
+      timeoutSecs: 60,
+      windowSecs: 120,
+      disabled: false,
+    },
+    retry: {
+      maxAttempts: 5,
+      initialBackoffMs: 50,
+      maxBackoffMs: 30000,
+      multiplier: 1.5,
+      jitter: 0.2,
+      disabled: false,
+    },
+    loadMonitor: {
+      intervalSecs: 10,
+      disabled: false,
+      overloadWaitingRequests: null,
+      overloadTokenUsage: null,
+    },
+    admission: { maxConcurrentRequests: -1, queueSize: 100, queueTimeoutSecs: 60 },
+  };
+}

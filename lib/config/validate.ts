@@ -1,0 +1,111 @@
+/**
+ * Start-up validation: every rule SMG enforces for the flags in scope, plus the ranges a value
+ * needs to make sense. The first violation throws a one-line `ConfigError`; main exits 2.
+ */
+
+import { badValue } from "../core/errors.ts";
+import type { GatewayConfig } from "./config.ts";
+
+const WORKER_SCHEMES = new Set(["http:", "https:"]);
+
+/** Checks a worker URL: http(s) with a host; returns it without a trailing slash. */
+export function normalizeWorkerUrl(raw: string, flag = "--worker-urls"): string {
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw badValue(flag, raw, "expected an absolute URL such as http://127.0.0.1:8000");
+  }
+  if (u.protocol === "grpc:" || u.protocol === "grpcs:") {
+    throw badValue(
+      flag,
+      raw,
+      "gRPC workers are not supported by this build yet; use http:// or https://",
+    );
+  }
+  if (!WORKER_SCHEMES.has(u.protocol) || !u.hostname) {
+    throw badValue(flag, raw, "expected an http:// or https:// URL with a host");
+  }
+  if (u.search || u.hash) throw badValue(flag, raw, "a worker URL has no query or fragment");
+  return raw.replace(/\/+$/, "");
+}
+
+function port(flag: string, v: number): void {
+  if (!Number.isInteger(v) || v < 0 || v > 65535) {
+    throw badValue(flag, v, "allowed: 0..65535 (0 picks a free port)");
+  }
+}
+
+function atLeast(flag: string, v: number, min: number): void {
+  if (!(v >= min)) throw badValue(flag, v, `must be >= ${min}`);
+}
+
+/** Throws the first problem found in `c`. */
+export function validateConfig(c: GatewayConfig): void {
+  port("--port", c.port);
+  port("--prometheus-port", c.prometheusPort);
+  c.workerUrls = c.workerUrls.map((u) => normalizeWorkerUrl(u));
+  const seen = new Set<string>();
+  for (const u of c.workerUrls) {
+    if (seen.has(u)) throw badValue("--worker-urls", u, "each worker URL may appear once");
+    seen.add(u);
+  }
+  if (c.apiKey !== null && c.apiKey.trim() === "") {
+    throw badValue("--api-key", c.apiKey, "must not be empty");
+  }
+  atLeast("--request-timeout-secs", c.requestTimeoutSecs, 1);
+  atLeast("--max-payload-size", c.maxPayloadSize, 1);
+  atLeast("--upstream-pool-idle-timeout-secs", c.upstreamPoolIdleTimeoutSecs, 0);
+  atLeast("--shutdown-grace-period-secs", c.shutdownGracePeriodSecs, 0);
+  for (const h of [...c.requestIdHeaders, ...c.routingKeyHeaders]) {
+    if (!/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(h)) {
+      throw badValue("--routing-key-headers", h, "expected an HTTP header name");
+    }
+  }
+
+  const h = c.health;
+  atLeast("--health-check-interval-secs", h.intervalSecs, 1);
+  atLeast("--health-check-timeout-secs", h.timeoutSecs, 1);
+  atLeast("--health-failure-threshold", h.failureThreshold, 1);
+  atLeast("--health-success-threshold", h.successThreshold, 1);
+  if (!h.endpoint.startsWith("/")) {
+    throw badValue("--health-check-endpoint", h.endpoint, "must start with /");
+  }
+  atLeast("--drain-settle-secs", h.drainSettleSecs, 0);
+  atLeast("--worker-startup-timeout-secs", h.startupTimeoutSecs, 1);
+  atLeast("--worker-startup-check-interval", h.startupCheckIntervalSecs, 1);
+
+  const cb = c.circuitBreaker;
+  atLeast("--cb-failure-threshold", cb.failureThreshold, 1);
+  atLeast("--cb-success-threshold", cb.successThreshold, 1);
+  atLeast("--cb-timeout-duration-secs", cb.timeoutSecs, 1);
+  atLeast("--cb-window-duration-secs", cb.windowSecs, 1);
+
+  const r = c.retry;
+  atLeast("--retry-max-retries", r.maxAttempts, 1);
+  atLeast("--retry-initial-backoff-ms", r.initialBackoffMs, 0);
+  atLeast("--retry-max-backoff-ms", r.maxBackoffMs, 0);
+  atLeast("--retry-backoff-multiplier", r.multiplier, 1);
+  if (!(r.jitter >= 0 && r.jitter <= 1)) {
+    throw badValue("--retry-jitter-factor", r.jitter, "allowed: 0..1");
+  }
+
+  const m = c.loadMonitor;
+  atLeast("--load-monitor-interval", m.intervalSecs, 1);
+  if (m.overloadWaitingRequests !== null) {
+    atLeast("--worker-overload-waiting-requests", m.overloadWaitingRequests, 1);
+  }
+  if (m.overloadTokenUsage !== null && !(m.overloadTokenUsage > 0 && m.overloadTokenUsage <= 1)) {
+    throw badValue("--worker-overload-token-usage", m.overloadTokenUsage, "allowed: (0, 1]");
+  }
+
+  const a = c.admission;
+  if (a.maxConcurrentRequests !== -1 && a.maxConcurrentRequests < 1) {
+    throw badValue("--max-concurrent-requests", a.maxConcurrentRequests, "use -1 (off) or >= 1");
+  }
+  atLeast("--queue-size", a.queueSize, 0);
+  atLeast("--queue-timeout-secs", a.queueTimeoutSecs, 0);
+  if (a.queueSize > 0 && a.queueTimeoutSecs === 0) {
+    throw badValue("--queue-timeout-secs", 0, "must be >= 1 while --queue-size is above 0");
+  }
+}

@@ -1,0 +1,98 @@
+/**
+ * Domain errors with a stable `code` and HTTP status, and the one place that turns them into
+ * responses: SMG's envelope `{"error":{"message","type","code","param"}}` plus
+ * `X-SMG-Error-Code`. Worker-management routes use SMG's flat `{error, code}` body instead.
+ */
+
+/** HTTP reason phrases used as the envelope's `type`, as upstream does for gateway errors. */
+const REASON: Record<number, string> = {
+  400: "Bad Request",
+  401: "Unauthorized",
+  404: "Not Found",
+  405: "Method Not Allowed",
+  408: "Request Timeout",
+  409: "Conflict",
+  413: "Payload Too Large",
+  415: "Unsupported Media Type",
+  429: "Too Many Requests",
+  500: "Internal Server Error",
+  502: "Bad Gateway",
+  503: "Service Unavailable",
+  504: "Gateway Timeout",
+};
+
+/** Options for a {@link GatewayError} beyond status, code and message. */
+export interface GatewayErrorOptions {
+  /** The request field at fault, for validation errors. */
+  param?: string | null;
+  /** Seconds for a `Retry-After` header. */
+  retryAfter?: number;
+  /** Envelope `type`; defaults to the HTTP reason phrase. */
+  type?: string;
+}
+
+/** An error the gateway answers itself, with a stable snake_case code. */
+export class GatewayError extends Error {
+  /** HTTP status sent to the client. */
+  readonly status: number;
+  /** Stable machine-readable code, e.g. `no_available_workers`. */
+  readonly code: string;
+  /** Field at fault, if any. */
+  readonly param: string | null;
+  /** Seconds for `Retry-After`, if any. */
+  readonly retryAfter?: number;
+  /** Envelope type. */
+  readonly type: string;
+
+  /** Builds an error answered with `status` and `code`. */
+  constructor(status: number, code: string, message: string, opts: GatewayErrorOptions = {}) {
+    super(message);
+    this.name = "GatewayError";
+    this.status = status;
+    this.code = code;
+    this.param = opts.param ?? null;
+    this.retryAfter = opts.retryAfter;
+    this.type = opts.type ?? REASON[status] ?? "Error";
+  }
+}
+
+/** A 400 for a body that is not valid JSON or has a field of the wrong shape. */
+export function invalidRequest(message: string, param: string | null = null): GatewayError {
+  return new GatewayError(400, "invalid_request", message, {
+    param,
+    type: "invalid_request_error",
+  });
+}
+
+/** The envelope response for a gateway error, with `x-request-id` when known. */
+export function errorResponse(err: GatewayError, requestId?: string): Response {
+  const body = JSON.stringify({
+    error: { message: err.message, type: err.type, code: err.code, param: err.param },
+  });
+  const headers = new Headers({
+    "content-type": "application/json",
+    "x-smg-error-code": err.code,
+  });
+  if (requestId) headers.set("x-request-id", requestId);
+  if (err.retryAfter !== undefined) headers.set("retry-after", String(err.retryAfter));
+  return new Response(body, { status: err.status, headers });
+}
+
+/** SMG's flat worker-service error: `{error, code}` with an upper-case code. */
+export function flatErrorResponse(status: number, code: string, message: string): Response {
+  return Response.json({ error: message, code }, { status });
+}
+
+/** Bad configuration, reported as one line at start; the process exits 2. */
+export class ConfigError extends Error {
+  /** Wraps a one-line message. */
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+/** A ConfigError naming the flag, quoting the value and saying what is allowed. */
+export function badValue(flag: string, value: unknown, allowed: string): ConfigError {
+  return new ConfigError(`${flag}: invalid value '${String(value)}'; ${allowed}`);
+}

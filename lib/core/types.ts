@@ -1,0 +1,78 @@
+/**
+ * Types shared across layers: what a worker looks like to a policy, what a request looks like
+ * to a policy, and a worker's load report. Policies import only these, never the worker
+ * registry or the proxy.
+ */
+
+/** Lifecycle states of a worker; only `ready` is routable. */
+export type WorkerStatus = "pending" | "ready" | "not_ready" | "failed" | "draining";
+
+/** A worker's role. */
+export type WorkerType = "regular" | "prefill" | "decode";
+
+/** How the gateway talks to a worker. */
+export type ConnectionMode = "http" | "grpc";
+
+/** Inference endpoints the gateway routes. */
+export type Endpoint = "chat" | "completions" | "generate" | "embeddings" | "rerank";
+
+/**
+ * A worker's backend load report, normalised from `/v1/loads`, `/get_load` or Prometheus text.
+ * Sums over data-parallel ranks, except `tokenUsage` which is their mean.
+ */
+export interface LoadSnapshot {
+  /** Requests in the running batch. */
+  runningRequests: number;
+  /** Requests in the waiting queue. */
+  waitingRequests: number;
+  /** Uncached prompt tokens in the waiting queue; null when the engine does not say. */
+  waitingUncachedTokens: number | null;
+  /** KV tokens in use; null when unknown. */
+  usedTokens: number | null;
+  /** KV token capacity; null when unknown. */
+  maxTokens: number | null;
+  /** Mean KV usage over ranks, 0..1. */
+  tokenUsage: number;
+  /** Generation throughput in tokens/s; null when unknown. */
+  genThroughput: number | null;
+  /** Engine-reported prefix-cache hit rate, 0..1; null when unknown. */
+  cacheHitRate: number | null;
+  /** Where the report came from. */
+  source: "loads" | "get_load" | "metrics";
+  /** The engine's per-rank objects as received (for `/get_loads` details). */
+  details: unknown;
+}
+
+/** What a policy may read about a candidate worker. */
+export interface WorkerView {
+  /** Registry id (UUID). */
+  readonly id: string;
+  /** Base URL, e.g. `http://127.0.0.1:8001`. */
+  readonly url: string;
+  /** Requests this gateway has in flight on the worker. */
+  readonly inFlight: number;
+  /** The last backend load report, or null. */
+  readonly load: LoadSnapshot | null;
+  /** Role of the worker. */
+  readonly type: WorkerType;
+}
+
+/** The routing inputs of one request, extracted once from its body and headers. */
+export interface RouteRequest {
+  /** Which endpoint the request came in on. */
+  readonly endpoint: Endpoint;
+  /** Requested model, or null when the body has none (any worker may serve it). */
+  readonly model: string | null;
+  /** Whether the client asked for a stream. */
+  readonly stream: boolean;
+  /** Text a prefix-aware policy routes on (messages joined, prompt, or text). */
+  readonly text: string;
+  /** Token ids when known (`input_ids` or `x-smg-routing-tokens`), else null. */
+  readonly tokens: readonly number[] | null;
+  /** The request headers. */
+  readonly headers: Headers;
+  /** First valid routing-key header value (≤ 128 bytes), or null. */
+  readonly routingKey: string | null;
+  /** The body's `rid` when it is a string, or null. */
+  readonly rid: string | null;
+}

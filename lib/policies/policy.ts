@@ -1,0 +1,47 @@
+/**
+ * The policy interface. A policy chooses one worker among eligible candidates; eligibility
+ * (ready, breaker, overload, model) was decided before it runs, so a policy never filters for
+ * health. Policies read only `WorkerView` and `RouteRequest`, take randomness and time as
+ * inputs, and import nothing from workers, proxy or mesh.
+ */
+
+import type { PolicyName } from "../config/config.ts";
+import type { Random } from "../core/clock.ts";
+import type { Logger } from "../core/log.ts";
+import type { RouteRequest, WorkerView } from "../core/types.ts";
+
+/** What a policy reads beyond the candidate list; the router supplies only what is declared. */
+export interface PolicyNeeds {
+  /** Routing text or token ids. */
+  requestText: boolean;
+  /** Backend load reports (the load monitor keeps polling for it). */
+  backendLoads: boolean;
+}
+
+/** A load-balancing policy. */
+export interface Policy {
+  /** SMG's policy name, used in metrics labels. */
+  readonly name: PolicyName;
+  /** What the policy reads. */
+  readonly needs: PolicyNeeds;
+  /**
+   * Picks one of `candidates` (all eligible), or null when it declines or there are none.
+   * Must return an element of `candidates`.
+   */
+  select<W extends WorkerView>(candidates: readonly W[], request: RouteRequest): W | null;
+  /** Forgets per-worker state when a worker leaves the registry. */
+  onWorkerRemoved?(workerId: string): void;
+}
+
+/** What a policy factory hands every policy. */
+export interface PolicyDeps {
+  /** Seeded randomness. */
+  random: Random;
+  /** Clock reading in ms. */
+  now: () => number;
+  /** Logger (module `policy`). */
+  log: Logger;
+}
+
+/** Declares that a policy reads neither text nor loads. */
+export const NEEDS_NOTHING: PolicyNeeds = { requestText: false, backendLoads: false };

@@ -1,0 +1,420 @@
+/**
+ * The inference path: admission → body read once → validation and routing inputs → candidate
+ * workers for the model → eligibility (decided once per attempt) → policy → dispatch with the
+ * same bytes → response relayed untouched (SSE through `relaySse`).
+ *
+ * Failures: a connect error, 5xx, 408 or 429 is retried after a jittered backoff on a worker
+ * that has not failed this request yet (upstream may re-pick the failed one); a stream is
+ * retried only before its first byte reached the client. The last failure is returned as the
+ * worker sent it, or as a gateway error (502 unreachable, 504 timeout). One deadline
+ * (`--request-timeout-secs`) covers the whole request, stream included; a client that leaves
+ * cancels the worker request.
+ *
+ * In-flight counts and the admission slot are released when `ctx.completed` settles: the
+ * response was delivered or abandoned.
+ */
+
+import type { GatewayConfig } from "../config/config.ts";
+import { type Clock, type Random, sleep } from "../core/clock.ts";
+import { errorResponse, GatewayError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import type { Endpoint, RouteRequest } from "../core/types.ts";
+import type { Metrics } from "../metrics/metrics.ts";
+import type { Policy } from "../policies/policy.ts";
+import { extractRouteRequest } from "../routing/route_request.ts";
+import { classifyStatus, type Outcome } from "../workers/circuit_breaker.ts";
+import type { WorkerRegistry } from "../workers/registry.ts";
+import type { Worker } from "../workers/worker.ts";
+import type { Admission } from "./admission.ts";
+import { parseJson, readBody } from "./body.ts";
+import { clientHeaders, upstreamHeaders } from "./headers.ts";
+import { relaySse } from "./relay.ts";
+import { backoffMs, isRetryableStatus, maxAttempts } from "./retry.ts";
+
+/** The `fetch` the proxy calls; injectable for tests. */
+export type FetchFn = (url: string, init: RequestInit) => Promise<Response>;
+
+/** What the proxy is built from. */
+export interface ProxyDeps {
+  /** Gateway configuration. */
+  config: GatewayConfig;
+  /** The worker registry. */
+  registry: WorkerRegistry;
+  /** The routing policy. */
+  policy: Policy;
+  /** Metrics. */
+  metrics: Metrics;
+  /** Logger (module `proxy`). */
+  log: Logger;
+  /** Clock for breaker and latency readings. */
+  clock: Clock;
+  /** Randomness for backoff jitter. */
+  random: Random;
+  /** HTTP client toward workers. */
+  fetch: FetchFn;
+  /** Admission control. */
+  admission: Admission;
+}
+
+/** Per-request context from the server. */
+export interface RequestContext {
+  /** The request id echoed as `x-request-id`. */
+  requestId: string;
+  /** Settles once the response is delivered or abandoned. */
+  completed: Promise<unknown>;
+}
+
+/** Worker paths per endpoint. */
+export const ENDPOINT_PATHS: Record<Endpoint, string> = {
+  chat: "/v1/chat/completions",
+  completions: "/v1/completions",
+  generate: "/generate",
+  embeddings: "/v1/embeddings",
+  rerank: "/v1/rerank",
+};
+
+/** SMG's `endpoint` metric label. */
+function endpointLabel(e: Endpoint): string {
+  return e === "embeddings" ? "other" : e;
+}
+
+/** SMG's `error_type` metric label for a status. */
+export function errorType(status: number): string {
+  if (status === 400 || status === 413 || status === 422) return "validation_error";
+  if (status === 404) return "no_workers";
+  if (status === 408 || status === 504) return "timeout";
+  if (status >= 500) return "backend_error";
+  return "internal_error";
+}
+
+/** A failed attempt, kept in case it is the last. */
+interface Failure {
+  retryable: boolean;
+  /** The worker's own error response, passed through verbatim if it is the last. */
+  worker?: { status: number; headers: Headers; body: ArrayBuffer };
+  /** Or the gateway's error. */
+  error?: GatewayError;
+}
+
+type Attempt = { response: Response } | { failure: Failure };
+
+class DeadlineExceeded extends Error {}
+const CLIENT_CLOSED = 499;
+
+/** The inference request handler. */
+export class InferenceProxy {
+  readonly #d: ProxyDeps;
+  readonly #timeoutMs: number;
+
+  /** Builds the handler over its dependencies. */
+  constructor(deps: ProxyDeps) {
+    this.#d = deps;
+    this.#timeoutMs = deps.config.requestTimeoutSecs * 1000;
+  }
+
+  /** Handles one inference request on `endpoint`. */
+  async handle(req: Request, endpoint: Endpoint, ctx: RequestContext): Promise<Response> {
+    const d = this.#d;
+    const start = d.clock.now();
+    let rr: RouteRequest | null = null;
+    try {
+      const slot = d.admission.acquire(req.signal);
+      const release = slot instanceof Promise ? await slot : slot;
+      ctx.completed.then(release, release);
+      const bytes = await readBody(req, d.config.maxPayloadSize);
+      rr = extractRouteRequest(endpoint, parseJson(bytes), req.headers, {
+        routingKeyHeaders: d.config.routingKeyHeaders,
+      });
+      d.metrics.routerRequests.with(
+        "http",
+        "regular",
+        "http",
+        rr.model ?? "unknown",
+        endpointLabel(endpoint),
+        String(rr.stream),
+      ).inc();
+      const res = await this.#route(req, rr, bytes, ctx, start);
+      if (res.status < 400) {
+        d.metrics.routerDuration.with(...this.#labels(rr)).observe((d.clock.now() - start) / 1000);
+      } else {
+        d.metrics.routerErrors.with(...this.#labels(rr), errorType(res.status)).inc();
+      }
+      return res;
+    } catch (e) {
+      const err = e instanceof GatewayError
+        ? e
+        : new GatewayError(500, "internal_error", String(e));
+      if (err.status === 500) d.log.error("request failed", { request_id: ctx.requestId, err });
+      if (rr) d.metrics.routerErrors.with(...this.#labels(rr), errorType(err.status)).inc();
+      return errorResponse(err, ctx.requestId);
+    }
+  }
+
+  #labels(rr: RouteRequest): [string, string, string, string, string] {
+    return ["http", "regular", "http", rr.model ?? "unknown", endpointLabel(rr.endpoint)];
+  }
+
+  async #route(
+    req: Request,
+    rr: RouteRequest,
+    bytes: Uint8Array<ArrayBuffer>,
+    ctx: RequestContext,
+    start: number,
+  ): Promise<Response> {
+    const d = this.#d;
+    const candidates = d.registry.forModel(rr.model);
+    if (candidates.length === 0) {
+      if (d.registry.size === 0) {
+        throw new GatewayError(503, "no_available_workers", "no workers are registered", {
+          retryAfter: 1,
+        });
+      }
+      throw new GatewayError(404, "model_not_found", `no worker serves model '${rr.model}'`, {
+        param: "model",
+      });
+    }
+
+    const deadline = new AbortController();
+    const timer = setTimeout(
+      () => deadline.abort(new DeadlineExceeded("request timeout")),
+      Math.max(0, this.#timeoutMs - (d.clock.now() - start)),
+    );
+    const clear = () => clearTimeout(timer);
+    ctx.completed.then(clear, clear);
+    const signal = AbortSignal.any([req.signal, deadline.signal]);
+
+    const attempts = maxAttempts(d.config.retry);
+    const failed = new Set<string>();
+    let last: Failure | null = null;
+    const ep = endpointLabel(rr.endpoint);
+    for (let attempt = 0; attempt < attempts; attempt++) {
+      if (attempt > 0) {
+        const delay = backoffMs(attempt - 1, d.config.retry, d.random);
+        d.metrics.retries.with("regular", ep).inc();
+        d.metrics.retryBackoff.with(String(attempt)).observe(delay / 1000);
+        try {
+          await sleep(delay, signal);
+        } catch {
+          break;
+        }
+      }
+      const worker = this.#select(candidates, failed, rr, last !== null);
+      if (!worker) break;
+      const result = await this.#attempt(
+        req,
+        worker,
+        rr,
+        bytes,
+        signal,
+        deadline.signal,
+        ctx,
+        start,
+      );
+      if ("response" in result) return result.response;
+      failed.add(worker.id);
+      last = result.failure;
+      if (!last.retryable) break;
+      d.log.warn("attempt failed; retrying on another worker", {
+        request_id: ctx.requestId,
+        worker: worker.url,
+        status: last.worker?.status ?? last.error?.status,
+        attempt: attempt + 1,
+      });
+    }
+    clear();
+    if (req.signal.aborted) return new Response(null, { status: CLIENT_CLOSED });
+    if (deadline.signal.aborted && (!last || last.retryable)) {
+      last = { retryable: false, error: timeoutError(this.#timeoutMs) };
+    }
+    if (last?.retryable && attempts > 1) d.metrics.retriesExhausted.with("regular", ep).inc();
+    return finalResponse(last!, ctx.requestId);
+  }
+
+  /** Eligible candidates that have not failed this request, then the policy's pick. */
+  #select(
+    candidates: readonly Worker[],
+    failed: ReadonlySet<string>,
+    rr: RouteRequest,
+    retrying: boolean,
+  ): Worker | null {
+    const d = this.#d;
+    const now = d.clock.now();
+    const eligible: Worker[] = [];
+    let overloaded = 0;
+    for (const w of candidates) {
+      if (failed.has(w.id)) continue;
+      if (w.available(now)) eligible.push(w);
+      else if (w.overloaded) overloaded++;
+    }
+    if (eligible.length === 0) {
+      if (retrying) return null;
+      if (overloaded > 0 && overloaded === candidates.length) {
+        d.metrics.overloadShed.with("selection").inc();
+        throw new GatewayError(
+          503,
+          "no_available_workers",
+          "every worker for this model is overloaded",
+          {
+            retryAfter: d.config.loadMonitor.intervalSecs,
+          },
+        );
+      }
+      throw new GatewayError(
+        503,
+        "no_available_workers",
+        `all ${candidates.length} workers for model '${
+          rr.model ?? "any"
+        }' are unavailable (unhealthy or circuit open)`,
+        { retryAfter: 1 },
+      );
+    }
+    const worker = d.policy.select(eligible, rr);
+    if (!worker) {
+      if (retrying) return null;
+      throw new GatewayError(
+        503,
+        "no_available_workers",
+        `policy ${d.policy.name} found no worker`,
+        {
+          retryAfter: 1,
+        },
+      );
+    }
+    d.metrics.selection.with(worker.type, "http", rr.model ?? "unknown", d.policy.name).inc();
+    return worker;
+  }
+
+  #record(worker: Worker, outcome: Outcome): void {
+    const d = this.#d;
+    worker.breaker.record(outcome, d.clock.now());
+    d.metrics.workerRequests.with(worker.url, outcome).inc();
+    d.metrics.cbOutcomes.with(worker.url, outcome).inc();
+    d.metrics.cbFailures.with(worker.url).set(worker.breaker.consecutiveFailures);
+  }
+
+  async #attempt(
+    req: Request,
+    worker: Worker,
+    rr: RouteRequest,
+    bytes: Uint8Array<ArrayBuffer>,
+    signal: AbortSignal,
+    deadline: AbortSignal,
+    ctx: RequestContext,
+    start: number,
+  ): Promise<Attempt> {
+    const d = this.#d;
+    const active = d.metrics.workerActive.with(worker.url);
+    worker.inFlight++;
+    worker.requestsTotal++;
+    active.set(worker.inFlight);
+    let held = true;
+    const release = () => {
+      if (!held) return;
+      held = false;
+      worker.inFlight--;
+      active.set(worker.inFlight);
+    };
+    const failure = (e: unknown, what: string): Attempt => {
+      release();
+      if (req.signal.aborted) {
+        return { response: new Response(null, { status: CLIENT_CLOSED }) };
+      }
+      this.#record(worker, "failure");
+      d.metrics.workerErrors.with(worker.type, "http", deadline.aborted ? "timeout" : "transport")
+        .inc();
+      d.metrics.upstreamResponses.with(
+        "http",
+        deadline.aborted ? "504" : "502",
+        "call_upstream_failed",
+      ).inc();
+      if (deadline.aborted) {
+        return { failure: { retryable: false, error: timeoutError(this.#timeoutMs) } };
+      }
+      const msg = `worker ${worker.url} ${what}: ${(e as Error)?.message ?? String(e)}`;
+      return {
+        failure: { retryable: true, error: new GatewayError(502, "call_upstream_failed", msg) },
+      };
+    };
+
+    let res: Response;
+    try {
+      res = await d.fetch(worker.url + ENDPOINT_PATHS[rr.endpoint], {
+        method: "POST",
+        headers: upstreamHeaders(req.headers, ctx.requestId, worker.apiKey),
+        body: bytes,
+        signal,
+      });
+    } catch (e) {
+      return failure(e, "unreachable");
+    }
+    const status = res.status;
+    d.metrics.upstreamResponses.with("http", String(status), "").inc();
+    const outcome = classifyStatus(status);
+    if (isRetryableStatus(status)) {
+      let body = new ArrayBuffer(0);
+      try {
+        body = await res.arrayBuffer();
+      } catch { /* the status is what matters */ }
+      release();
+      this.#record(worker, outcome);
+      if (status >= 500) d.metrics.workerErrors.with(worker.type, "http", "status").inc();
+      return { failure: { retryable: true, worker: { status, headers: res.headers, body } } };
+    }
+
+    if (rr.stream && status < 300 && res.body) {
+      const reader = res.body.getReader();
+      let first: Uint8Array;
+      try {
+        const r = await reader.read();
+        first = r.done ? new Uint8Array() : r.value;
+      } catch (e) {
+        reader.cancel().catch(() => {});
+        return failure(e, "stream broke before its first byte");
+      }
+      this.#record(worker, outcome);
+      d.metrics.ttft.with("http", "regular", rr.model ?? "unknown", endpointLabel(rr.endpoint))
+        .observe((d.clock.now() - start) / 1000);
+      const body = relaySse(first, reader, worker.url, (how, err) => {
+        if (how !== "error") return;
+        this.#record(worker, "failure");
+        d.log.warn("worker stream broke; client got an error event", {
+          request_id: ctx.requestId,
+          worker: worker.url,
+          err,
+        });
+      });
+      ctx.completed.then(release, release);
+      return {
+        response: new Response(body, {
+          status,
+          headers: clientHeaders(res.headers, ctx.requestId, worker.id, true),
+        }),
+      };
+    }
+
+    this.#record(worker, outcome);
+    ctx.completed.then(release, release);
+    return {
+      response: new Response(res.body, {
+        status,
+        headers: clientHeaders(res.headers, ctx.requestId, worker.id, false),
+      }),
+    };
+  }
+}
+
+function timeoutError(ms: number): GatewayError {
+  return new GatewayError(504, "request_timeout", `request did not finish within ${ms / 1000}s`);
+}
+
+function finalResponse(f: Failure, requestId: string): Response {
+  if (f.worker) {
+    const h = new Headers(f.worker.headers);
+    h.delete("content-length");
+    h.delete("content-encoding");
+    h.delete("transfer-encoding");
+    h.set("x-request-id", requestId);
+    return new Response(f.worker.body, { status: f.worker.status, headers: h });
+  }
+  return errorResponse(f.error!, requestId);
+}

@@ -1,0 +1,291 @@
+/**
+ * The composition root: the only place that wires modules together. Builds the registry,
+ * manager, health checker, load monitor, policy, admission, proxy and routes from a
+ * `GatewayConfig`, owns the background loops (started by `start()`, stopped by `stop()`), and
+ * exposes the main-port entry and the metrics rendering. Listening and signals live in
+ * `serve.ts`.
+ */
+
+import type { GatewayConfig } from "../config/config.ts";
+import { type Clock, osRandom, type Random, seededRandom, systemClock } from "../core/clock.ts";
+import type { Logger } from "../core/log.ts";
+import { BREAKER_GAUGE } from "../workers/circuit_breaker.ts";
+import { Metrics } from "../metrics/metrics.ts";
+import { createPolicy, type Policy } from "../policies/mod.ts";
+import { Admission } from "../proxy/admission.ts";
+import { type FetchFn, InferenceProxy } from "../proxy/proxy.ts";
+import { HealthChecker } from "../workers/health.ts";
+import { LoadMonitor } from "../workers/load_monitor.ts";
+import { WorkerManager } from "../workers/manager.ts";
+import { WorkerRegistry } from "../workers/registry.ts";
+import * as info from "./info_api.ts";
+import { createEntry, INFERENCE_PATHS, type Route } from "./routes.ts";
+import * as workersApi from "./workers_api.ts";
+
+/** What a gateway is built from; everything but `config` and `log` has a production default. */
+export interface GatewayOptions {
+  /** Validated configuration. */
+  config: GatewayConfig;
+  /** Root logger. */
+  log: Logger;
+  /** HTTP client toward workers (default: fetch over a keep-alive pool). */
+  fetch?: FetchFn;
+  /** Clock (default: performance.now). */
+  clock?: Clock;
+  /** Randomness (default: seeded from `--random-seed` or the OS). */
+  random?: Random;
+}
+
+/** The default worker client: one keep-alive pool whose idle connections close after the configured time. */
+export function workerFetch(config: GatewayConfig): FetchFn {
+  const client = Deno.createHttpClient({
+    poolIdleTimeout: config.upstreamPoolIdleTimeoutSecs * 1000,
+    http2: false,
+  });
+  return (url, init) => {
+    (init as RequestInit & { client: Deno.HttpClient }).client = client;
+    return fetch(url, init);
+  };
+}
+
+/** A gateway instance. */
+export class Gateway {
+  /** Configuration. */
+  readonly config: GatewayConfig;
+  /** Workers. */
+  readonly registry = new WorkerRegistry();
+  /** Metrics. */
+  readonly metrics = new Metrics();
+  /** Worker lifecycle. */
+  readonly manager: WorkerManager;
+  /** Health probes. */
+  readonly checker: HealthChecker;
+  /** Load polling. */
+  readonly monitor: LoadMonitor;
+  /** Routing policy. */
+  readonly policy: Policy;
+  /** The main port's handler: `(request, completed)`. */
+  readonly handle: (req: Request, completed: Promise<unknown>) => Promise<Response>;
+  readonly #log: Logger;
+  readonly #clock: Clock;
+  readonly #loops = new AbortController();
+  #tasks: Promise<void>[] = [];
+  #draining = false;
+
+  /** Wires every module; nothing runs until `start()`. */
+  constructor(opts: GatewayOptions) {
+    const config = this.config = opts.config;
+    const log = this.#log = opts.log;
+    const clock = this.#clock = opts.clock ?? systemClock;
+    const random = opts.random ??
+      (config.randomSeed === null ? osRandom() : seededRandom(config.randomSeed));
+    const fetchFn = opts.fetch ?? workerFetch(config);
+    const metrics = this.metrics;
+    const registry = this.registry;
+
+    this.policy = createPolicy(config.policy, {
+      random,
+      now: () => clock.now(),
+      log: log.child({ module: "policy" }),
+    });
+    this.checker = new HealthChecker({
+      config: config.health,
+      registry,
+      fetch: fetchFn,
+      clock,
+      log: log.child({ module: "health" }),
+      onProbe: (w, ok) => metrics.healthChecks.with(w.type, ok ? "success" : "failure").inc(),
+    });
+    this.monitor = new LoadMonitor({
+      config: config.loadMonitor,
+      registry,
+      fetch: fetchFn,
+      clock,
+      log: log.child({ module: "load" }),
+      wanted: () => this.policy.needs.backendLoads,
+    });
+    this.manager = new WorkerManager({
+      registry,
+      health: config.health,
+      circuitBreaker: config.circuitBreaker,
+      clock,
+      log: log.child({ module: "workers" }),
+      onAdded: () => this.checker.poke(),
+      onRemoved: (w) => {
+        this.policy.onWorkerRemoved?.(w.id);
+        metrics.workerActive.with(w.url).set(0);
+      },
+      onBreakerTransition: (w, from, to) => {
+        metrics.cbTransitions.labels(w.url, from, to).inc();
+        log.warn("circuit breaker changed", { module: "breaker", worker: w.url, from, to });
+      },
+    });
+    registry.subscribe((e) => {
+      if (e.kind === "status" && e.to === "failed" && config.health.removeUnhealthy) {
+        this.manager.remove(e.worker.id);
+      }
+    });
+
+    const proxy = new InferenceProxy({
+      config,
+      registry,
+      policy: this.policy,
+      metrics,
+      log: log.child({ module: "proxy" }),
+      clock,
+      random,
+      fetch: fetchFn,
+      admission: new Admission(config.admission, metrics),
+    });
+    const infoDeps: info.InfoApiDeps = {
+      registry,
+      fetch: fetchFn,
+      draining: () => this.#draining,
+      timeoutMs: config.health.timeoutSecs * 1000,
+      clock,
+    };
+    const wDeps: workersApi.WorkersApiDeps = { registry, manager: this.manager, clock };
+    const idOf = (path: string) => decodeURIComponent(path.slice("/workers/".length));
+    const ok = () => new Response("OK", { headers: { "content-type": "text/plain" } });
+    const routes: Route[] = [
+      ...Object.entries(INFERENCE_PATHS).map(([path, endpoint]): Route => ({
+        method: "POST",
+        path,
+        protected: true,
+        handler: (req, ctx) => proxy.handle(req, endpoint, ctx),
+      })),
+      { method: "GET", path: "/health", protected: false, handler: ok },
+      { method: "GET", path: "/liveness", protected: false, handler: ok },
+      {
+        method: "GET",
+        path: "/readiness",
+        protected: false,
+        handler: () => info.readiness(infoDeps),
+      },
+      {
+        method: "GET",
+        path: "/health_generate",
+        protected: false,
+        handler: (_r, ctx) => info.firstReady(infoDeps, "/health_generate", ctx.requestId),
+      },
+      {
+        method: "GET",
+        path: "/v1/models",
+        protected: false,
+        handler: () => info.listModels(infoDeps),
+      },
+      {
+        method: "GET",
+        path: "/get_server_info",
+        protected: false,
+        handler: (_r, ctx) => info.firstReady(infoDeps, "/get_server_info", ctx.requestId),
+      },
+      {
+        method: "GET",
+        path: "/get_model_info",
+        protected: false,
+        handler: (_r, ctx) => info.firstReady(infoDeps, "/get_model_info", ctx.requestId),
+      },
+      {
+        method: "GET",
+        path: "/get_loads",
+        protected: true,
+        handler: () => info.getLoads(infoDeps),
+      },
+      {
+        method: "POST",
+        path: "/flush_cache",
+        protected: true,
+        handler: () => info.flushCache(infoDeps),
+      },
+      {
+        method: "GET",
+        path: "/workers",
+        protected: true,
+        handler: (req) => workersApi.listWorkers(wDeps, new URL(req.url)),
+      },
+      {
+        method: "POST",
+        path: "/workers",
+        protected: true,
+        handler: (req) => workersApi.createWorker(wDeps, req),
+      },
+      {
+        method: "GET",
+        path: "/workers/",
+        protected: true,
+        handler: (_r, ctx) => workersApi.getWorker(wDeps, idOf(ctx.path)),
+      },
+      {
+        method: "DELETE",
+        path: "/workers/",
+        protected: true,
+        handler: (_r, ctx) => workersApi.deleteWorker(wDeps, idOf(ctx.path)),
+      },
+    ];
+    this.handle = createEntry({
+      routes,
+      apiKey: config.apiKey,
+      requestIdHeaders: config.requestIdHeaders,
+      metrics,
+      clock,
+    });
+  }
+
+  /** Registers the start-up workers and starts the health and load loops. */
+  start(): void {
+    for (const url of this.config.workerUrls) {
+      this.manager.add({
+        url,
+        apiKey: this.config.apiKey,
+        disableHealthCheck: this.config.health.disabled,
+      });
+    }
+    const signal = this.#loops.signal;
+    this.#tasks = [this.checker.run(signal), this.monitor.run(signal)];
+  }
+
+  /** Marks the gateway as draining: readiness answers 503 from now on. */
+  drain(): void {
+    this.#draining = true;
+  }
+
+  /** Whether `drain()` was called. */
+  get draining(): boolean {
+    return this.#draining;
+  }
+
+  /** Stops the background loops and pending removals. */
+  async stop(): Promise<void> {
+    this.#loops.abort();
+    await Promise.all([...this.#tasks, this.manager.stop()]);
+  }
+
+  /** Refreshes the per-worker gauges and renders the Prometheus text. */
+  renderMetrics(): Promise<string> {
+    const m = this.metrics;
+    const now = this.#clock.now();
+    m.workerHealth.reset();
+    m.cbState.reset();
+    m.poolSize.reset();
+    m.overloaded.reset();
+    for (const w of this.registry.all()) {
+      m.workerHealth.labels(w.url).set(w.status === "ready" ? 1 : 0);
+      m.cbState.labels(w.url).set(BREAKER_GAUGE[w.breaker.state(now)]);
+      for (const model of w.models ?? ["unknown"]) {
+        m.poolSize.labels(w.type, "http", model).inc();
+        if (w.overloaded) m.overloaded.labels(model).inc();
+      }
+    }
+    return m.render();
+  }
+
+  /** The metrics port's handler. */
+  readonly handleMetrics = async (req: Request): Promise<Response> => {
+    const path = new URL(req.url).pathname;
+    if (path !== "/metrics" || req.method !== "GET") return new Response(null, { status: 404 });
+    return new Response(await this.renderMetrics(), {
+      headers: { "content-type": this.metrics.registry.contentType },
+    });
+  };
+}

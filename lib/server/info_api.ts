@@ -1,0 +1,142 @@
+/**
+ * Probes and info: `/readiness`, `/v1/models` (from the registry), the pass-through GETs to the
+ * first ready worker (`/health_generate`, `/get_server_info`, `/get_model_info`), and the
+ * fan-outs `/get_loads` and `/flush_cache`.
+ */
+
+import { type Clock, systemClock } from "../core/clock.ts";
+import { errorResponse, GatewayError } from "../core/errors.ts";
+import { type FetchFn, getText, tryJson } from "../workers/http.ts";
+import { fetchLoad } from "../workers/load_monitor.ts";
+import { usedTokensOrUnknown } from "../workers/load_report.ts";
+import type { WorkerRegistry } from "../workers/registry.ts";
+
+/** What the info routes read. */
+export interface InfoApiDeps {
+  /** The registry. */
+  registry: WorkerRegistry;
+  /** HTTP client toward workers. */
+  fetch: FetchFn;
+  /** Whether the gateway is shutting down. */
+  draining: () => boolean;
+  /** Timeout for pass-through and fan-out calls, in ms. */
+  timeoutMs: number;
+  /** Clock. */
+  clock?: Clock;
+}
+
+/** `GET /readiness`: 200 with counts when a worker is ready, else 503 with the reason. */
+export function readiness(d: InfoApiDeps): Response {
+  const total = d.registry.size;
+  const healthy = d.registry.all().filter((w) => w.status === "ready").length;
+  if (d.draining()) {
+    return Response.json({ status: "not ready", reason: "draining" }, { status: 503 });
+  }
+  if (healthy === 0) {
+    return Response.json(
+      {
+        status: "not ready",
+        reason: "insufficient healthy workers",
+        healthy_workers: 0,
+        total_workers: total,
+      },
+      { status: 503 },
+    );
+  }
+  return Response.json({ status: "ready", healthy_workers: healthy, total_workers: total });
+}
+
+/** `GET /v1/models`: the models the registry knows, OpenAI list shape. */
+export function listModels(d: InfoApiDeps): Response {
+  const models = d.registry.models();
+  if (models.length === 0) return new Response("No models available", { status: 503 });
+  return Response.json({
+    object: "list",
+    data: models.map((id) => ({ id, object: "model", created: 0, owned_by: "self_hosted" })),
+  });
+}
+
+/** Passes a GET through to the first ready worker. */
+export async function firstReady(
+  d: InfoApiDeps,
+  path: string,
+  requestId: string,
+): Promise<Response> {
+  const now = (d.clock ?? systemClock).now();
+  const w = d.registry.all().find((w) => w.available(now));
+  if (!w) {
+    return errorResponse(
+      new GatewayError(503, "no_workers", "no ready worker to answer this", { retryAfter: 1 }),
+      requestId,
+    );
+  }
+  const res = await getText(d.fetch, w.url + path, d.timeoutMs, w.apiKey);
+  if (res.status === 0) {
+    return errorResponse(
+      new GatewayError(502, "call_upstream_failed", `worker ${w.url} unreachable: ${res.error}`),
+      requestId,
+    );
+  }
+  return new Response(res.text, {
+    status: res.status,
+    headers: {
+      "content-type": tryJson(res.text) === null ? "text/plain" : "application/json",
+      "x-smg-routed-worker-id": w.id,
+      "x-request-id": requestId,
+    },
+  });
+}
+
+/** `GET /get_loads`: a fresh load report from every worker. */
+export async function getLoads(d: InfoApiDeps): Promise<Response> {
+  const workers = await Promise.all(
+    d.registry.all().map(async (w) => {
+      const snap = w.status === "ready"
+        ? await fetchLoad(d.fetch, w, new Set(), d.timeoutMs)
+        : null;
+      return {
+        worker: w.url,
+        load: usedTokensOrUnknown(snap),
+        details: snap?.details ?? undefined,
+      };
+    }),
+  );
+  return Response.json({ workers });
+}
+
+/** `POST /flush_cache`: asks every worker to drop its prefix cache; 206 when some fail. */
+export async function flushCache(d: InfoApiDeps): Promise<Response> {
+  const results = await Promise.all(
+    d.registry.all().map(async (w) => {
+      const r = await getText(
+        d.fetch,
+        `${w.url}/flush_cache`,
+        d.timeoutMs,
+        w.apiKey,
+        undefined,
+        "POST",
+      );
+      const ok = r.status >= 200 && r.status < 300;
+      return {
+        worker: w.url,
+        ok,
+        error: ok ? undefined : r.error ?? `HTTP ${r.status}: ${r.text.slice(0, 200)}`,
+      };
+    }),
+  );
+  const failed = results.filter((r) => !r.ok);
+  const all = failed.length === 0;
+  return Response.json({
+    status: all ? "success" : "partial_success",
+    message: all
+      ? "cache flushed on every worker"
+      : `${failed.length} of ${results.length} workers failed`,
+    workers_flushed: results.length - failed.length,
+    total_http_workers: results.length,
+    total_grpc_workers: 0,
+    total_zmq_workers_skipped: 0,
+    total_workers: results.length,
+    successful: all ? undefined : results.filter((r) => r.ok).map((r) => r.worker),
+    failed: all ? undefined : failed.map((r) => ({ worker: r.worker, error: r.error })),
+  }, { status: all ? 200 : 206 });
+}

@@ -1,0 +1,29 @@
+/**
+ * Request ids: the first client-supplied one from the configured headers, else a new one with
+ * SMG's per-endpoint prefix and 24 random alphanumerics.
+ */
+
+const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+const PREFIX: Record<string, string> = {
+  "/v1/chat/completions": "chatcmpl-",
+  "/v1/completions": "cmpl-",
+  "/generate": "gnt-",
+};
+const MAX_ID_LENGTH = 256;
+
+/** A fresh id for `path`. */
+export function newRequestId(path: string): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(24));
+  let id = PREFIX[path] ?? "req-";
+  for (const b of bytes) id += ALPHABET[b % 62];
+  return id;
+}
+
+/** The client's id from `headers` (first present, ≤ 256 chars), else a fresh one. */
+export function requestIdFor(headers: Headers, names: readonly string[], path: string): string {
+  for (const n of names) {
+    const v = headers.get(n);
+    if (v && v.length <= MAX_ID_LENGTH) return v;
+  }
+  return newRequestId(path);
+}

@@ -1,0 +1,120 @@
+/**
+ * The main port's route table and request entry: match method and path, check the API key on
+ * protected routes (401, empty body, as SMG), attach the request id, count SMG's `smg_http_*`
+ * metrics. Unknown paths get SMG's empty 404; a known path with another method gets 405.
+ */
+
+import type { Clock } from "../core/clock.ts";
+import type { Endpoint } from "../core/types.ts";
+import type { Metrics } from "../metrics/metrics.ts";
+import type { RequestContext } from "../proxy/proxy.ts";
+import { requestIdFor } from "./request_id.ts";
+
+/** What a handler gets besides the request. */
+export interface RouteContext extends RequestContext {
+  /** The request path (no query). */
+  path: string;
+}
+
+/** A route handler. */
+export type Handler = (req: Request, ctx: RouteContext) => Response | Promise<Response>;
+
+/** One route. */
+export interface Route {
+  /** HTTP method. */
+  method: "GET" | "POST" | "DELETE";
+  /** Exact path, or a prefix ending in `/` (the handler reads the rest from `ctx.path`). */
+  path: string;
+  /** Whether `--api-key` is required. */
+  protected: boolean;
+  /** The handler. */
+  handler: Handler;
+}
+
+/** Inference paths and their endpoint. */
+export const INFERENCE_PATHS: Record<string, Endpoint> = {
+  "/v1/chat/completions": "chat",
+  "/v1/completions": "completions",
+  "/generate": "generate",
+  "/v1/embeddings": "embeddings",
+  "/v1/rerank": "rerank",
+};
+
+/** What the entry needs. */
+export interface EntryDeps {
+  /** The routes. */
+  routes: Route[];
+  /** `--api-key`, or null. */
+  apiKey: string | null;
+  /** Request id headers. */
+  requestIdHeaders: readonly string[];
+  /** Metrics. */
+  metrics: Metrics;
+  /** Clock. */
+  clock: Clock;
+}
+
+/** The path of an absolute request URL, without parsing the whole URL. */
+function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start < 0) return "/";
+  const q = url.indexOf("?", start);
+  return q < 0 ? url.slice(start) : url.slice(start, q);
+}
+
+/** Builds `(req, completed) => Response` for the main port. */
+export function createEntry(
+  d: EntryDeps,
+): (req: Request, completed: Promise<unknown>) => Promise<Response> {
+  const exact = new Map<string, Route[]>();
+  const prefixes: Route[] = [];
+  for (const r of d.routes) {
+    if (r.path.endsWith("/")) prefixes.push(r);
+    else exact.set(r.path, [...(exact.get(r.path) ?? []), r]);
+  }
+  const bearer = d.apiKey === null ? null : `Bearer ${d.apiKey}`;
+
+  return async (req, completed) => {
+    const start = d.clock.now();
+    const path = pathOf(req.url);
+    let candidates = exact.get(path);
+    let template = path;
+    if (!candidates) {
+      const p = prefixes.filter((r) => path.startsWith(r.path) && path.length > r.path.length);
+      if (p.length > 0) {
+        candidates = p;
+        template = p[0].path + "{id}";
+      }
+    }
+    const route = candidates?.find((r) => r.method === req.method);
+    const requestId = requestIdFor(req.headers, d.requestIdHeaders, path);
+    d.metrics.httpActive.inc();
+    const done = () => d.metrics.httpActive.dec();
+    completed.then(done, done);
+
+    let res: Response;
+    if (!candidates) {
+      template = "other";
+      res = new Response(null, { status: 404 });
+    } else if (!route) {
+      res = new Response(null, {
+        status: 405,
+        headers: { allow: candidates.map((r) => r.method).join(", ") },
+      });
+    } else if (route.protected && bearer !== null && req.headers.get("authorization") !== bearer) {
+      res = new Response(null, { status: 401 });
+    } else {
+      res = await route.handler(req, { requestId, completed, path });
+    }
+    if (!res.headers.has("x-request-id")) res.headers.set("x-request-id", requestId);
+    const method = req.method;
+    d.metrics.httpRequests.with(method, template).inc();
+    d.metrics.httpResponses.with(
+      template,
+      String(res.status),
+      res.headers.get("x-smg-error-code") ?? "",
+    ).inc();
+    d.metrics.httpDuration.with(method, template).observe((d.clock.now() - start) / 1000);
+    return res;
+  };
+}

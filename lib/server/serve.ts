@@ -1,0 +1,90 @@
+/**
+ * Puts a `Gateway` on the network: the main port and the metrics port, the background loops,
+ * and graceful shutdown on SIGTERM/SIGINT: readiness turns 503 at once, the listener stays open
+ * for a settle window (half the grace period, at most 5 s) so load balancers notice, then new
+ * connections are refused and in-flight requests and streams get the rest of the grace period.
+ */
+
+import type { Logger } from "../core/log.ts";
+import type { Gateway } from "./app.ts";
+
+/** A running gateway. */
+export interface Serving {
+  /** The main port's address. */
+  addr: Deno.NetAddr;
+  /** The metrics port's address. */
+  metricsAddr: Deno.NetAddr;
+  /** Drains and stops; resolves when everything is closed. */
+  shutdown(): Promise<void>;
+  /** Resolves after shutdown. */
+  finished: Promise<void>;
+}
+
+/** Options for `serveGateway`. */
+export interface ServeOptions {
+  /** Install SIGTERM/SIGINT handlers (default true). */
+  signals?: boolean;
+}
+
+/** Starts listening and the background loops. */
+export function serveGateway(gw: Gateway, log: Logger, opts: ServeOptions = {}): Serving {
+  const c = gw.config;
+  const server = Deno.serve({
+    hostname: c.host,
+    port: c.port,
+    onListen: () => {},
+    onError: (e) => {
+      log.error("unhandled error in request handler", { err: e });
+      return new Response(null, { status: 500 });
+    },
+  }, (req, info) => gw.handle(req, info.completed));
+  const metricsServer = Deno.serve({
+    hostname: c.prometheusHost,
+    port: c.prometheusPort,
+    onListen: () => {},
+  }, gw.handleMetrics);
+  gw.start();
+  log.info("smg listening", {
+    addr: `http://${server.addr.hostname}:${server.addr.port}`,
+    metrics: `http://${metricsServer.addr.hostname}:${metricsServer.addr.port}/metrics`,
+    policy: gw.policy.name,
+    workers: c.workerUrls.length,
+  });
+
+  let shuttingDown: Promise<void> | null = null;
+  const { promise: finished, resolve: markFinished } = Promise.withResolvers<void>();
+  const shutdown = () => {
+    shuttingDown ??= (async () => {
+      const graceMs = c.shutdownGracePeriodSecs * 1000;
+      const settleMs = Math.min(graceMs / 2, 5000);
+      log.info("shutting down: draining", { settle_ms: settleMs, grace_ms: graceMs });
+      gw.drain();
+      await new Promise((r) => setTimeout(r, settleMs));
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const graceOver = new Promise<"timeout">((r) => {
+        timer = setTimeout(() => r("timeout"), graceMs - settleMs);
+      });
+      const how = await Promise.race([server.shutdown().then(() => "drained" as const), graceOver]);
+      clearTimeout(timer);
+      if (how === "timeout") log.warn("grace period over; closing remaining requests");
+      await Promise.all([metricsServer.shutdown(), gw.stop()]);
+      if (opts.signals !== false) {
+        Deno.removeSignalListener("SIGTERM", shutdown);
+        Deno.removeSignalListener("SIGINT", shutdown);
+      }
+      log.info("shutdown complete");
+      markFinished();
+    })();
+    return shuttingDown;
+  };
+  if (opts.signals !== false) {
+    Deno.addSignalListener("SIGTERM", shutdown);
+    Deno.addSignalListener("SIGINT", shutdown);
+  }
+  return {
+    addr: server.addr,
+    metricsAddr: metricsServer.addr,
+    shutdown,
+    finished,
+  };
+}

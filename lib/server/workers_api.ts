@@ -1,0 +1,110 @@
+/**
+ * The worker control plane: `GET /workers[?model=]`, `POST /workers`, `GET /workers/{id}`,
+ * `DELETE /workers/{id}`, with SMG's bodies (flat `{error, code}` errors, 202 + `Location` on
+ * accepted changes, a `job_status` while a new worker is still pending).
+ */
+
+import type { Clock } from "../core/clock.ts";
+import { flatErrorResponse, GatewayError } from "../core/errors.ts";
+import { parseWorkerSpec, type WorkerManager } from "../workers/manager.ts";
+import { DuplicateWorkerError, type WorkerRegistry } from "../workers/registry.ts";
+import type { Worker } from "../workers/worker.ts";
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** What the worker API reads and changes. */
+export interface WorkersApiDeps {
+  /** The registry. */
+  registry: WorkerRegistry;
+  /** Adds and removes workers. */
+  manager: WorkerManager;
+  /** Clock for breaker states in the output. */
+  clock: Clock;
+}
+
+function info(w: Worker, now: number): Record<string, unknown> {
+  const out = w.info(now);
+  if (w.status === "pending") {
+    out.job_status = {
+      job_type: "add_worker",
+      worker_url: w.url,
+      status: "pending",
+      message: "waiting for the worker to answer its health check",
+    };
+  }
+  return out;
+}
+
+/** `GET /workers`. */
+export function listWorkers(d: WorkersApiDeps, url: URL): Response {
+  const model = url.searchParams.get("model");
+  const now = d.clock.now();
+  const workers = d.registry.all().filter((w) => model === null || w.serves(model));
+  const count = (t: string) => workers.filter((w) => w.type === t).length;
+  return Response.json({
+    workers: workers.map((w) => info(w, now)),
+    total: workers.length,
+    stats: {
+      prefill_count: count("prefill"),
+      decode_count: count("decode"),
+      regular_count: count("regular"),
+    },
+  });
+}
+
+/** `POST /workers`. */
+export async function createWorker(d: WorkersApiDeps, req: Request): Promise<Response> {
+  let body: unknown;
+  try {
+    body = await req.json();
+  } catch (e) {
+    return flatErrorResponse(
+      400,
+      "BAD_REQUEST",
+      `worker spec is not valid JSON: ${(e as Error).message}`,
+    );
+  }
+  try {
+    const w = d.manager.add(parseWorkerSpec(body));
+    const location = `/workers/${w.id}`;
+    return Response.json({
+      status: "accepted",
+      worker_id: w.id,
+      url: w.url,
+      location,
+      message: `worker ${w.url} accepted; it becomes ready once it answers its health check`,
+    }, { status: 202, headers: { location } });
+  } catch (e) {
+    if (e instanceof DuplicateWorkerError) {
+      return flatErrorResponse(409, "WORKER_ALREADY_EXISTS", e.message);
+    }
+    if (e instanceof GatewayError) return flatErrorResponse(400, "BAD_REQUEST", e.message);
+    throw e;
+  }
+}
+
+function lookup(d: WorkersApiDeps, id: string): Worker | Response {
+  if (!UUID.test(id)) {
+    return flatErrorResponse(400, "BAD_REQUEST", `'${id}' is not a worker id (UUID)`);
+  }
+  return d.registry.get(id) ??
+    flatErrorResponse(404, "WORKER_NOT_FOUND", `no worker with id ${id}`);
+}
+
+/** `GET /workers/{id}`. */
+export function getWorker(d: WorkersApiDeps, id: string): Response {
+  const w = lookup(d, id);
+  return w instanceof Response ? w : Response.json(info(w, d.clock.now()));
+}
+
+/** `DELETE /workers/{id}`. */
+export function deleteWorker(d: WorkersApiDeps, id: string): Response {
+  const w = lookup(d, id);
+  if (w instanceof Response) return w;
+  d.manager.remove(w.id);
+  return Response.json({
+    status: "accepted",
+    worker_id: w.id,
+    message: `worker ${w.url} is draining and will be removed`,
+  }, { status: 202 });
+}

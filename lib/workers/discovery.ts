@@ -1,0 +1,32 @@
+/**
+ * Learns which models a worker serves: `GET /v1/models` (OpenAI list, as sglang and vLLM serve
+ * it), else `GET /get_model_info` (sglang's `model_path`). Null when neither answers, which
+ * leaves the worker serving any model.
+ */
+
+import { type FetchFn, getText, tryJson } from "./http.ts";
+
+/** Model ids the worker at `url` serves, or null when it does not say. */
+export async function discoverModels(
+  fetchFn: FetchFn,
+  url: string,
+  timeoutMs: number,
+  apiKey: string | null,
+  signal?: AbortSignal,
+): Promise<string[] | null> {
+  const list = await getText(fetchFn, `${url}/v1/models`, timeoutMs, apiKey, signal);
+  if (list.status === 200) {
+    const body = tryJson(list.text) as { data?: { id?: unknown }[] } | null;
+    const ids = (body?.data ?? []).map((m) => m?.id).filter((id): id is string =>
+      typeof id === "string"
+    );
+    if (ids.length > 0) return [...new Set(ids)];
+  }
+  const info = await getText(fetchFn, `${url}/get_model_info`, timeoutMs, apiKey, signal);
+  if (info.status === 200) {
+    const body = tryJson(info.text) as { model_path?: unknown; served_model_name?: unknown } | null;
+    const id = body?.served_model_name ?? body?.model_path;
+    if (typeof id === "string" && id) return [id];
+  }
+  return null;
+}

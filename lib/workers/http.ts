@@ -1,0 +1,53 @@
+/**
+ * Small GET helpers for the control paths (health, discovery, loads): a timeout per call, the
+ * worker's bearer key, and an outer signal that stops everything at shutdown.
+ */
+
+/** The `fetch` the worker modules call; injectable for tests. */
+export type FetchFn = (url: string, init: RequestInit) => Promise<Response>;
+
+/** The outcome of a control GET. */
+export interface GetResult {
+  /** HTTP status, or 0 for a transport error or timeout. */
+  status: number;
+  /** Body text (empty on transport errors). */
+  text: string;
+  /** Transport error message, if any. */
+  error?: string;
+}
+
+/** GETs `url` with a timeout; never throws. */
+export async function getText(
+  fetchFn: FetchFn,
+  url: string,
+  timeoutMs: number,
+  apiKey: string | null,
+  signal?: AbortSignal,
+  method = "GET",
+): Promise<GetResult> {
+  const timeout = AbortSignal.timeout(timeoutMs);
+  const sig = signal ? AbortSignal.any([signal, timeout]) : timeout;
+  try {
+    const res = await fetchFn(url, {
+      method,
+      headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
+      signal: sig,
+    });
+    const text = await res.text();
+    return { status: res.status, text };
+  } catch (e) {
+    const msg = timeout.aborted
+      ? `timed out after ${timeoutMs} ms`
+      : (e as Error)?.message ?? String(e);
+    return { status: 0, text: "", error: msg };
+  }
+}
+
+/** Parses JSON text, or null when it is not JSON. */
+export function tryJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
+  }
+}

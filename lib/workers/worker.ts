@@ -1,0 +1,161 @@
+/**
+ * One worker: its identity (id, URL, models, role), its mutable state (status, in-flight count,
+ * breaker, health counters, last load report), and its public JSON form for `GET /workers`.
+ * The API key is kept private: it is sent to the worker, never shown.
+ */
+
+import type { LoadSnapshot, WorkerStatus, WorkerType, WorkerView } from "../core/types.ts";
+import { BREAKER_GAUGE, CircuitBreaker } from "./circuit_breaker.ts";
+import type { HealthCounters } from "./health_state.ts";
+
+/** What a caller says about a worker when registering it (`POST /workers` body, snake_case). */
+export interface WorkerSpec {
+  /** Base URL (http or https). */
+  url: string;
+  /** Models it serves; discovered from the worker when absent. */
+  models?: string[];
+  /** Role; default regular. */
+  workerType?: WorkerType;
+  /** Free-form labels (e.g. a per-model policy name). */
+  labels?: Record<string, string>;
+  /** Bearer key sent to the worker. */
+  apiKey?: string | null;
+  /** Priority label, default 50. */
+  priority?: number;
+  /** Cost label, default 1.0. */
+  cost?: number;
+  /** Bootstrap port for prefill workers. */
+  bootstrapPort?: number | null;
+  /** No health probes for this worker: it starts ready. */
+  disableHealthCheck?: boolean;
+}
+
+/** Listener for a status change. */
+export type StatusListener = (w: Worker, from: WorkerStatus, to: WorkerStatus) => void;
+
+/** A registered worker. */
+export class Worker implements WorkerView {
+  /** Registry id (UUID). */
+  readonly id: string;
+  /** Base URL without a trailing slash. */
+  readonly url: string;
+  /** Role. */
+  readonly type: WorkerType;
+  /** Labels, discovered and user-given. */
+  readonly labels: Record<string, string>;
+  /** Priority label. */
+  readonly priority: number;
+  /** Cost label. */
+  readonly cost: number;
+  /** Bootstrap port (prefill only). */
+  readonly bootstrapPort: number | null;
+  /** Whether periodic probes are off for this worker. */
+  readonly healthCheckDisabled: boolean;
+  /** When the worker was registered (clock ms). */
+  readonly registeredAt: number;
+  /** Served model ids; null means not known yet, so any model may go to it. */
+  models: string[] | null;
+  /** Requests in flight from this gateway. */
+  inFlight = 0;
+  /** Requests this gateway sent to the worker, ever. */
+  requestsTotal = 0;
+  /** Last backend load report. */
+  load: LoadSnapshot | null = null;
+  /** When `load` was received (clock ms). */
+  loadAt = 0;
+  /** Vetoed by the overload guard until the next load report clears it. */
+  overloaded = false;
+  /** Probe counters. */
+  health: HealthCounters = { ok: 0, fail: 0 };
+  /** When the next probe is due (clock ms). */
+  nextProbeAt = 0;
+  /** The worker's circuit breaker. */
+  readonly breaker: CircuitBreaker;
+  #status: WorkerStatus;
+  readonly #apiKey: string | null;
+  readonly #onStatus?: StatusListener;
+
+  /** Builds a worker record; `status` is its first state. */
+  constructor(
+    id: string,
+    spec: WorkerSpec,
+    breaker: CircuitBreaker,
+    status: WorkerStatus,
+    now: number,
+    onStatus?: StatusListener,
+  ) {
+    this.id = id;
+    this.url = spec.url;
+    this.type = spec.workerType ?? "regular";
+    this.labels = { ...spec.labels };
+    this.priority = spec.priority ?? 50;
+    this.cost = spec.cost ?? 1.0;
+    this.bootstrapPort = spec.bootstrapPort ?? null;
+    this.healthCheckDisabled = spec.disableHealthCheck ?? false;
+    this.models = spec.models && spec.models.length > 0 ? [...spec.models] : null;
+    this.breaker = breaker;
+    this.registeredAt = now;
+    this.#status = status;
+    this.#apiKey = spec.apiKey ?? null;
+    this.#onStatus = onStatus;
+  }
+
+  /** Lifecycle status. */
+  get status(): WorkerStatus {
+    return this.#status;
+  }
+
+  /** Moves to `to`, telling the listener when it is a change. */
+  setStatus(to: WorkerStatus): void {
+    const from = this.#status;
+    if (from === to) return;
+    this.#status = to;
+    this.#onStatus?.(this, from, to);
+  }
+
+  /** The key sent to the worker as a bearer token, if any. */
+  get apiKey(): string | null {
+    return this.#apiKey;
+  }
+
+  /** Whether the worker serves `model` (null model or unknown models: yes). */
+  serves(model: string | null): boolean {
+    return model === null || this.models === null || this.models.includes(model);
+  }
+
+  /** Routable right now: ready, breaker not open, not vetoed. */
+  available(now: number): boolean {
+    return this.#status === "ready" && !this.overloaded && this.breaker.allows(now);
+  }
+
+  /** The `GET /workers` item (SMG's WorkerInfo fields; never the API key). */
+  info(now: number): Record<string, unknown> {
+    const out: Record<string, unknown> = {
+      id: this.id,
+      url: this.url,
+      model_id: this.models?.[0],
+      models: this.models?.map((id) => ({ id })),
+      worker_type: this.type,
+      connection_mode: "http",
+      labels: this.labels,
+      priority: this.priority,
+      cost: this.cost,
+      bootstrap_port: this.bootstrapPort ?? undefined,
+      is_healthy: this.#status === "ready",
+      status: this.#status,
+      load: this.inFlight,
+      circuit_breaker: {
+        state: this.breaker.state(now),
+        state_code: BREAKER_GAUGE[this.breaker.state(now)],
+        consecutive_failures: this.breaker.consecutiveFailures,
+      },
+      overloaded: this.overloaded,
+      requests_total: this.requestsTotal,
+    };
+    if (this.load) {
+      const { details: _d, ...summary } = this.load;
+      out.load_report = summary;
+    }
+    return out;
+  }
+}

@@ -1,0 +1,62 @@
+/**
+ * The bundled single file (`deno task bundle`) runs from an empty directory: nothing is read
+ * from the source tree at run time. It serves a chat request and exits 0 on SIGTERM.
+ */
+
+import assert from "node:assert/strict";
+import { FakeWorker } from "./support/fake_worker.ts";
+import { spawnGateway } from "./support/process.ts";
+
+Deno.test("bundle: the single file serves from an empty directory and drains on SIGTERM", async () => {
+  const out = await Deno.makeTempDir({ prefix: "smg-bundle-" });
+  const empty = await Deno.makeTempDir({ prefix: "smg-empty-" });
+  const worker = new FakeWorker();
+  try {
+    const root = new URL("..", import.meta.url).pathname;
+    const bundle = await new Deno.Command(Deno.execPath(), {
+      args: ["bundle", "--platform", "deno", "-o", `${out}/smg.js`, `${root}main.ts`],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(bundle.code, 0, new TextDecoder().decode(bundle.stderr));
+
+    const gw = await spawnGateway(`${out}/smg.js`, [
+      "--host",
+      "127.0.0.1",
+      "--port",
+      "0",
+      "--prometheus-host",
+      "127.0.0.1",
+      "--prometheus-port",
+      "0",
+      "--worker-urls",
+      worker.url,
+      "--policy",
+      "round_robin",
+      "--shutdown-grace-period-secs",
+      "1",
+    ], empty);
+    // The worker is probed at start; wait for readiness rather than sleeping blindly.
+    for (let i = 0; i < 100; i++) {
+      const r = await fetch(`${gw.url}/readiness`);
+      await r.body?.cancel();
+      if (r.status === 200) break;
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    const res = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "test-model", messages: [{ role: "user", content: "hi" }] }),
+    });
+    assert.equal(res.status, 200);
+    assert.match((await res.json()).choices[0].message.content, /hello/);
+
+    gw.child.kill("SIGTERM");
+    assert.equal(await gw.exited, 0, gw.stderr());
+    assert.match(gw.stderr(), /shutdown complete/);
+  } finally {
+    await worker.close();
+    await Deno.remove(out, { recursive: true });
+    await Deno.remove(empty, { recursive: true });
+  }
+});

@@ -1,0 +1,285 @@
+/**
+ * A tiny sglang/OpenAI-compatible worker for tests, on a real loopback port, with knobs for the
+ * failures the gateway must survive: error statuses, hanging, dying mid-stream, and counters
+ * of what it saw (requests, aborted streams, in-flight). Not the simulated engine: no cache or
+ * batching model.
+ */
+
+/** How the worker answers inference requests. */
+export type Mode =
+  | { kind: "ok" }
+  | { kind: "status"; status: number; body?: string }
+  | { kind: "hang" }
+  | { kind: "die_mid_stream"; afterChunks: number }
+  | { kind: "die_before_body" };
+
+/** Knobs. */
+export interface FakeWorkerOptions {
+  /** Model id served; null means `/v1/models` answers 404. */
+  model?: string | null;
+  /** Streamed chunks per request (default 3). */
+  chunks?: number;
+  /** Delay between streamed chunks in ms (default 0). */
+  chunkDelayMs?: number;
+  /** Behaviour (default ok). */
+  mode?: Mode;
+  /** `/health` status (default 200). */
+  healthStatus?: number;
+  /** `/v1/loads` body, or null for 404 (default null). */
+  loads?: unknown;
+}
+
+/** What the worker observed. */
+export interface Seen {
+  /** Inference requests received. */
+  requests: number;
+  /** Streams the client abandoned. */
+  aborted: number;
+  /** Requests being answered now. */
+  active: number;
+  /** Last request body. */
+  lastBody: unknown;
+  /** Last request headers. */
+  lastHeaders: Headers | null;
+  /** Health probes received. */
+  probes: number;
+  /** flush_cache calls received. */
+  flushes: number;
+}
+
+const enc = new TextEncoder();
+
+/** A running fake worker. */
+export class FakeWorker {
+  /** Knobs, changeable while running. */
+  opts: Required<FakeWorkerOptions>;
+  /** Counters. */
+  readonly seen: Seen = {
+    requests: 0,
+    aborted: 0,
+    active: 0,
+    lastBody: null,
+    lastHeaders: null,
+    probes: 0,
+    flushes: 0,
+  };
+  readonly #server: Deno.HttpServer<Deno.NetAddr>;
+  readonly #timers = new Set<ReturnType<typeof setTimeout>>();
+  readonly #hung = new Set<() => void>();
+
+  /** Starts on a free loopback port. */
+  constructor(opts: FakeWorkerOptions = {}) {
+    this.opts = {
+      model: "test-model",
+      chunks: 3,
+      chunkDelayMs: 0,
+      mode: { kind: "ok" },
+      healthStatus: 200,
+      loads: null,
+      ...opts,
+    };
+    this.#server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+      (req) => this.#handle(req),
+    );
+  }
+
+  /** Base URL. */
+  get url(): string {
+    return `http://127.0.0.1:${this.#server.addr.port}`;
+  }
+
+  /** Stops the server, releasing hung requests. */
+  async close(): Promise<void> {
+    for (const t of this.#timers) clearTimeout(t);
+    for (const release of this.#hung) release();
+    await this.#server.shutdown();
+  }
+
+  #sleep(ms: number): Promise<void> {
+    return new Promise((r) => {
+      const t = setTimeout(() => {
+        this.#timers.delete(t);
+        r();
+      }, ms);
+      this.#timers.add(t);
+    });
+  }
+
+  async #handle(req: Request): Promise<Response> {
+    const path = new URL(req.url).pathname;
+    const o = this.opts;
+    if (path === "/health") {
+      this.seen.probes++;
+      return new Response(o.healthStatus === 200 ? "OK" : "down", { status: o.healthStatus });
+    }
+    if (path === "/v1/models") {
+      if (o.model === null) return new Response("not found", { status: 404 });
+      return Response.json({
+        object: "list",
+        data: [{ id: o.model, object: "model", owned_by: "sglang" }],
+      });
+    }
+    if (path === "/get_model_info") {
+      return o.model === null
+        ? new Response("not found", { status: 404 })
+        : Response.json({ model_path: o.model });
+    }
+    if (path === "/get_server_info") return Response.json({ version: "fake", model: o.model });
+    if (path === "/health_generate") return new Response("OK");
+    if (path === "/flush_cache") {
+      this.seen.flushes++;
+      return new Response("Cache flushed");
+    }
+    if (path === "/v1/loads") {
+      return o.loads === null ? new Response("no", { status: 404 }) : Response.json(o.loads);
+    }
+    if (
+      !["/v1/chat/completions", "/v1/completions", "/generate", "/v1/embeddings", "/v1/rerank"]
+        .includes(path)
+    ) {
+      return new Response("no such route", { status: 404 });
+    }
+    this.seen.requests++;
+    this.seen.lastHeaders = req.headers;
+    const body = await req.json();
+    this.seen.lastBody = body;
+    const mode = o.mode;
+    if (mode.kind === "status") {
+      return new Response(
+        mode.body ?? JSON.stringify({ error: { message: `fake ${mode.status}` } }),
+        {
+          status: mode.status,
+          headers: { "content-type": "application/json" },
+        },
+      );
+    }
+    if (mode.kind === "hang") {
+      this.seen.active++;
+      await new Promise<void>((resolve) => {
+        const release = () => {
+          this.#hung.delete(release);
+          resolve();
+        };
+        this.#hung.add(release);
+        req.signal.addEventListener("abort", release, { once: true });
+      });
+      this.seen.active--;
+      if (req.signal.aborted) this.seen.aborted++;
+      return new Response("released", { status: 500 });
+    }
+    if (mode.kind === "die_before_body") {
+      return new Response(
+        new ReadableStream({
+          pull(c) {
+            c.error(new Error("worker died"));
+          },
+        }),
+        { headers: { "content-type": "text/event-stream" } },
+      );
+    }
+    const stream = (body as { stream?: boolean }).stream === true;
+    if (!stream) {
+      return Response.json({
+        id: "cmpl-fake",
+        object: path === "/v1/chat/completions" ? "chat.completion" : "text_completion",
+        model: (body as { model?: string }).model ?? o.model,
+        choices: path === "/v1/chat/completions"
+          ? [{
+            index: 0,
+            message: { role: "assistant", content: "hello from " + this.url },
+            finish_reason: "stop",
+          }]
+          : [{ index: 0, text: "hello from " + this.url, finish_reason: "stop" }],
+        text: path === "/generate" ? "hello" : undefined,
+        usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
+      }, { headers: { "x-worker": this.url } });
+    }
+    return this.#stream(req, path, mode);
+  }
+
+  #stream(req: Request, path: string, mode: Mode): Response {
+    const o = this.opts;
+    let sent = 0;
+    this.seen.active++;
+    let finished = false;
+    const finish = (aborted: boolean) => {
+      if (finished) return;
+      finished = true;
+      this.seen.active--;
+      if (aborted) this.seen.aborted++;
+    };
+    const chunk = (i: number) => {
+      const obj = path === "/v1/chat/completions"
+        ? {
+          id: "c",
+          object: "chat.completion.chunk",
+          model: o.model,
+          choices: [{ index: 0, delta: { content: `t${i} ` }, finish_reason: null }],
+        }
+        : path === "/generate"
+        ? { text: `t${i}`, meta_info: { completion_tokens: i + 1 } }
+        : {
+          id: "c",
+          object: "text_completion",
+          model: o.model,
+          choices: [{ index: 0, text: `t${i} `, finish_reason: null }],
+        };
+      return enc.encode(`data: ${JSON.stringify(obj)}\n\n`);
+    };
+    return new Response(
+      new ReadableStream<Uint8Array>({
+        pull: async (c) => {
+          if (mode.kind === "die_mid_stream" && sent >= mode.afterChunks) {
+            finish(false);
+            c.error(new Error("worker died mid-stream"));
+            return;
+          }
+          if (sent > 0 && o.chunkDelayMs > 0) await this.#sleep(o.chunkDelayMs);
+          if (req.signal.aborted) return;
+          if (sent < o.chunks) {
+            c.enqueue(chunk(sent++));
+            return;
+          }
+          c.enqueue(enc.encode("data: [DONE]\n\n"));
+          c.close();
+          finish(false);
+        },
+        cancel: () => finish(true),
+      }),
+      { headers: { "content-type": "text/event-stream", "x-worker": this.url } },
+    );
+  }
+}
+
+/** A TCP server that answers every connection with bytes that are not HTTP, then closes. */
+export class GarbageServer {
+  readonly #listener: Deno.Listener<Deno.TcpConn, Deno.NetAddr>;
+  readonly #done: Promise<void>;
+
+  /** Starts on a free loopback port. */
+  constructor() {
+    const listener = this.#listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    this.#done = (async () => {
+      for await (const conn of listener) {
+        try {
+          const buf = new Uint8Array(65536);
+          await conn.read(buf);
+          await conn.write(enc.encode("\x00\x01garbage that is not HTTP\r\n\r\n"));
+        } catch { /* client gone */ }
+        conn.close();
+      }
+    })().catch(() => {});
+  }
+
+  /** Base URL. */
+  get url(): string {
+    return `http://127.0.0.1:${this.#listener.addr.port}`;
+  }
+
+  /** Stops listening. */
+  async close(): Promise<void> {
+    this.#listener.close();
+    await this.#done;
+  }
+}
