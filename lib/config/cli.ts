@@ -388,7 +388,13 @@ export function buildProgram(version: string): Command {
     .version(version, "-V, --version")
     .allowExcessArguments(false)
     .exitOverride()
-    .configureOutput({ writeErr: () => {}, outputError: () => {} });
+    .configureOutput({
+      writeErr: () => {},
+      outputError: () => {},
+      // Commander reads NO_COLOR & co. to decide; the gateway has no env access for them.
+      getOutHasColors: () => false,
+      getErrHasColors: () => false,
+    });
   for (const spec of FLAGS) {
     program.addOption(option(spec.name, spec, false));
     for (const a of spec.aliases ?? []) program.addOption(option(a, spec, true));

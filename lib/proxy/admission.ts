@@ -64,6 +64,7 @@ export class Admission {
         },
       );
     }
+    if (signal?.aborted) throw new GatewayError(499, "client_closed", "client closed the request");
     return new Promise<Release>((resolve, reject) => {
       const leave = (e: GatewayError) => {
         const i = this.#queue.indexOf(waiter);

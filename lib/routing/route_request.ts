@@ -24,7 +24,6 @@ export interface ExtractOptions {
 const MAX_KEY_BYTES = 128;
 const MAX_TOKEN_HEADER_BYTES = 4096;
 const MAX_TOKEN_HEADER_IDS = 512;
-const encoder = new TextEncoder();
 
 function isObj(v: unknown): v is Obj {
   return typeof v === "object" && v !== null && !Array.isArray(v);
@@ -188,7 +187,8 @@ export function parseRoutingTokens(value: string | null): number[] | null {
 export function routingKeyFrom(headers: Headers, names: readonly string[]): string | null {
   for (const name of names) {
     const v = headers.get(name);
-    if (v && v.length <= MAX_KEY_BYTES && encoder.encode(v).length <= MAX_KEY_BYTES) return v;
+    // Header values arrive as byte strings (one char per byte), so length is the byte count.
+    if (v && v.length <= MAX_KEY_BYTES) return v;
   }
   return null;
 }

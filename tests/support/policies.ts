@@ -1,0 +1,72 @@
+/**
+ * Fixtures for policy tests: plain `WorkerView` candidates, a `RouteRequest`, and policy
+ * dependencies with a seeded random source and a logger whose lines are kept.
+ */
+
+import { type Random, seededRandom } from "../../lib/core/clock.ts";
+import { createLogger } from "../../lib/core/log.ts";
+import type { LoadSnapshot, RouteRequest, WorkerView } from "../../lib/core/types.ts";
+import type { PolicyDeps } from "../../lib/policies/policy.ts";
+
+/** A candidate with id `id`, idle and without a load report unless given. */
+export function view(id: string, extra: Partial<WorkerView> = {}): WorkerView {
+  return { id, url: `http://${id}:8000`, inFlight: 0, load: null, type: "regular", ...extra };
+}
+
+/** `n` candidates named w0..w(n-1). */
+export function views(n: number, prefix = "w"): WorkerView[] {
+  return Array.from({ length: n }, (_, i) => view(`${prefix}${i}`));
+}
+
+/** A minimal load report. */
+export function load(over: Partial<LoadSnapshot> = {}): LoadSnapshot {
+  return {
+    runningRequests: 0,
+    waitingRequests: 0,
+    waitingUncachedTokens: null,
+    usedTokens: null,
+    maxTokens: null,
+    tokenUsage: 0,
+    genThroughput: null,
+    cacheHitRate: null,
+    source: "loads",
+    details: null,
+    ...over,
+  };
+}
+
+/** A chat request for `model` routing on `text`. */
+export function request(text = "hello", over: Partial<RouteRequest> = {}): RouteRequest {
+  return {
+    endpoint: "chat",
+    model: "m",
+    stream: false,
+    text,
+    tokens: null,
+    headers: new Headers(),
+    routingKey: null,
+    rid: null,
+    ...over,
+  };
+}
+
+/** Policy dependencies with `random` seeded from `seed`; `lines` collects the log output. */
+export function deps(seed = 1, random?: Random): PolicyDeps & { lines: string[] } {
+  const lines: string[] = [];
+  return {
+    random: random ?? seededRandom(seed),
+    now: () => 0,
+    log: createLogger({ level: "debug", json: true, sink: (l) => lines.push(l) }),
+    lines,
+  };
+}
+
+/** How many times each id was picked. */
+export function tally(picks: readonly (WorkerView | null)[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const p of picks) {
+    const k = p?.id ?? "null";
+    out.set(k, (out.get(k) ?? 0) + 1);
+  }
+  return out;
+}
