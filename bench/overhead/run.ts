@@ -131,6 +131,8 @@ interface Child {
 }
 
 const children: Child[] = [];
+/** wrk runs in progress (killed with the children on exit). */
+const loads = new Set<Deno.ChildProcess>();
 let tmpDir = "";
 
 /** Starts `cmd` pinned to `cpu`, stdout/stderr to a log file in the temp dir. */
@@ -171,8 +173,21 @@ function exited(c: Child, ms: number): Promise<boolean> {
   ]).finally(() => clearTimeout(timer));
 }
 
-/** SIGTERM every child, SIGKILL whatever is still running after a second. */
-async function killAll(): Promise<void> {
+let killing: Promise<void> | null = null;
+let interrupted = false;
+
+/** SIGTERM every child, SIGKILL whatever is still running after a second; once. */
+function killAll(): Promise<void> {
+  killing ??= killChildren();
+  return killing;
+}
+
+async function killChildren(): Promise<void> {
+  for (const p of loads) {
+    try {
+      p.kill("SIGKILL");
+    } catch { /* already gone */ }
+  }
   const all = children.splice(0);
   for (const c of all) {
     try {
@@ -351,6 +366,7 @@ async function wrk(url: string, conns: number, seconds: number): Promise<WrkResu
     stdout: "piped",
     stderr: "piped",
   }).spawn();
+  loads.add(proc);
   const guard = setTimeout(() => {
     try {
       proc.kill("SIGKILL");
@@ -365,6 +381,7 @@ async function wrk(url: string, conns: number, seconds: number): Promise<WrkResu
     return parseWrk(text);
   } finally {
     clearTimeout(guard);
+    loads.delete(proc);
   }
 }
 
@@ -767,7 +784,11 @@ async function main(args: string[]): Promise<number> {
 
 if (import.meta.main) {
   const onSignal = () => {
-    killAll().finally(() => Deno.exit(130));
+    interrupted = true;
+    killAll().finally(() => {
+      if (tmpDir) Deno.removeSync(tmpDir, { recursive: true });
+      Deno.exit(130);
+    });
   };
   Deno.addSignalListener("SIGINT", onSignal);
   Deno.addSignalListener("SIGTERM", onSignal);
@@ -775,8 +796,13 @@ if (import.meta.main) {
   try {
     code = await main(Deno.args);
   } catch (e) {
-    console.error(`bench:overhead: ${e instanceof Error ? e.message : e}`);
-    if (tmpDir) console.error(`bench:overhead: logs kept in ${tmpDir}`);
+    if (interrupted) {
+      console.error("bench:overhead: interrupted");
+      code = 130;
+    } else {
+      console.error(`bench:overhead: ${e instanceof Error ? e.message : e}`);
+      if (tmpDir) console.error(`bench:overhead: logs kept in ${tmpDir}`);
+    }
   } finally {
     await killAll();
   }

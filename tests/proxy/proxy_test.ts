@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { ManualClock, seededRandom } from "../../lib/core/clock.ts";
-import { silentLogger } from "../../lib/core/log.ts";
+import { createLogger, silentLogger } from "../../lib/core/log.ts";
 import { Metrics } from "../../lib/metrics/metrics.ts";
 import { RoundRobinPolicy } from "../../lib/policies/round_robin.ts";
 import { Admission } from "../../lib/proxy/admission.ts";
@@ -19,7 +19,7 @@ import type { Overrides } from "../support/gateway.ts";
 type Reply = Response | Error | ((init: RequestInit) => Promise<Response>);
 
 /** A proxy over fake workers whose replies are scripted per URL. */
-function setup(replies: Record<string, Reply[]>, o: Overrides = {}) {
+function setup(replies: Record<string, Reply[]>, o: Overrides = {}, log = silentLogger) {
   const config = testConfig(o);
   const clock = new ManualClock(1000);
   const registry = new WorkerRegistry();
@@ -51,7 +51,7 @@ function setup(replies: Record<string, Reply[]>, o: Overrides = {}) {
     registry,
     policy: new RoundRobinPolicy(),
     metrics,
-    log: silentLogger,
+    log,
     clock,
     random: seededRandom(1),
     fetch: fetchFn,
@@ -271,4 +271,16 @@ Deno.test("proxy: the worker's key replaces the client's bearer; the body is for
   const init = seen as unknown as RequestInit;
   assert.equal(new TextDecoder().decode(init.body as Uint8Array), raw);
   assert.equal(new Headers(init.headers).get("x-request-id"), "req-1");
+});
+
+Deno.test("proxy: log lines about a request carry its request id", async () => {
+  const lines: string[] = [];
+  const log = createLogger({ level: "info", json: true, sink: (l) => lines.push(l) });
+  const t = setup({ "http://a": [status(500)], "http://b": [ok("b")] }, {}, log);
+  await t.send(chat);
+  const retry = lines.map((l) => JSON.parse(l)).find((l) => l.msg.includes("retrying"));
+  assert.ok(retry, lines.join("\n"));
+  assert.equal(retry.request_id, "req-1");
+  assert.equal(retry.worker, "http://a");
+  assert.equal(retry.level, "warn");
 });

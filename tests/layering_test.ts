@@ -1,0 +1,53 @@
+/**
+ * Dependencies point one way (CONVENTIONS.md "Shape"): the bottom (core, config, metrics)
+ * imports nothing above it; policies and workers import only the bottom; routing only core;
+ * proxy uses those; only server wires everything. Read from `deno info --json`.
+ */
+
+import assert from "node:assert/strict";
+
+/** For each layer, the lib/ folders it may import. */
+const ALLOWED: Record<string, string[]> = {
+  core: ["core"],
+  config: ["core", "config"],
+  metrics: ["metrics"],
+  routing: ["core", "routing"],
+  policies: ["core", "config", "policies"],
+  workers: ["core", "config", "workers"],
+  proxy: ["core", "config", "metrics", "policies", "routing", "workers", "proxy"],
+  server: ["core", "config", "metrics", "policies", "routing", "workers", "proxy", "server"],
+};
+
+Deno.test("layering: every lib/ import points down", async () => {
+  const root = new URL("../", import.meta.url);
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", new URL("main.ts", root).pathname],
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  const info = JSON.parse(new TextDecoder().decode(out.stdout)) as {
+    modules: { specifier: string; dependencies?: { code?: { specifier: string } }[] }[];
+  };
+  const lib = new URL("lib/", root).href;
+  const layer = (spec: string) =>
+    spec.startsWith(lib) ? spec.slice(lib.length).split("/")[0] : null;
+  const violations: string[] = [];
+  let checked = 0;
+  for (const m of info.modules) {
+    const from = layer(m.specifier);
+    if (!from) continue;
+    assert.ok(ALLOWED[from], `lib/${from} has no layering rule; add it to this test`);
+    for (const d of m.dependencies ?? []) {
+      const target = d.code?.specifier;
+      const to = target ? layer(target) : null;
+      if (!to) continue;
+      checked++;
+      if (!ALLOWED[from].includes(to)) {
+        violations.push(`${m.specifier.slice(lib.length)} -> lib/${to}`);
+      }
+    }
+  }
+  assert.ok(checked > 20, "the module graph was read");
+  assert.deepEqual(violations, []);
+});

@@ -1,0 +1,84 @@
+/**
+ * The command line as a user meets it: bad configuration prints one line and exits 2, --help
+ * and --version exit 0, and `smg launch ...` serves like `smg ...`.
+ */
+
+import assert from "node:assert/strict";
+import { RUN_FLAGS, spawnGateway } from "./support/process.ts";
+
+const main = new URL("../main.ts", import.meta.url).pathname;
+
+async function run(args: string[]) {
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["run", ...RUN_FLAGS, main, ...args],
+    stdout: "piped",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).output();
+  const dec = new TextDecoder();
+  return { code: out.code, stdout: dec.decode(out.stdout), stderr: dec.decode(out.stderr) };
+}
+
+Deno.test("main: bad configuration fails at start with one line and exit code 2", async () => {
+  const cases: [string[], RegExp][] = [
+    [["--no-such-flag"], /--no-such-flag: unknown flag/],
+    [["--port", "abc"], /--port: invalid value 'abc'; expected an integer/],
+    [["--port", "70000"], /--port: invalid value '70000'/],
+    [["--policy", "fastest"], /--policy: invalid value 'fastest'; allowed: random, round_robin/],
+    [["--worker-urls", "localhost:8000"], /--worker-urls: invalid value 'localhost:8000'/],
+    [["--retry-jitter-factor", "2"], /--retry-jitter-factor: invalid value '2'; allowed: 0..1/],
+    [
+      ["--policy", "cache_aware"],
+      /--policy: policy 'cache_aware' is not available in this build yet/,
+    ],
+    [["--queue-size", "5", "--queue-timeout-secs", "0"], /--queue-timeout-secs/],
+  ];
+  for (const [args, message] of cases) {
+    const r = await run(args);
+    assert.equal(r.code, 2, args.join(" "));
+    const lines = r.stderr.trim().split("\n");
+    assert.equal(lines.length, 1, `one line: ${r.stderr}`);
+    assert.match(lines[0], message);
+  }
+});
+
+Deno.test("main: --help lists the flags and --version prints it, both exit 0", async () => {
+  const help = await run(["--help"]);
+  assert.equal(help.code, 0, help.stderr);
+  for (
+    const flag of [
+      "--worker-urls",
+      "--policy",
+      "--retry-max-retries",
+      "--cb-failure-threshold",
+      "--max-concurrent-requests",
+    ]
+  ) {
+    assert.ok(help.stdout.includes(flag), flag);
+  }
+  const v = await run(["--version"]);
+  assert.equal(v.code, 0);
+  assert.match(v.stdout, /^\d+\.\d+\.\d+/);
+});
+
+Deno.test("main: `smg launch` serves and SIGTERM exits 0", async () => {
+  const gw = await spawnGateway(main, [
+    "launch",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "0",
+    "--prometheus-host",
+    "127.0.0.1",
+    "--prometheus-port",
+    "0",
+    "--policy",
+    "random",
+    "--shutdown-grace-period-secs",
+    "0",
+  ]);
+  const r = await fetch(`${gw.url}/liveness`);
+  assert.equal(await r.text(), "OK");
+  gw.child.kill("SIGTERM");
+  assert.equal(await gw.exited, 0);
+});

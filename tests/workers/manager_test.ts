@@ -1,0 +1,92 @@
+/**
+ * Worker specs from `POST /workers` and the drain-then-remove lifecycle.
+ */
+
+import assert from "node:assert/strict";
+import { defaultConfig } from "../../lib/config/config.ts";
+import { systemClock } from "../../lib/core/clock.ts";
+import { GatewayError } from "../../lib/core/errors.ts";
+import { silentLogger } from "../../lib/core/log.ts";
+import { parseWorkerSpec, WorkerManager } from "../../lib/workers/manager.ts";
+import { DuplicateWorkerError, WorkerRegistry } from "../../lib/workers/registry.ts";
+
+Deno.test("parseWorkerSpec: SMG's snake_case spec", () => {
+  const s = parseWorkerSpec({
+    url: "http://10.0.0.1:8000/",
+    models: [{ id: "llama" }, "qwen"],
+    worker_type: "prefill",
+    bootstrap_port: 9001,
+    labels: { policy: "round_robin" },
+    api_key: "k",
+    health: { disable_health_check: true },
+  });
+  assert.equal(s.url, "http://10.0.0.1:8000");
+  assert.deepEqual(s.models, ["llama", "qwen"]);
+  assert.equal(s.workerType, "prefill");
+  assert.equal(s.bootstrapPort, 9001);
+  assert.equal(s.apiKey, "k");
+  assert.equal(s.disableHealthCheck, true);
+  assert.deepEqual(parseWorkerSpec({ url: "http://h:1", model_id: "x" }).models, ["x"]);
+});
+
+Deno.test("parseWorkerSpec: bad specs are 400s naming the field", () => {
+  const cases: [unknown, string | null][] = [
+    [null, null],
+    [{}, "url"],
+    [{ url: "ftp://x" }, "url"],
+    [{ url: "http://h:1", models: "x" }, "models"],
+    [{ url: "http://h:1", models: [{ name: "x" }] }, "models"],
+    [{ url: "http://h:1", worker_type: "encode" }, "worker_type"],
+    [{ url: "http://h:1", labels: { a: 1 } }, "labels"],
+    [{ url: "http://h:1", priority: "high" }, "priority"],
+  ];
+  for (const [body, param] of cases) {
+    assert.throws(() => parseWorkerSpec(body), (e: unknown) => {
+      return e instanceof GatewayError && e.status === 400 && e.param === param;
+    }, JSON.stringify(body));
+  }
+});
+
+function manager(drainSettleSecs: number) {
+  const registry = new WorkerRegistry();
+  const removed: string[] = [];
+  const m = new WorkerManager({
+    registry,
+    health: { ...defaultConfig().health, drainSettleSecs },
+    circuitBreaker: defaultConfig().circuitBreaker,
+    clock: systemClock,
+    log: silentLogger,
+    onRemoved: (w) => removed.push(w.url),
+  });
+  return { registry, m, removed };
+}
+
+Deno.test("manager: the same URL twice is refused", () => {
+  const { m } = manager(0);
+  m.add({ url: "http://a" });
+  assert.throws(() => m.add({ url: "http://a" }), DuplicateWorkerError);
+});
+
+Deno.test("manager: removal drains a busy worker first, then removes it", async () => {
+  const { registry, m, removed } = manager(5);
+  const w = m.add({ url: "http://a" });
+  w.setStatus("ready");
+  w.inFlight = 1;
+  assert.equal(m.remove(w.id), true);
+  assert.equal(w.status, "draining");
+  assert.equal(w.available(0), false, "no new requests while draining");
+  assert.equal(registry.size, 1, "still there while a request is in flight");
+  w.inFlight = 0;
+  await m.stop();
+  assert.equal(registry.size, 0);
+  assert.deepEqual(removed, ["http://a"]);
+  assert.equal(m.remove("nope"), false);
+});
+
+Deno.test("manager: a worker that was never ready is removed at once", async () => {
+  const { registry, m } = manager(5);
+  const w = m.add({ url: "http://a" });
+  m.remove(w.id);
+  await m.stop();
+  assert.equal(registry.size, 0);
+});
