@@ -47,6 +47,8 @@ export interface LoadSnapshot {
 export interface WorkerView {
   /** Registry id (UUID). */
   readonly id: string;
+  /** A small integer unique to this worker in this gateway (cheap identity for policies). */
+  readonly seq: number;
   /** Base URL, e.g. `http://127.0.0.1:8001`. */
   readonly url: string;
   /** Requests this gateway has in flight on the worker. */

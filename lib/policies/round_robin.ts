@@ -3,8 +3,9 @@
  * so every worker in a set gets an even share, as the seed describes. Upstream keeps one counter
  * per policy instance, so models sharing the default policy skew each other's rotation.
  *
- * Sets are keyed by their worker ids in order; at most `MAX_SETS` rotations are kept (the
- * oldest is dropped first), which bounds memory under worker churn.
+ * Sets are keyed by a hash of their workers' sequence numbers in order (O(n) integer work, no
+ * string building); at most `MAX_SETS` rotations are kept (the oldest is dropped first), which
+ * bounds memory under worker churn; sets that include a removed worker simply age out.
  */
 
 import type { RouteRequest, WorkerView } from "../core/types.ts";
@@ -22,8 +23,7 @@ export class RoundRobinPolicy implements Policy {
     const n = candidates.length;
     if (n === 0) return null;
     if (n === 1) return candidates[0];
-    let key = candidates[0].id;
-    for (let i = 1; i < n; i++) key += "," + candidates[i].id;
+    const key = setKey(candidates);
     const i = this.#next.get(key) ?? 0;
     if (i === 0 && !this.#next.has(key) && this.#next.size >= MAX_SETS) {
       this.#next.delete(this.#next.keys().next().value!);
@@ -31,10 +31,15 @@ export class RoundRobinPolicy implements Policy {
     this.#next.set(key, (i + 1) % n);
     return candidates[i % n];
   }
+}
 
-  onWorkerRemoved(workerId: string): void {
-    for (const key of this.#next.keys()) {
-      if (key.split(",").includes(workerId)) this.#next.delete(key);
-    }
+/** Identity of a candidate list: its length and two 32-bit hashes of its worker sequence numbers. */
+function setKey(candidates: readonly WorkerView[]): string {
+  let h1 = 0x811c9dc5;
+  let h2 = 17;
+  for (const w of candidates) {
+    h1 = Math.imul(h1 ^ w.seq, 0x01000193);
+    h2 = Math.imul(h2, 31) + w.seq | 0;
   }
+  return `${candidates.length}:${h1 >>> 0}:${h2 >>> 0}`;
 }

@@ -69,7 +69,7 @@ export class Admission {
       const leave = (e: GatewayError) => {
         const i = this.#queue.indexOf(waiter);
         if (i >= 0) this.#queue.splice(i, 1);
-        this.#metrics.queueDepth.set(this.#queue.length);
+        this.#metrics.queueDepth.with().set(this.#queue.length);
         clearTimeout(timer);
         signal?.removeEventListener("abort", onAbort);
         reject(e);
@@ -99,7 +99,7 @@ export class Admission {
         leave(new GatewayError(499, "client_closed", "client closed the request"));
       signal?.addEventListener("abort", onAbort, { once: true });
       this.#queue.push(waiter);
-      this.#metrics.queueDepth.set(this.#queue.length);
+      this.#metrics.queueDepth.with().set(this.#queue.length);
     });
   }
 
@@ -110,15 +110,15 @@ export class Admission {
 
   #take(): Release {
     this.#inUse++;
-    this.#metrics.admissionInflight.set(this.#inUse);
+    this.#metrics.admissionInflight.with().set(this.#inUse);
     let released = false;
     return () => {
       if (released) return;
       released = true;
       this.#inUse--;
       const next = this.#queue.shift();
-      this.#metrics.queueDepth.set(this.#queue.length);
-      this.#metrics.admissionInflight.set(this.#inUse);
+      this.#metrics.queueDepth.with().set(this.#queue.length);
+      this.#metrics.admissionInflight.with().set(this.#inUse);
       if (next) {
         this.#metrics.rateLimit.with("allowed").inc();
         next.grant(this.#take());

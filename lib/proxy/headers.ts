@@ -3,8 +3,12 @@
  * hop-by-hop, length and encoding ones; the worker's own key replaces the client's bearer), and
  * which worker headers reach the client (the same minus hop-by-hop, plus the request id and the
  * routed worker id). `fetch` decodes compressed worker bodies, so encoding and length headers
- * never pass through.
+ * never pass through. Lists of pairs, not `Headers` objects: `fetch` and `Response` convert
+ * either, and building a `Headers` first costs a second conversion.
  */
+
+/** Header name/value pairs. */
+export type HeaderList = [string, string][];
 
 const DROP_REQUEST = new Set([
   "host",
@@ -19,6 +23,7 @@ const DROP_REQUEST = new Set([
   "accept-encoding",
   "proxy-authorization",
   "proxy-connection",
+  "x-request-id",
 ]);
 
 const DROP_RESPONSE = new Set([
@@ -31,6 +36,7 @@ const DROP_RESPONSE = new Set([
   "upgrade",
   "date",
   "server",
+  "x-request-id",
 ]);
 
 /** Headers for the worker request. */
@@ -38,14 +44,17 @@ export function upstreamHeaders(
   client: Headers,
   requestId: string,
   workerKey: string | null,
-): Headers {
-  const h = new Headers();
+): HeaderList {
+  const h: HeaderList = [["x-request-id", requestId]];
+  let type = false;
   for (const [k, v] of client) {
-    if (!DROP_REQUEST.has(k)) h.set(k, v);
+    if (DROP_REQUEST.has(k)) continue;
+    if (k === "authorization" && workerKey) continue;
+    if (k === "content-type") type = true;
+    h.push([k, v]);
   }
-  h.set("x-request-id", requestId);
-  if (workerKey) h.set("authorization", `Bearer ${workerKey}`);
-  if (!h.has("content-type")) h.set("content-type", "application/json");
+  if (workerKey) h.push(["authorization", `Bearer ${workerKey}`]);
+  if (!type) h.push(["content-type", "application/json"]);
   return h;
 }
 
@@ -55,16 +64,14 @@ export function clientHeaders(
   requestId: string,
   workerId: string,
   stream: boolean,
-): Headers {
-  const h = new Headers();
+): HeaderList {
+  const h: HeaderList = [["x-request-id", requestId], ["x-smg-routed-worker-id", workerId]];
   for (const [k, v] of worker) {
-    if (!DROP_RESPONSE.has(k)) h.set(k, v);
+    if (DROP_RESPONSE.has(k) || (stream && (k === "content-type" || k === "cache-control"))) {
+      continue;
+    }
+    h.push([k, v]);
   }
-  h.set("x-request-id", requestId);
-  h.set("x-smg-routed-worker-id", workerId);
-  if (stream) {
-    h.set("content-type", "text/event-stream");
-    h.set("cache-control", "no-cache");
-  }
+  if (stream) h.push(["content-type", "text/event-stream"], ["cache-control", "no-cache"]);
   return h;
 }

@@ -10,8 +10,8 @@
  * (`--request-timeout-secs`) covers the whole request, stream included; a client that leaves
  * cancels the worker request.
  *
- * In-flight counts and the admission slot are released when `ctx.completed` settles: the
- * response was delivered or abandoned.
+ * Everything a request holds (admission slot, in-flight count, deadline, abort listener) is
+ * released once, when `ctx.completed` settles: the response was delivered or abandoned.
  */
 
 import type { GatewayConfig } from "../config/config.ts";
@@ -19,6 +19,7 @@ import { type Clock, type Random, sleep } from "../core/clock.ts";
 import { errorResponse, GatewayError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Endpoint, RouteRequest } from "../core/types.ts";
+import type { CounterSeries, GaugeSeries, HistogramSeries } from "../metrics/fast.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { Policy } from "../policies/policy.ts";
 import { extractRouteRequest } from "../routing/route_request.ts";
@@ -27,6 +28,7 @@ import type { WorkerRegistry } from "../workers/registry.ts";
 import type { Worker } from "../workers/worker.ts";
 import type { Admission } from "./admission.ts";
 import { parseJson, readBody } from "./body.ts";
+import { Deadlines } from "./deadlines.ts";
 import { clientHeaders, upstreamHeaders } from "./headers.ts";
 import { relaySse } from "./relay.ts";
 import { backoffMs, isRetryableStatus, maxAttempts } from "./retry.ts";
@@ -46,7 +48,7 @@ export interface ProxyDeps {
   metrics: Metrics;
   /** Logger (module `proxy`). */
   log: Logger;
-  /** Clock for breaker and latency readings. */
+  /** Clock for breaker, deadline and latency readings. */
   clock: Clock;
   /** Randomness for backoff jitter. */
   random: Random;
@@ -101,65 +103,135 @@ type Attempt = { response: Response } | { failure: Failure };
 class DeadlineExceeded extends Error {}
 const CLIENT_CLOSED = 499;
 
+/** What a request holds until its response is done; released once. */
+class Holds {
+  readonly #release: (() => void)[] = [];
+  /** Runs `fn` when the request is done. */
+  add(fn: () => void): void {
+    this.#release.push(fn);
+  }
+  /** Releases everything (idempotent). */
+  readonly done = (): void => {
+    for (const fn of this.#release.splice(0)) fn();
+  };
+}
+
+/** Metric series of one worker, resolved once. */
+interface WorkerSeries {
+  active: GaugeSeries;
+  outcome: Record<Outcome, CounterSeries>;
+  cbFailures: GaugeSeries;
+}
+
+/** Metric series of one (model, endpoint) pair, resolved once. */
+interface RouteSeries {
+  labels: [string, string, string, string, string];
+  requests: [CounterSeries, CounterSeries];
+  duration: HistogramSeries;
+  ttft: HistogramSeries;
+  selection: CounterSeries;
+}
+
 /** The inference request handler. */
 export class InferenceProxy {
   readonly #d: ProxyDeps;
   readonly #timeoutMs: number;
+  readonly #deadlines: Deadlines;
+  readonly #workerSeries = new WeakMap<Worker, WorkerSeries>();
+  readonly #routeSeries = new Map<string, RouteSeries>();
 
   /** Builds the handler over its dependencies. */
   constructor(deps: ProxyDeps) {
     this.#d = deps;
     this.#timeoutMs = deps.config.requestTimeoutSecs * 1000;
+    this.#deadlines = new Deadlines(deps.clock, Math.min(1000, Math.max(5, this.#timeoutMs / 20)));
   }
 
   /** Handles one inference request on `endpoint`. */
   async handle(req: Request, endpoint: Endpoint, ctx: RequestContext): Promise<Response> {
     const d = this.#d;
     const start = d.clock.now();
-    let rr: RouteRequest | null = null;
+    const holds = new Holds();
+    ctx.completed.then(holds.done, holds.done);
+    let series: RouteSeries | null = null;
     try {
       const slot = d.admission.acquire(req.signal);
-      const release = slot instanceof Promise ? await slot : slot;
-      ctx.completed.then(release, release);
+      holds.add(slot instanceof Promise ? await slot : slot);
       const bytes = await readBody(req, d.config.maxPayloadSize);
-      rr = extractRouteRequest(endpoint, parseJson(bytes), req.headers, {
+      const rr = extractRouteRequest(endpoint, parseJson(bytes), req.headers, {
         routingKeyHeaders: d.config.routingKeyHeaders,
       });
-      d.metrics.routerRequests.with(
-        "http",
-        "regular",
-        "http",
-        rr.model ?? "unknown",
-        endpointLabel(endpoint),
-        String(rr.stream),
-      ).inc();
-      const res = await this.#route(req, rr, bytes, ctx, start);
-      if (res.status < 400) {
-        d.metrics.routerDuration.with(...this.#labels(rr)).observe((d.clock.now() - start) / 1000);
-      } else {
-        d.metrics.routerErrors.with(...this.#labels(rr), errorType(res.status)).inc();
-      }
+      series = this.#route(rr);
+      series.requests[rr.stream ? 1 : 0].inc();
+      const res = await this.#dispatch(req, rr, bytes, ctx, holds, start, series);
+      if (res.status < 400) series.duration.observe((d.clock.now() - start) / 1000);
+      else this.#error(series, res.status);
       return res;
     } catch (e) {
       const err = e instanceof GatewayError
         ? e
         : new GatewayError(500, "internal_error", String(e));
       if (err.status === 500) d.log.error("request failed", { request_id: ctx.requestId, err });
-      if (rr) d.metrics.routerErrors.with(...this.#labels(rr), errorType(err.status)).inc();
+      if (series) this.#error(series, err.status);
       return errorResponse(err, ctx.requestId);
     }
   }
 
-  #labels(rr: RouteRequest): [string, string, string, string, string] {
-    return ["http", "regular", "http", rr.model ?? "unknown", endpointLabel(rr.endpoint)];
+  #route(rr: RouteRequest): RouteSeries {
+    const model = rr.model ?? "unknown";
+    const key = `${model}\u0000${rr.endpoint}`;
+    let s = this.#routeSeries.get(key);
+    if (!s) {
+      const m = this.#d.metrics;
+      const ep = endpointLabel(rr.endpoint);
+      const labels: RouteSeries["labels"] = ["http", "regular", "http", model, ep];
+      s = {
+        labels,
+        requests: [
+          m.routerRequests.with(...labels, "false"),
+          m.routerRequests.with(...labels, "true"),
+        ],
+        duration: m.routerDuration.with(...labels),
+        ttft: m.ttft.with("http", "regular", model, ep),
+        selection: m.selection.with("regular", "http", model, this.#d.policy.name),
+      };
+      if (this.#routeSeries.size > 4096) this.#routeSeries.clear();
+      this.#routeSeries.set(key, s);
+    }
+    return s;
   }
 
-  async #route(
+  #error(s: RouteSeries, status: number): void {
+    this.#d.metrics.routerErrors.with(...s.labels, errorType(status)).inc();
+  }
+
+  #worker(w: Worker): WorkerSeries {
+    let s = this.#workerSeries.get(w);
+    if (!s) {
+      const m = this.#d.metrics;
+      const outcome = (o: Outcome) => m.workerRequests.with(w.url, o);
+      s = {
+        active: m.workerActive.with(w.url),
+        outcome: {
+          success: outcome("success"),
+          failure: outcome("failure"),
+          neutral: outcome("neutral"),
+        },
+        cbFailures: m.cbFailures.with(w.url),
+      };
+      this.#workerSeries.set(w, s);
+    }
+    return s;
+  }
+
+  async #dispatch(
     req: Request,
     rr: RouteRequest,
     bytes: Uint8Array<ArrayBuffer>,
     ctx: RequestContext,
+    holds: Holds,
     start: number,
+    series: RouteSeries,
   ): Promise<Response> {
     const d = this.#d;
     const candidates = d.registry.forModel(rr.model);
@@ -174,19 +246,25 @@ export class InferenceProxy {
       });
     }
 
-    const deadline = new AbortController();
-    const timer = setTimeout(
-      () => deadline.abort(new DeadlineExceeded("request timeout")),
-      Math.max(0, this.#timeoutMs - (d.clock.now() - start)),
+    // One controller cancels the worker request: on client disconnect or at the deadline.
+    const cancel = new AbortController();
+    const onClientGone = () => cancel.abort(req.signal.reason);
+    req.signal.addEventListener("abort", onClientGone, { once: true });
+    const deadline = this.#deadlines.add(
+      start + this.#timeoutMs,
+      () => cancel.abort(new DeadlineExceeded("request timeout")),
     );
-    const clear = () => clearTimeout(timer);
-    ctx.completed.then(clear, clear);
-    const signal = AbortSignal.any([req.signal, deadline.signal]);
+    holds.add(() => {
+      this.#deadlines.remove(deadline);
+      req.signal.removeEventListener("abort", onClientGone);
+    });
+    const signal = cancel.signal;
+    const timedOut = () => signal.reason instanceof DeadlineExceeded;
 
     const attempts = maxAttempts(d.config.retry);
     const failed = new Set<string>();
     let last: Failure | null = null;
-    const ep = endpointLabel(rr.endpoint);
+    const ep = series.labels[4];
     for (let attempt = 0; attempt < attempts; attempt++) {
       if (attempt > 0) {
         const delay = backoffMs(attempt - 1, d.config.retry, d.random);
@@ -200,15 +278,18 @@ export class InferenceProxy {
       }
       const worker = this.#select(candidates, failed, rr, last !== null);
       if (!worker) break;
+      series.selection.inc();
       const result = await this.#attempt(
         req,
         worker,
         rr,
         bytes,
         signal,
-        deadline.signal,
+        timedOut,
         ctx,
+        holds,
         start,
+        series,
       );
       if ("response" in result) return result.response;
       failed.add(worker.id);
@@ -221,9 +302,8 @@ export class InferenceProxy {
         attempt: attempt + 1,
       });
     }
-    clear();
     if (req.signal.aborted) return new Response(null, { status: CLIENT_CLOSED });
-    if (deadline.signal.aborted && (!last || last.retryable)) {
+    if (timedOut() && (!last || last.retryable)) {
       last = { retryable: false, error: timeoutError(this.#timeoutMs) };
     }
     if (last?.retryable && attempts > 1) d.metrics.retriesExhausted.with("regular", ep).inc();
@@ -280,16 +360,14 @@ export class InferenceProxy {
         },
       );
     }
-    d.metrics.selection.with(worker.type, "http", rr.model ?? "unknown", d.policy.name).inc();
     return worker;
   }
 
   #record(worker: Worker, outcome: Outcome): void {
-    const d = this.#d;
-    worker.breaker.record(outcome, d.clock.now());
-    d.metrics.workerRequests.with(worker.url, outcome).inc();
-    d.metrics.cbOutcomes.with(worker.url, outcome).inc();
-    d.metrics.cbFailures.with(worker.url).set(worker.breaker.consecutiveFailures);
+    worker.breaker.record(outcome, this.#d.clock.now());
+    const s = this.#worker(worker);
+    s.outcome[outcome].inc();
+    s.cbFailures.set(worker.breaker.consecutiveFailures);
   }
 
   async #attempt(
@@ -298,21 +376,23 @@ export class InferenceProxy {
     rr: RouteRequest,
     bytes: Uint8Array<ArrayBuffer>,
     signal: AbortSignal,
-    deadline: AbortSignal,
+    timedOut: () => boolean,
     ctx: RequestContext,
+    holds: Holds,
     start: number,
+    series: RouteSeries,
   ): Promise<Attempt> {
     const d = this.#d;
-    const active = d.metrics.workerActive.with(worker.url);
+    const ws = this.#worker(worker);
     worker.inFlight++;
     worker.requestsTotal++;
-    active.set(worker.inFlight);
+    ws.active.set(worker.inFlight);
     let held = true;
     const release = () => {
       if (!held) return;
       held = false;
       worker.inFlight--;
-      active.set(worker.inFlight);
+      ws.active.set(worker.inFlight);
     };
     const failure = (e: unknown, what: string): Attempt => {
       release();
@@ -320,16 +400,10 @@ export class InferenceProxy {
         return { response: new Response(null, { status: CLIENT_CLOSED }) };
       }
       this.#record(worker, "failure");
-      d.metrics.workerErrors.with(worker.type, "http", deadline.aborted ? "timeout" : "transport")
-        .inc();
-      d.metrics.upstreamResponses.with(
-        "http",
-        deadline.aborted ? "504" : "502",
-        "call_upstream_failed",
-      ).inc();
-      if (deadline.aborted) {
-        return { failure: { retryable: false, error: timeoutError(this.#timeoutMs) } };
-      }
+      const late = timedOut();
+      d.metrics.workerErrors.with(worker.type, "http", late ? "timeout" : "transport").inc();
+      d.metrics.upstreamResponses.with("http", late ? "504" : "502", "call_upstream_failed").inc();
+      if (late) return { failure: { retryable: false, error: timeoutError(this.#timeoutMs) } };
       const msg = `worker ${worker.url} ${what}: ${(e as Error)?.message ?? String(e)}`;
       return {
         failure: { retryable: true, error: new GatewayError(502, "call_upstream_failed", msg) },
@@ -372,10 +446,9 @@ export class InferenceProxy {
         return failure(e, "stream broke before its first byte");
       }
       this.#record(worker, outcome);
-      d.metrics.ttft.with("http", "regular", rr.model ?? "unknown", endpointLabel(rr.endpoint))
-        .observe((d.clock.now() - start) / 1000);
+      series.ttft.observe((d.clock.now() - start) / 1000);
       const body = relaySse(first, reader, worker.url, (how, err) => {
-        if (how !== "error") return;
+        if (how !== "error" || timedOut()) return;
         this.#record(worker, "failure");
         d.log.warn("worker stream broke; client got an error event", {
           request_id: ctx.requestId,
@@ -383,7 +456,7 @@ export class InferenceProxy {
           err,
         });
       });
-      ctx.completed.then(release, release);
+      holds.add(release);
       return {
         response: new Response(body, {
           status,
@@ -393,7 +466,7 @@ export class InferenceProxy {
     }
 
     this.#record(worker, outcome);
-    ctx.completed.then(release, release);
+    holds.add(release);
     return {
       response: new Response(res.body, {
         status,

@@ -116,7 +116,7 @@ export class Gateway {
         metrics.workerActive.with(w.url).set(0);
       },
       onBreakerTransition: (w, from, to) => {
-        metrics.cbTransitions.labels(w.url, from, to).inc();
+        metrics.cbTransitions.with(w.url, from, to).inc();
         log.warn("circuit breaker changed", { module: "breaker", worker: w.url, from, to });
       },
     });
@@ -152,6 +152,7 @@ export class Gateway {
         method: "POST",
         path,
         protected: true,
+        stampsRequestId: true,
         handler: (req, ctx) => proxy.handle(req, endpoint, ctx),
       })),
       { method: "GET", path: "/health", protected: false, handler: ok },
@@ -270,11 +271,11 @@ export class Gateway {
     m.poolSize.reset();
     m.overloaded.reset();
     for (const w of this.registry.all()) {
-      m.workerHealth.labels(w.url).set(w.status === "ready" ? 1 : 0);
-      m.cbState.labels(w.url).set(BREAKER_GAUGE[w.breaker.state(now)]);
+      m.workerHealth.with(w.url).set(w.status === "ready" ? 1 : 0);
+      m.cbState.with(w.url).set(BREAKER_GAUGE[w.breaker.state(now)]);
       for (const model of w.models ?? ["unknown"]) {
-        m.poolSize.labels(w.type, "http", model).inc();
-        if (w.overloaded) m.overloaded.labels(model).inc();
+        m.poolSize.with(w.type, "http", model).inc();
+        if (w.overloaded) m.overloaded.with(model).inc();
       }
     }
     return m.render();

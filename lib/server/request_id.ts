@@ -11,11 +11,19 @@ const PREFIX: Record<string, string> = {
 };
 const MAX_ID_LENGTH = 256;
 
+// Random bytes are drawn in batches: one getRandomValues call per 256 ids.
+const pool = new Uint8Array(24 * 256);
+let offset = pool.length;
+
 /** A fresh id for `path`. */
 export function newRequestId(path: string): string {
-  const bytes = crypto.getRandomValues(new Uint8Array(24));
+  if (offset + 24 > pool.length) {
+    crypto.getRandomValues(pool);
+    offset = 0;
+  }
   let id = PREFIX[path] ?? "req-";
-  for (const b of bytes) id += ALPHABET[b % 62];
+  for (let i = 0; i < 24; i++) id += ALPHABET[pool[offset + i] % 62];
+  offset += 24;
   return id;
 }
 

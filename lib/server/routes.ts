@@ -27,6 +27,8 @@ export interface Route {
   path: string;
   /** Whether `--api-key` is required. */
   protected: boolean;
+  /** The handler sets `x-request-id` on every response itself (default false). */
+  stampsRequestId?: boolean;
   /** The handler. */
   handler: Handler;
 }
@@ -73,6 +75,8 @@ export function createEntry(
     else exact.set(r.path, [...(exact.get(r.path) ?? []), r]);
   }
   const bearer = d.apiKey === null ? null : `Bearer ${d.apiKey}`;
+  const active = d.metrics.httpActive.with();
+  const done = () => active.dec();
 
   return async (req, completed) => {
     const start = d.clock.now();
@@ -88,8 +92,7 @@ export function createEntry(
     }
     const route = candidates?.find((r) => r.method === req.method);
     const requestId = requestIdFor(req.headers, d.requestIdHeaders, path);
-    d.metrics.httpActive.inc();
-    const done = () => d.metrics.httpActive.dec();
+    active.inc();
     completed.then(done, done);
 
     let res: Response;
@@ -106,13 +109,14 @@ export function createEntry(
     } else {
       res = await route.handler(req, { requestId, completed, path });
     }
-    if (!res.headers.has("x-request-id")) res.headers.set("x-request-id", requestId);
+    // The proxy stamps its own responses; touching `res.headers` costs a Headers object.
+    if (!route?.stampsRequestId) res.headers.set("x-request-id", requestId);
     const method = req.method;
     d.metrics.httpRequests.with(method, template).inc();
     d.metrics.httpResponses.with(
       template,
       String(res.status),
-      res.headers.get("x-smg-error-code") ?? "",
+      res.status < 400 ? "" : res.headers.get("x-smg-error-code") ?? "",
     ).inc();
     d.metrics.httpDuration.with(method, template).observe((d.clock.now() - start) / 1000);
     return res;

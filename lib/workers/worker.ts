@@ -30,6 +30,8 @@ export interface WorkerSpec {
   disableHealthCheck?: boolean;
 }
 
+let nextSeq = 1;
+
 /** Listener for a status change. */
 export type StatusListener = (w: Worker, from: WorkerStatus, to: WorkerStatus) => void;
 
@@ -37,6 +39,8 @@ export type StatusListener = (w: Worker, from: WorkerStatus, to: WorkerStatus) =
 export class Worker implements WorkerView {
   /** Registry id (UUID). */
   readonly id: string;
+  /** Registration sequence number, unique in this process. */
+  readonly seq = nextSeq++;
   /** Base URL without a trailing slash. */
   readonly url: string;
   /** Role. */

@@ -58,30 +58,6 @@ Deno.test("round_robin: a changed set starts its own rotation, the old one resum
   assert.equal(p.select(full, request())?.id, "w0");
 });
 
-Deno.test("round_robin: onWorkerRemoved forgets every set the worker was in", () => {
-  const p = new RoundRobinPolicy();
-  const set1 = views(3);
-  const set2 = [set1[1], view("x")];
-  const set3 = [set1[0], set1[2]];
-  p.select(set1, request());
-  p.select(set2, request());
-  p.select(set3, request());
-  p.onWorkerRemoved("w1");
-  // Sets with w1 restart from their first worker; others keep their place.
-  assert.equal(p.select(set1, request())?.id, "w0");
-  assert.equal(p.select(set2, request())?.id, "w1");
-  assert.equal(p.select(set3, request())?.id, "w2");
-});
-
-Deno.test("round_robin: removing an id that is a prefix of another leaves the other alone", () => {
-  const p = new RoundRobinPolicy();
-  const set = [view("w1"), view("w10")];
-  p.select(set, request());
-  p.onWorkerRemoved("w"); // no such worker
-  p.onWorkerRemoved("w1x");
-  assert.equal(p.select(set, request())?.id, "w10");
-});
-
 Deno.test("round_robin: does not read the request", () => {
   const p = new RoundRobinPolicy();
   const cands = views(2);

@@ -211,7 +211,9 @@ Deno.test("proxy: a worker that never answers gets 504 request_timeout", async (
   const t = setup({ "http://a": [hang], "http://b": [hang] }, {
     requestTimeoutSecs: 0.05 as number,
   });
-  const r = await t.send(chat);
+  const pending = t.send(chat);
+  t.clock.advance(50); // the deadline sweep reads the injected clock
+  const r = await pending;
   assert.equal(r.res.status, 504);
   assert.equal(r.json().error.code, "request_timeout");
   assert.equal(t.calls.length, 1, "the deadline covers the whole request; no retry after it");

@@ -8,9 +8,13 @@ import { createLogger } from "../../lib/core/log.ts";
 import type { LoadSnapshot, RouteRequest, WorkerView } from "../../lib/core/types.ts";
 import type { PolicyDeps } from "../../lib/policies/policy.ts";
 
-/** A candidate with id `id`, idle and without a load report unless given. */
+const seqs = new Map<string, number>();
+
+/** A candidate with id `id` (same id, same `seq`), idle and without a load report unless given. */
 export function view(id: string, extra: Partial<WorkerView> = {}): WorkerView {
-  return { id, url: `http://${id}:8000`, inFlight: 0, load: null, type: "regular", ...extra };
+  let seq = seqs.get(id);
+  if (seq === undefined) seqs.set(id, seq = seqs.size + 1);
+  return { id, seq, url: `http://${id}:8000`, inFlight: 0, load: null, type: "regular", ...extra };
 }
 
 /** `n` candidates named w0..w(n-1). */

@@ -1,0 +1,55 @@
+/**
+ * Decision cost per policy (`deno task bench`): one `select` over 8, 64 and 512 eligible
+ * workers, plus the per-request routing-input extraction. Results go to BENCHMARKS.md.
+ */
+
+import { seededRandom } from "../lib/core/clock.ts";
+import { silentLogger } from "../lib/core/log.ts";
+import type { RouteRequest, WorkerView } from "../lib/core/types.ts";
+import { AVAILABLE_POLICIES, createPolicy } from "../lib/policies/mod.ts";
+import { extractRouteRequest } from "../lib/routing/route_request.ts";
+
+const request: RouteRequest = {
+  endpoint: "chat",
+  model: "m",
+  stream: false,
+  text: "hello",
+  tokens: null,
+  headers: new Headers(),
+  routingKey: null,
+  rid: null,
+};
+
+function fleet(n: number): WorkerView[] {
+  return Array.from({ length: n }, (_, i) => ({
+    id: crypto.randomUUID(),
+    seq: i + 1,
+    url: `http://10.0.${i >> 8}.${i & 255}:8000`,
+    inFlight: i % 7,
+    load: null,
+    type: "regular" as const,
+  }));
+}
+
+for (const name of AVAILABLE_POLICIES) {
+  for (const n of [8, 64, 512]) {
+    const policy = createPolicy(name, { random: seededRandom(1), now: () => 0, log: silentLogger });
+    const workers = fleet(n);
+    Deno.bench({ name: `${name} select, ${n} workers`, group: `${n} workers` }, () => {
+      policy.select(workers, request);
+    });
+  }
+}
+
+const chatBody = {
+  model: "m",
+  messages: [
+    { role: "system", content: "You are a helpful assistant. ".repeat(40) },
+    { role: "user", content: "Summarise the following text. ".repeat(100) },
+  ],
+  stream: true,
+};
+const headers = new Headers({ "x-smg-routing-key": "conv-1" });
+Deno.bench({ name: "extractRouteRequest, 4 KB chat", group: "routing input" }, () => {
+  extractRouteRequest("chat", chatBody, headers, { routingKeyHeaders: ["x-smg-routing-key"] });
+});

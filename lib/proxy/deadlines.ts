@@ -1,0 +1,65 @@
+/**
+ * Request deadlines with one shared timer instead of a `setTimeout` per request (measured at
+ * about 6 µs per request with `AbortSignal.any`). Each in-flight request registers its abort
+ * function and deadline; a sweep every `tickMs` aborts the expired ones. The timer runs only
+ * while something is registered.
+ */
+
+import type { Clock } from "../core/clock.ts";
+
+/** A registered deadline; pass it back to `remove`. */
+export interface DeadlineEntry {
+  /** Clock time at which the request is aborted. */
+  readonly at: number;
+  /** Aborts the request. */
+  readonly expire: () => void;
+}
+
+/** A set of deadlines swept on one timer. */
+export class Deadlines {
+  readonly #entries = new Set<DeadlineEntry>();
+  readonly #clock: Clock;
+  readonly #tickMs: number;
+  #timer: ReturnType<typeof setInterval> | undefined;
+
+  /** Sweeps every `tickMs` (the deadline's resolution). */
+  constructor(clock: Clock, tickMs: number) {
+    this.#clock = clock;
+    this.#tickMs = tickMs;
+  }
+
+  /** Number of registered deadlines. */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** Calls `expire` once the clock passes `at`, unless removed first. */
+  add(at: number, expire: () => void): DeadlineEntry {
+    const e = { at, expire };
+    this.#entries.add(e);
+    if (this.#timer === undefined) {
+      this.#timer = setInterval(() => this.sweep(), this.#tickMs);
+    }
+    return e;
+  }
+
+  /** Forgets a deadline (the request finished). */
+  remove(e: DeadlineEntry): void {
+    this.#entries.delete(e);
+    if (this.#entries.size === 0 && this.#timer !== undefined) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
+    }
+  }
+
+  /** Expires every deadline that has passed. */
+  sweep(): void {
+    const now = this.#clock.now();
+    for (const e of this.#entries) {
+      if (e.at <= now) {
+        this.remove(e);
+        e.expire();
+      }
+    }
+  }
+}
