@@ -139,6 +139,7 @@ export class InferenceProxy {
   readonly #deadlines: Deadlines;
   readonly #workerSeries = new WeakMap<Worker, WorkerSeries>();
   readonly #routeSeries = new Map<string, RouteSeries>();
+  readonly #upstreamByStatus = new Map<number, CounterSeries>();
 
   /** Builds the handler over its dependencies. */
   constructor(deps: ProxyDeps) {
@@ -422,7 +423,12 @@ export class InferenceProxy {
       return failure(e, "unreachable");
     }
     const status = res.status;
-    d.metrics.upstreamResponses.with("http", String(status), "").inc();
+    let upstream = this.#upstreamByStatus.get(status);
+    if (!upstream) {
+      upstream = d.metrics.upstreamResponses.with("http", String(status), "");
+      this.#upstreamByStatus.set(status, upstream);
+    }
+    upstream.inc();
     const outcome = classifyStatus(status);
     if (isRetryableStatus(status)) {
       let body = new ArrayBuffer(0);

@@ -6,6 +6,7 @@
 
 import type { Clock } from "../core/clock.ts";
 import type { Endpoint } from "../core/types.ts";
+import type { CounterSeries, HistogramSeries } from "../metrics/fast.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { RequestContext } from "../proxy/proxy.ts";
 import { requestIdFor } from "./request_id.ts";
@@ -42,6 +43,13 @@ export const INFERENCE_PATHS: Record<string, Endpoint> = {
   "/v1/rerank": "rerank",
 };
 
+/** Metric series of one method and path template, resolved once. */
+interface PathSeries {
+  requests: CounterSeries;
+  duration: HistogramSeries;
+  responses: Map<string | number, CounterSeries>;
+}
+
 /** What the entry needs. */
 export interface EntryDeps {
   /** The routes. */
@@ -76,6 +84,21 @@ export function createEntry(
   }
   const bearer = d.apiKey === null ? null : `Bearer ${d.apiKey}`;
   const active = d.metrics.httpActive.with();
+  const bySeries = new Map<string, PathSeries>();
+  const seriesFor = (method: string, template: string): PathSeries => {
+    const key = `${method} ${template}`;
+    let s = bySeries.get(key);
+    if (!s) {
+      s = {
+        requests: d.metrics.httpRequests.with(method, template),
+        duration: d.metrics.httpDuration.with(method, template),
+        responses: new Map(),
+      };
+      if (bySeries.size > 1024) bySeries.clear(); // odd methods must not grow it without end
+      bySeries.set(key, s);
+    }
+    return s;
+  };
   const done = () => active.dec();
 
   return async (req, completed) => {
@@ -111,14 +134,17 @@ export function createEntry(
     }
     // The proxy stamps its own responses; touching `res.headers` costs a Headers object.
     if (!route?.stampsRequestId) res.headers.set("x-request-id", requestId);
-    const method = req.method;
-    d.metrics.httpRequests.with(method, template).inc();
-    d.metrics.httpResponses.with(
-      template,
-      String(res.status),
-      res.status < 400 ? "" : res.headers.get("x-smg-error-code") ?? "",
-    ).inc();
-    d.metrics.httpDuration.with(method, template).observe((d.clock.now() - start) / 1000);
+    const s = seriesFor(req.method, template);
+    s.requests.inc();
+    const code = res.status < 400 ? "" : res.headers.get("x-smg-error-code") ?? "";
+    const rkey = code ? `${res.status} ${code}` : res.status;
+    let responses = s.responses.get(rkey);
+    if (!responses) {
+      responses = d.metrics.httpResponses.with(template, String(res.status), code);
+      s.responses.set(rkey, responses);
+    }
+    responses.inc();
+    s.duration.observe((d.clock.now() - start) / 1000);
     return res;
   };
 }
