@@ -19,7 +19,6 @@ import { type Clock, type Random, sleep } from "../core/clock.ts";
 import { errorResponse, GatewayError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Endpoint, RouteRequest } from "../core/types.ts";
-import type { CounterSeries, GaugeSeries, HistogramSeries } from "../metrics/fast.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { Policy } from "../policies/policy.ts";
 import { extractRouteRequest } from "../routing/route_request.ts";
@@ -30,6 +29,7 @@ import type { Admission } from "./admission.ts";
 import { parseJson, readBody } from "./body.ts";
 import { Deadlines } from "./deadlines.ts";
 import { clientHeaders, upstreamHeaders } from "./headers.ts";
+import { Holds, ProxyMetrics, type RouteSeries } from "./proxy_metrics.ts";
 import { relaySse } from "./relay.ts";
 import { backoffMs, isRetryableStatus, maxAttempts } from "./retry.ts";
 
@@ -75,20 +75,6 @@ export const ENDPOINT_PATHS: Record<Endpoint, string> = {
   rerank: "/v1/rerank",
 };
 
-/** SMG's `endpoint` metric label. */
-function endpointLabel(e: Endpoint): string {
-  return e === "embeddings" ? "other" : e;
-}
-
-/** SMG's `error_type` metric label for a status. */
-export function errorType(status: number): string {
-  if (status === 400 || status === 413 || status === 422) return "validation_error";
-  if (status === 404) return "no_workers";
-  if (status === 408 || status === 504) return "timeout";
-  if (status >= 500) return "backend_error";
-  return "internal_error";
-}
-
 /** A failed attempt, kept in case it is the last. */
 interface Failure {
   retryable: boolean;
@@ -103,48 +89,18 @@ type Attempt = { response: Response } | { failure: Failure };
 class DeadlineExceeded extends Error {}
 const CLIENT_CLOSED = 499;
 
-/** What a request holds until its response is done; released once. */
-class Holds {
-  readonly #release: (() => void)[] = [];
-  /** Runs `fn` when the request is done. */
-  add(fn: () => void): void {
-    this.#release.push(fn);
-  }
-  /** Releases everything (idempotent). */
-  readonly done = (): void => {
-    for (const fn of this.#release.splice(0)) fn();
-  };
-}
-
-/** Metric series of one worker, resolved once. */
-interface WorkerSeries {
-  active: GaugeSeries;
-  outcome: Record<Outcome, CounterSeries>;
-  cbFailures: GaugeSeries;
-}
-
-/** Metric series of one (model, endpoint) pair, resolved once. */
-interface RouteSeries {
-  labels: [string, string, string, string, string];
-  requests: [CounterSeries, CounterSeries];
-  duration: HistogramSeries;
-  ttft: HistogramSeries;
-  selection: CounterSeries;
-}
-
 /** The inference request handler. */
 export class InferenceProxy {
   readonly #d: ProxyDeps;
   readonly #timeoutMs: number;
   readonly #deadlines: Deadlines;
-  readonly #workerSeries = new WeakMap<Worker, WorkerSeries>();
-  readonly #routeSeries = new Map<string, RouteSeries>();
-  readonly #upstreamByStatus = new Map<number, CounterSeries>();
+  readonly #pm: ProxyMetrics;
 
   /** Builds the handler over its dependencies. */
   constructor(deps: ProxyDeps) {
     this.#d = deps;
     this.#timeoutMs = deps.config.requestTimeoutSecs * 1000;
+    this.#pm = new ProxyMetrics(deps.metrics, deps.policy.name);
     this.#deadlines = new Deadlines(deps.clock, Math.min(1000, Math.max(5, this.#timeoutMs / 20)));
   }
 
@@ -162,67 +118,20 @@ export class InferenceProxy {
       const rr = extractRouteRequest(endpoint, parseJson(bytes), req.headers, {
         routingKeyHeaders: d.config.routingKeyHeaders,
       });
-      series = this.#route(rr);
+      series = this.#pm.route(rr);
       series.requests[rr.stream ? 1 : 0].inc();
       const res = await this.#dispatch(req, rr, bytes, ctx, holds, start, series);
       if (res.status < 400) series.duration.observe((d.clock.now() - start) / 1000);
-      else this.#error(series, res.status);
+      else this.#pm.error(series, res.status);
       return res;
     } catch (e) {
       const err = e instanceof GatewayError
         ? e
         : new GatewayError(500, "internal_error", String(e));
       if (err.status === 500) d.log.error("request failed", { request_id: ctx.requestId, err });
-      if (series) this.#error(series, err.status);
+      if (series) this.#pm.error(series, err.status);
       return errorResponse(err, ctx.requestId);
     }
-  }
-
-  #route(rr: RouteRequest): RouteSeries {
-    const model = rr.model ?? "unknown";
-    const key = `${model}\u0000${rr.endpoint}`;
-    let s = this.#routeSeries.get(key);
-    if (!s) {
-      const m = this.#d.metrics;
-      const ep = endpointLabel(rr.endpoint);
-      const labels: RouteSeries["labels"] = ["http", "regular", "http", model, ep];
-      s = {
-        labels,
-        requests: [
-          m.routerRequests.with(...labels, "false"),
-          m.routerRequests.with(...labels, "true"),
-        ],
-        duration: m.routerDuration.with(...labels),
-        ttft: m.ttft.with("http", "regular", model, ep),
-        selection: m.selection.with("regular", "http", model, this.#d.policy.name),
-      };
-      if (this.#routeSeries.size > 4096) this.#routeSeries.clear();
-      this.#routeSeries.set(key, s);
-    }
-    return s;
-  }
-
-  #error(s: RouteSeries, status: number): void {
-    this.#d.metrics.routerErrors.with(...s.labels, errorType(status)).inc();
-  }
-
-  #worker(w: Worker): WorkerSeries {
-    let s = this.#workerSeries.get(w);
-    if (!s) {
-      const m = this.#d.metrics;
-      const outcome = (o: Outcome) => m.workerRequests.with(w.url, o);
-      s = {
-        active: m.workerActive.with(w.url),
-        outcome: {
-          success: outcome("success"),
-          failure: outcome("failure"),
-          neutral: outcome("neutral"),
-        },
-        cbFailures: m.cbFailures.with(w.url),
-      };
-      this.#workerSeries.set(w, s);
-    }
-    return s;
   }
 
   async #dispatch(
@@ -366,7 +275,7 @@ export class InferenceProxy {
 
   #record(worker: Worker, outcome: Outcome): void {
     worker.breaker.record(outcome, this.#d.clock.now());
-    const s = this.#worker(worker);
+    const s = this.#pm.worker(worker);
     s.outcome[outcome].inc();
     s.cbFailures.set(worker.breaker.consecutiveFailures);
   }
@@ -384,7 +293,7 @@ export class InferenceProxy {
     series: RouteSeries,
   ): Promise<Attempt> {
     const d = this.#d;
-    const ws = this.#worker(worker);
+    const ws = this.#pm.worker(worker);
     worker.inFlight++;
     worker.requestsTotal++;
     ws.active.set(worker.inFlight);
@@ -423,12 +332,7 @@ export class InferenceProxy {
       return failure(e, "unreachable");
     }
     const status = res.status;
-    let upstream = this.#upstreamByStatus.get(status);
-    if (!upstream) {
-      upstream = d.metrics.upstreamResponses.with("http", String(status), "");
-      this.#upstreamByStatus.set(status, upstream);
-    }
-    upstream.inc();
+    this.#pm.upstream(status);
     const outcome = classifyStatus(status);
     if (isRetryableStatus(status)) {
       let body = new ArrayBuffer(0);

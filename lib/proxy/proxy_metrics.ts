@@ -1,0 +1,138 @@
+/**
+ * The proxy's per-request bookkeeping: what a request holds until its response is done
+ * (`Holds`), and the metric series it updates, resolved once per worker, per (model, endpoint)
+ * and per upstream status so the hot path only bumps numbers.
+ */
+
+import type { Endpoint, RouteRequest } from "../core/types.ts";
+import type { CounterSeries, GaugeSeries, HistogramSeries } from "../metrics/fast.ts";
+import type { Metrics } from "../metrics/metrics.ts";
+import type { Outcome } from "../workers/circuit_breaker.ts";
+import type { Worker } from "../workers/worker.ts";
+
+/** What a request holds until its response is done; released once. */
+export class Holds {
+  readonly #release: (() => void)[] = [];
+  /** Runs `fn` when the request is done. */
+  add(fn: () => void): void {
+    this.#release.push(fn);
+  }
+  /** Releases everything (idempotent). */
+  readonly done = (): void => {
+    for (const fn of this.#release.splice(0)) fn();
+  };
+}
+
+/** Metric series of one worker. */
+export interface WorkerSeries {
+  /** smg_worker_requests_active */
+  active: GaugeSeries;
+  /** smg_worker_requests_total by outcome */
+  outcome: Record<Outcome, CounterSeries>;
+  /** smg_worker_cb_consecutive_failures */
+  cbFailures: GaugeSeries;
+}
+
+/** Metric series of one (model, endpoint) pair. */
+export interface RouteSeries {
+  /** router_type, backend_type, connection_mode, model, endpoint */
+  labels: [string, string, string, string, string];
+  /** smg_router_requests_total, non-streaming and streaming */
+  requests: [CounterSeries, CounterSeries];
+  /** smg_router_request_duration_seconds */
+  duration: HistogramSeries;
+  /** smg_router_ttft_seconds */
+  ttft: HistogramSeries;
+  /** smg_worker_selection_total */
+  selection: CounterSeries;
+}
+
+/** SMG's `endpoint` metric label. */
+export function endpointLabel(e: Endpoint): string {
+  return e === "embeddings" ? "other" : e;
+}
+
+/** SMG's `error_type` metric label for a status. */
+export function errorType(status: number): string {
+  if (status === 400 || status === 413 || status === 422) return "validation_error";
+  if (status === 404) return "no_workers";
+  if (status === 408 || status === 504) return "timeout";
+  if (status >= 500) return "backend_error";
+  return "internal_error";
+}
+
+/** Resolves and caches the proxy's metric series. */
+export class ProxyMetrics {
+  /** The metrics themselves, for rare series. */
+  readonly m: Metrics;
+  readonly #policy: string;
+  readonly #workers = new WeakMap<Worker, WorkerSeries>();
+  readonly #routes = new Map<string, RouteSeries>();
+  readonly #upstream = new Map<number, CounterSeries>();
+
+  /** Series for `metrics`, labelled with `policy` where SMG does. */
+  constructor(metrics: Metrics, policy: string) {
+    this.m = metrics;
+    this.#policy = policy;
+  }
+
+  /** The series of a request's model and endpoint. */
+  route(rr: RouteRequest): RouteSeries {
+    const model = rr.model ?? "unknown";
+    const key = `${model}\u0000${rr.endpoint}`;
+    let s = this.#routes.get(key);
+    if (!s) {
+      const m = this.m;
+      const ep = endpointLabel(rr.endpoint);
+      const labels: RouteSeries["labels"] = ["http", "regular", "http", model, ep];
+      s = {
+        labels,
+        requests: [
+          m.routerRequests.with(...labels, "false"),
+          m.routerRequests.with(...labels, "true"),
+        ],
+        duration: m.routerDuration.with(...labels),
+        ttft: m.ttft.with("http", "regular", model, ep),
+        selection: m.selection.with("regular", "http", model, this.#policy),
+      };
+      if (this.#routes.size > 4096) this.#routes.clear();
+      this.#routes.set(key, s);
+    }
+    return s;
+  }
+
+  /** Counts a request that failed for good. */
+  error(s: RouteSeries, status: number): void {
+    this.m.routerErrors.with(...s.labels, errorType(status)).inc();
+  }
+
+  /** The series of one worker. */
+  worker(w: Worker): WorkerSeries {
+    let s = this.#workers.get(w);
+    if (!s) {
+      const m = this.m;
+      const outcome = (o: Outcome) => m.workerRequests.with(w.url, o);
+      s = {
+        active: m.workerActive.with(w.url),
+        outcome: {
+          success: outcome("success"),
+          failure: outcome("failure"),
+          neutral: outcome("neutral"),
+        },
+        cbFailures: m.cbFailures.with(w.url),
+      };
+      this.#workers.set(w, s);
+    }
+    return s;
+  }
+
+  /** Counts a worker response by status. */
+  upstream(status: number): void {
+    let s = this.#upstream.get(status);
+    if (!s) {
+      s = this.m.upstreamResponses.with("http", String(status), "");
+      this.#upstream.set(status, s);
+    }
+    s.inc();
+  }
+}
