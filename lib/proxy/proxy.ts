@@ -121,14 +121,34 @@ export class InferenceProxy {
       series = this.#pm.route(rr);
       series.requests[rr.stream ? 1 : 0].inc();
       const res = await this.#dispatch(req, rr, bytes, ctx, holds, start, series);
-      if (res.status < 400) series.duration.observe((d.clock.now() - start) / 1000);
+      const ms = d.clock.now() - start;
+      if (res.status < 400) series.duration.observe(ms / 1000);
       else this.#pm.error(series, res.status);
+      if (d.log.enabled("debug")) {
+        d.log.debug("request routed", {
+          request_id: ctx.requestId,
+          endpoint,
+          model: rr.model,
+          stream: rr.stream,
+          status: res.status,
+          worker: res.headers.get("x-smg-routed-worker-id") ?? undefined,
+          head_ms: Math.round(ms * 10) / 10,
+        });
+      }
       return res;
     } catch (e) {
       const err = e instanceof GatewayError
         ? e
         : new GatewayError(500, "internal_error", String(e));
       if (err.status === 500) d.log.error("request failed", { request_id: ctx.requestId, err });
+      else if (d.log.enabled("debug")) {
+        d.log.debug("request refused", {
+          request_id: ctx.requestId,
+          endpoint,
+          status: err.status,
+          code: err.code,
+        });
+      }
       if (series) this.#pm.error(series, err.status);
       return errorResponse(err, ctx.requestId);
     }

@@ -286,3 +286,19 @@ Deno.test("proxy: log lines about a request carry its request id", async () => {
   assert.equal(retry.worker, "http://a");
   assert.equal(retry.level, "warn");
 });
+
+Deno.test("proxy: at debug level every request leaves one line with its id, status and worker", async () => {
+  const lines: string[] = [];
+  const log = createLogger({ level: "debug", json: true, sink: (l) => lines.push(l) });
+  const t = setup({ "http://a": [ok("a")] }, {}, log);
+  await t.send(chat);
+  await t.send({ model: "m", messages: [] });
+  const parsed = lines.map((l) => JSON.parse(l));
+  const routed = parsed.find((l) => l.msg === "request routed");
+  assert.equal(routed.request_id, "req-1");
+  assert.equal(routed.status, 200);
+  assert.equal(routed.worker, t.workers[0].id);
+  const refused = parsed.find((l) => l.msg === "request refused");
+  assert.equal(refused.status, 400);
+  assert.equal(refused.code, "invalid_request");
+});
