@@ -8,7 +8,7 @@ import type { GatewayConfig } from "./config.ts";
 
 const WORKER_SCHEMES = new Set(["http:", "https:"]);
 
-/** Checks a worker URL: http(s) with a host; returns it without a trailing slash. */
+/** Checks a worker URL (http(s) with a host) and returns its canonical form, no trailing slash. */
 export function normalizeWorkerUrl(raw: string, flag = "--worker-urls"): string {
   let u: URL;
   try {
@@ -27,7 +27,8 @@ export function normalizeWorkerUrl(raw: string, flag = "--worker-urls"): string 
     throw badValue(flag, raw, "expected an http:// or https:// URL with a host");
   }
   if (u.search || u.hash) throw badValue(flag, raw, "a worker URL has no query or fragment");
-  return raw.replace(/\/+$/, "");
+  // Scheme and host are case-insensitive and a default port is implied: one worker, one URL.
+  return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, "")}`;
 }
 
 function port(flag: string, v: number): void {

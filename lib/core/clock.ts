@@ -84,6 +84,7 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 export function pause(ms: number, signal: AbortSignal): { done: Promise<void>; wake: () => void } {
   let wake = () => {};
   const done = new Promise<void>((resolve) => {
+    if (signal.aborted) return resolve();
     const timer = setTimeout(finish, ms);
     function finish() {
       clearTimeout(timer);

@@ -242,6 +242,8 @@ export class Metrics {
         "stage",
       ],
     );
+    // Unlabelled gauges read 0 before their first change, rather than being absent.
+    for (const g of [this.httpActive, this.queueDepth, this.admissionInflight]) g.with();
   }
 
   /** The Prometheus text exposition. */

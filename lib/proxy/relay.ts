@@ -20,9 +20,12 @@ export function sseErrorEvent(message: string, code: string, needsBoundary: bool
   return encoder.encode(`${needsBoundary ? "\n\n" : ""}event: error\ndata: ${payload}\n\n`);
 }
 
+/** Whether `chunk` ends an SSE event: a blank line (`\n\n`, `\r\r` or `\r\n\r\n`). */
 function endsWithBlankLine(chunk: Uint8Array): boolean {
   const n = chunk.byteLength;
-  return n >= 2 && chunk[n - 1] === 10 && (chunk[n - 2] === 10 || (n >= 3 && chunk[n - 2] === 13));
+  const at = (i: number) => chunk[n - i];
+  if (n >= 4 && at(4) === 13 && at(3) === 10 && at(2) === 13 && at(1) === 10) return true;
+  return n >= 2 && at(1) === at(2) && (at(1) === 10 || at(1) === 13);
 }
 
 /**

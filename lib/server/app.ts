@@ -36,16 +36,21 @@ export interface GatewayOptions {
   random?: Random;
 }
 
-/** The default worker client: one keep-alive pool whose idle connections close after the configured time. */
-export function workerFetch(config: GatewayConfig): FetchFn {
+/**
+ * The default worker client: one keep-alive pool whose idle connections close after the
+ * configured time; `close()` releases the pool at shutdown.
+ */
+export function workerFetch(config: GatewayConfig): FetchFn & { close?: () => void } {
   const client = Deno.createHttpClient({
     poolIdleTimeout: config.upstreamPoolIdleTimeoutSecs * 1000,
     http2: false,
   });
-  return (url, init) => {
+  const fetchFn: FetchFn & { close?: () => void } = (url, init) => {
     (init as RequestInit & { client: Deno.HttpClient }).client = client;
     return fetch(url, init);
   };
+  fetchFn.close = () => client.close();
+  return fetchFn;
 }
 
 /** A gateway instance. */
@@ -71,6 +76,7 @@ export class Gateway {
   readonly #loops = new AbortController();
   #tasks: Promise<void>[] = [];
   #draining = false;
+  readonly #closeClient: () => void;
 
   /** Wires every module; nothing runs until `start()`. */
   constructor(opts: GatewayOptions) {
@@ -80,6 +86,7 @@ export class Gateway {
     const random = opts.random ??
       (config.randomSeed === null ? osRandom() : seededRandom(config.randomSeed));
     const fetchFn = opts.fetch ?? workerFetch(config);
+    this.#closeClient = (fetchFn as { close?: () => void }).close ?? (() => {});
     const metrics = this.metrics;
     const registry = this.registry;
 
@@ -260,6 +267,7 @@ export class Gateway {
   async stop(): Promise<void> {
     this.#loops.abort();
     await Promise.all([...this.#tasks, this.manager.stop()]);
+    this.#closeClient();
   }
 
   /** Refreshes the per-worker gauges and renders the Prometheus text. */

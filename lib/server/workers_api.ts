@@ -87,7 +87,7 @@ function lookup(d: WorkersApiDeps, id: string): Worker | Response {
   if (!UUID.test(id)) {
     return flatErrorResponse(400, "BAD_REQUEST", `'${id}' is not a worker id (UUID)`);
   }
-  return d.registry.get(id) ??
+  return d.registry.get(id.toLowerCase()) ??
     flatErrorResponse(404, "WORKER_NOT_FOUND", `no worker with id ${id}`);
 }
 

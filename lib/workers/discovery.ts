@@ -16,10 +16,10 @@ export async function discoverModels(
 ): Promise<string[] | null> {
   const list = await getText(fetchFn, `${url}/v1/models`, timeoutMs, apiKey, signal);
   if (list.status === 200) {
-    const body = tryJson(list.text) as { data?: { id?: unknown }[] } | null;
-    const ids = (body?.data ?? []).map((m) => m?.id).filter((id): id is string =>
-      typeof id === "string"
-    );
+    const body = tryJson(list.text) as { data?: unknown } | null;
+    const data: unknown[] = Array.isArray(body?.data) ? body.data : [];
+    const ids = data.map((m) => (m as { id?: unknown } | null)?.id)
+      .filter((id): id is string => typeof id === "string");
     if (ids.length > 0) return [...new Set(ids)];
   }
   const info = await getText(fetchFn, `${url}/get_model_info`, timeoutMs, apiKey, signal);

@@ -1,0 +1,99 @@
+/**
+ * The overhead benchmark's command line: flags in, an `Options` out. A bad flag prints the
+ * usage and exits 2; `--help` prints it and exits 0.
+ */
+
+/** What one run measures, from the command line. */
+export interface Options {
+  /** Seconds per recorded wrk run. */
+  duration: number;
+  /** Seconds of the unrecorded warm-up at 64 connections. */
+  warmup: number;
+  /** Connection counts, one recorded run each. */
+  conns: number[];
+  /** How many times every target is measured (medians reported). */
+  rounds: number;
+  /** Where to write the JSON results, or null. */
+  json: string | null;
+  /** Also measure `floor_proxy.ts`, the cheapest Deno proxy. */
+  floor: boolean;
+}
+
+/** The `--help` text. */
+export const USAGE = `usage: deno task bench:overhead [options]
+  --duration S   seconds per recorded run (default 8; 3 with --quick)
+  --warmup S     seconds of warm-up at 64 connections per target (default 2; 1 with --quick)
+  --conns A,B    connection counts (default 1,64)
+  --rounds N     measure every target N times, report medians (default 1)
+  --quick        short runs, for a smoke test
+  --floor        also measure floor_proxy.ts (bare Deno.serve + fetch proxy) as a 4th target
+  --json PATH    also write the results as JSON`;
+
+function fail(msg: string): never {
+  console.error(`bench:overhead: ${msg}\n${USAGE}`);
+  Deno.exit(2);
+}
+
+function positive(flag: string, v: string | undefined, max: number): number {
+  const n = Number(v);
+  if (v === undefined || !Number.isInteger(n) || n < 1 || n > max) {
+    fail(`${flag} needs an integer in 1..${max}, got ${v}`);
+  }
+  return n;
+}
+
+/** Parses the command line. */
+export function parseOptions(args: string[]): Options {
+  let duration: number | null = null;
+  let warmup: number | null = null;
+  let conns = [1, 64];
+  let rounds = 1;
+  let quick = false;
+  let json: string | null = null;
+  let floor = false;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    const [flag, inline] = a.includes("=") ? a.split("=", 2) : [a, undefined];
+    const value = () => inline ?? args[++i];
+    switch (flag) {
+      case "--duration":
+        duration = positive(flag, value(), 600);
+        break;
+      case "--warmup":
+        warmup = positive(flag, value(), 60);
+        break;
+      case "--rounds":
+        rounds = positive(flag, value(), 20);
+        break;
+      case "--conns": {
+        const v = value() ?? "";
+        conns = v.split(",").map((c) => positive(flag, c, 10_000));
+        break;
+      }
+      case "--quick":
+        quick = true;
+        break;
+      case "--floor":
+        floor = true;
+        break;
+      case "--json":
+        json = value() ?? fail("--json needs a path");
+        break;
+      case "-h":
+      case "--help":
+        console.log(USAGE);
+        Deno.exit(0);
+        break;
+      default:
+        fail(`unknown argument ${a}`);
+    }
+  }
+  return {
+    duration: duration ?? (quick ? 3 : 8),
+    warmup: warmup ?? (quick ? 1 : 2),
+    conns,
+    rounds,
+    json,
+    floor,
+  };
+}

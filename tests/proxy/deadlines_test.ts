@@ -1,0 +1,126 @@
+/**
+ * Request deadlines on one shared timer, driven by a ManualClock: a sweep aborts exactly the
+ * requests past their deadline, each once; a finished request's deadline never fires; the
+ * interval timer only runs while something is registered. Deno 2.9 turned the op sanitizer off
+ * by default, so these tests turn it on themselves: a test that left the interval running would
+ * fail with "Leaks detected", which is what checks that the timer stops when the set empties.
+ */
+
+import assert from "node:assert/strict";
+import { ManualClock } from "../../lib/core/clock.ts";
+import { type DeadlineEntry, Deadlines } from "../../lib/proxy/deadlines.ts";
+
+/** `Deno.test` with the op and resource sanitizers on whatever the CLI says. */
+function test(name: string, fn: () => void | Promise<void>): void {
+  Deno.test({ name, fn, sanitizeOps: true, sanitizeResources: true });
+}
+
+/** A tick long enough that the real timer never fires during a test. */
+const NEVER = 3_600_000;
+
+test("deadlines: sweep expires only the deadlines that have passed", () => {
+  const clock = new ManualClock(1000);
+  const d = new Deadlines(clock, NEVER);
+  const fired: string[] = [];
+  const a = d.add(1100, () => fired.push("a"));
+  d.add(1200, () => fired.push("b"));
+  const c = d.add(1500, () => fired.push("c"));
+  assert.equal(d.size, 3);
+
+  d.sweep();
+  assert.deepEqual(fired, [], "nothing is due yet");
+
+  clock.advance(150); // 1150
+  d.sweep();
+  assert.deepEqual(fired, ["a"]);
+  assert.equal(d.size, 2);
+
+  clock.advance(50); // 1200: exactly on b's deadline
+  d.sweep();
+  assert.deepEqual(fired, ["a", "b"], "a deadline equal to now has passed");
+
+  d.remove(a); // already expired: a no-op
+  assert.equal(d.size, 1);
+  d.remove(c);
+  assert.equal(d.size, 0);
+});
+
+test("deadlines: each deadline expires once, however often the sweep runs", () => {
+  const clock = new ManualClock(0);
+  const d = new Deadlines(clock, NEVER);
+  let n = 0;
+  d.add(10, () => n++);
+  clock.advance(20);
+  d.sweep();
+  d.sweep();
+  clock.advance(1000);
+  d.sweep();
+  assert.equal(n, 1);
+  assert.equal(d.size, 0);
+});
+
+test("deadlines: a removed deadline never expires", () => {
+  const clock = new ManualClock(0);
+  const d = new Deadlines(clock, NEVER);
+  const fired: string[] = [];
+  const done = d.add(10, () => fired.push("done"));
+  d.add(10, () => fired.push("slow"));
+  d.remove(done);
+  clock.advance(100);
+  d.sweep();
+  assert.deepEqual(fired, ["slow"]);
+  assert.equal(d.size, 0);
+});
+
+test("deadlines: removing the same entry twice is harmless", () => {
+  const d = new Deadlines(new ManualClock(0), NEVER);
+  const e = d.add(10, () => assert.fail("removed deadline fired"));
+  d.remove(e);
+  d.remove(e);
+  assert.equal(d.size, 0);
+});
+
+test("deadlines: the timer restarts when a deadline is added after it stopped", () => {
+  const clock = new ManualClock(0);
+  const d = new Deadlines(clock, NEVER);
+  const fired: number[] = [];
+  d.add(5, () => fired.push(1));
+  clock.advance(5);
+  d.sweep(); // empties the set: the timer stops
+  assert.equal(d.size, 0);
+  const e = d.add(50, () => fired.push(2));
+  assert.equal(d.size, 1);
+  d.remove(e); // stops it again, or the op sanitizer fails this test
+  assert.deepEqual(fired, [1]);
+});
+
+test("deadlines: the shared timer sweeps on its own", async () => {
+  const clock = new ManualClock(0);
+  const d = new Deadlines(clock, 1);
+  const late = Promise.withResolvers<void>();
+  const pending: string[] = [];
+  d.add(10, () => late.resolve());
+  const notYet = d.add(1_000_000, () => pending.push("fired too early"));
+  clock.advance(10);
+  await late.promise; // resolved by the interval, not by us
+  assert.equal(d.size, 1);
+  assert.deepEqual(pending, []);
+  d.remove(notYet);
+  assert.equal(d.size, 0);
+});
+
+test("deadlines: an expire callback may remove a later entry during the sweep", () => {
+  const clock = new ManualClock(0);
+  const d = new Deadlines(clock, NEVER);
+  const fired: string[] = [];
+  const later: DeadlineEntry[] = [];
+  d.add(1, () => {
+    fired.push("first");
+    for (const e of later) d.remove(e);
+  });
+  later.push(d.add(2, () => fired.push("second")));
+  clock.advance(5);
+  d.sweep();
+  assert.deepEqual(fired, ["first"], "the removed entry does not fire in the same sweep");
+  assert.equal(d.size, 0);
+});
