@@ -1,8 +1,8 @@
 /**
  * Request deadlines with one shared timer instead of a `setTimeout` per request (measured at
  * about 6 µs per request with `AbortSignal.any`). Each in-flight request registers its abort
- * function and deadline; a sweep every `tickMs` aborts the expired ones. The timer runs only
- * while something is registered.
+ * function and deadline; a sweep every `tickMs` aborts the expired ones. The timer runs while
+ * something is registered, and until the first sweep after that.
  */
 
 import type { Clock } from "../core/clock.ts";
@@ -46,20 +46,29 @@ export class Deadlines {
   /** Forgets a deadline (the request finished). */
   remove(e: DeadlineEntry): void {
     this.#entries.delete(e);
-    if (this.#entries.size === 0 && this.#timer !== undefined) {
-      clearInterval(this.#timer);
-      this.#timer = undefined;
-    }
   }
 
-  /** Expires every deadline that has passed. */
+  /**
+   * Expires every deadline that has passed. The timer stops at the first sweep that finds
+   * nothing registered, not at every last removal: one request at a time would otherwise pay
+   * for a timer start and stop each.
+   */
   sweep(): void {
     const now = this.#clock.now();
     for (const e of this.#entries) {
       if (e.at <= now) {
-        this.remove(e);
+        this.#entries.delete(e);
         e.expire();
       }
+    }
+    if (this.#entries.size === 0) this.stop();
+  }
+
+  /** Stops the timer now (shutdown); deadlines added later start it again. */
+  stop(): void {
+    if (this.#timer !== undefined) {
+      clearInterval(this.#timer);
+      this.#timer = undefined;
     }
   }
 }

@@ -104,6 +104,11 @@ export class InferenceProxy {
     this.#deadlines = new Deadlines(deps.clock, Math.min(1000, Math.max(5, this.#timeoutMs / 20)));
   }
 
+  /** Stops the deadline timer (shutdown, tests). */
+  close(): void {
+    this.#deadlines.stop();
+  }
+
   /** Handles one inference request on `endpoint`. */
   async handle(req: Request, endpoint: Endpoint, ctx: RequestContext): Promise<Response> {
     const d = this.#d;

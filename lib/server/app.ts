@@ -77,6 +77,7 @@ export class Gateway {
   #tasks: Promise<void>[] = [];
   #draining = false;
   readonly #closeClient: () => void;
+  readonly #proxy: InferenceProxy;
 
   /** Wires every module; nothing runs until `start()`. */
   constructor(opts: GatewayOptions) {
@@ -133,7 +134,7 @@ export class Gateway {
       }
     });
 
-    const proxy = new InferenceProxy({
+    const proxy = this.#proxy = new InferenceProxy({
       config,
       registry,
       policy: this.policy,
@@ -267,6 +268,7 @@ export class Gateway {
   async stop(): Promise<void> {
     this.#loops.abort();
     await Promise.all([...this.#tasks, this.manager.stop()]);
+    this.#proxy.close();
     this.#closeClient();
   }
 

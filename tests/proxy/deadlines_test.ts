@@ -1,9 +1,9 @@
 /**
  * Request deadlines on one shared timer, driven by a ManualClock: a sweep aborts exactly the
  * requests past their deadline, each once; a finished request's deadline never fires; the
- * interval timer only runs while something is registered. Deno 2.9 turned the op sanitizer off
- * by default, so these tests turn it on themselves: a test that left the interval running would
- * fail with "Leaks detected", which is what checks that the timer stops when the set empties.
+ * interval timer runs while something is registered and stops at the first sweep that finds the
+ * set empty (or at stop()). Deno 2.9 turned the op sanitizer off by default, so these tests turn
+ * it on themselves: a test that left the interval running would fail with "Leaks detected".
  */
 
 import assert from "node:assert/strict";
@@ -43,6 +43,7 @@ test("deadlines: sweep expires only the deadlines that have passed", () => {
   assert.equal(d.size, 1);
   d.remove(c);
   assert.equal(d.size, 0);
+  d.sweep(); // finds the set empty: the timer stops
 });
 
 test("deadlines: each deadline expires once, however often the sweep runs", () => {
@@ -78,6 +79,7 @@ test("deadlines: removing the same entry twice is harmless", () => {
   d.remove(e);
   d.remove(e);
   assert.equal(d.size, 0);
+  d.stop();
 });
 
 test("deadlines: the timer restarts when a deadline is added after it stopped", () => {
@@ -90,7 +92,8 @@ test("deadlines: the timer restarts when a deadline is added after it stopped", 
   assert.equal(d.size, 0);
   const e = d.add(50, () => fired.push(2));
   assert.equal(d.size, 1);
-  d.remove(e); // stops it again, or the op sanitizer fails this test
+  d.remove(e);
+  d.sweep(); // finds it empty and stops, or the op sanitizer fails this test
   assert.deepEqual(fired, [1]);
 });
 
@@ -107,6 +110,7 @@ test("deadlines: the shared timer sweeps on its own", async () => {
   assert.deepEqual(pending, []);
   d.remove(notYet);
   assert.equal(d.size, 0);
+  d.stop();
 });
 
 test("deadlines: an expire callback may remove a later entry during the sweep", () => {
@@ -122,5 +126,15 @@ test("deadlines: an expire callback may remove a later entry during the sweep", 
   clock.advance(5);
   d.sweep();
   assert.deepEqual(fired, ["first"], "the removed entry does not fire in the same sweep");
+  assert.equal(d.size, 0);
+});
+
+test("deadlines: a removal alone keeps the timer until the next sweep finds nothing", async () => {
+  const clock = new ManualClock(0);
+  const d = new Deadlines(clock, 1);
+  d.remove(d.add(1_000_000, () => assert.fail("removed deadline fired")));
+  // The interval is still armed; its next tick sees an empty set and stops it. The op
+  // sanitizer fails this test if it did not.
+  await new Promise((r) => setTimeout(r, 20));
   assert.equal(d.size, 0);
 });

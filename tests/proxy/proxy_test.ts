@@ -68,6 +68,7 @@ function setup(replies: Record<string, Reply[]>, o: Overrides = {}, log = silent
     const text = await res.text();
     resolve();
     await promise;
+    proxy.close(); // the deadline timer outlives a request by one tick otherwise
     return { res, text, json: () => JSON.parse(text) };
   };
   return { send, calls, workers, clock, metrics, registry };
