@@ -11,10 +11,9 @@ import { Metrics } from "../../lib/metrics/metrics.ts";
 import { RoundRobinPolicy } from "../../lib/policies/round_robin.ts";
 import { Admission } from "../../lib/proxy/admission.ts";
 import { type FetchFn, InferenceProxy } from "../../lib/proxy/proxy.ts";
-import { WorkerManager } from "../../lib/workers/manager.ts";
-import { WorkerRegistry } from "../../lib/workers/registry.ts";
 import { testConfig } from "../support/gateway.ts";
 import type { Overrides } from "../support/gateway.ts";
+import { workerSetup } from "../support/workers.ts";
 
 type Reply = Response | Error | ((init: RequestInit) => Promise<Response>);
 
@@ -22,13 +21,9 @@ type Reply = Response | Error | ((init: RequestInit) => Promise<Response>);
 function setup(replies: Record<string, Reply[]>, o: Overrides = {}, log = silentLogger) {
   const config = testConfig(o);
   const clock = new ManualClock(1000);
-  const registry = new WorkerRegistry();
-  const manager = new WorkerManager({
-    registry,
+  const { registry, manager } = workerSetup(clock, {
     health: config.health,
     circuitBreaker: config.circuitBreaker,
-    clock,
-    log: silentLogger,
   });
   const calls: string[] = [];
   const fetchFn: FetchFn = (url, init) => {

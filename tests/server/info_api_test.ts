@@ -5,10 +5,8 @@
  */
 
 import assert from "node:assert/strict";
-import { defaultConfig } from "../../lib/config/config.ts";
 import { ManualClock } from "../../lib/core/clock.ts";
 import type { WorkerStatus } from "../../lib/core/types.ts";
-import { silentLogger } from "../../lib/core/log.ts";
 import {
   firstReady,
   flushCache,
@@ -18,23 +16,15 @@ import {
   readiness,
 } from "../../lib/server/info_api.ts";
 import type { FetchFn } from "../../lib/workers/http.ts";
-import { WorkerManager } from "../../lib/workers/manager.ts";
-import { WorkerRegistry } from "../../lib/workers/registry.ts";
 import type { WorkerSpec } from "../../lib/workers/worker.ts";
+import { workerSetup } from "../support/workers.ts";
 
 type Route = (init: RequestInit) => Response | Promise<Response>;
 
 /** Routes keyed by "<worker url><path>"; anything else is a 404. */
 function setup(routes: Record<string, Route> = {}) {
   const clock = new ManualClock(1000);
-  const registry = new WorkerRegistry();
-  const manager = new WorkerManager({
-    registry,
-    health: defaultConfig().health,
-    circuitBreaker: defaultConfig().circuitBreaker,
-    clock,
-    log: silentLogger,
-  });
+  const { registry, manager } = workerSetup(clock);
   const calls: { url: string; method: string; auth: string | null }[] = [];
   const fetchFn: FetchFn = (url, init) => {
     calls.push({

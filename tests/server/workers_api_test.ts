@@ -5,9 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { defaultConfig } from "../../lib/config/config.ts";
 import { ManualClock } from "../../lib/core/clock.ts";
-import { silentLogger } from "../../lib/core/log.ts";
 import {
   createWorker,
   deleteWorker,
@@ -15,21 +13,13 @@ import {
   listWorkers,
   type WorkersApiDeps,
 } from "../../lib/server/workers_api.ts";
-import { WorkerManager } from "../../lib/workers/manager.ts";
-import { WorkerRegistry } from "../../lib/workers/registry.ts";
+import { workerSetup } from "../support/workers.ts";
 
 const UNKNOWN_ID = "0badc0de-0000-4000-8000-000000000000";
 
 function setup() {
   const clock = new ManualClock(0);
-  const registry = new WorkerRegistry();
-  const manager = new WorkerManager({
-    registry,
-    health: defaultConfig().health,
-    circuitBreaker: defaultConfig().circuitBreaker,
-    clock,
-    log: silentLogger,
-  });
+  const { registry, manager } = workerSetup(clock);
   const deps: WorkersApiDeps = { registry, manager, clock };
   return { deps, registry, manager };
 }

@@ -10,8 +10,8 @@ import { ManualClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import { HealthChecker } from "../../lib/workers/health.ts";
 import type { FetchFn } from "../../lib/workers/http.ts";
-import { WorkerManager } from "../../lib/workers/manager.ts";
 import { WorkerRegistry } from "../../lib/workers/registry.ts";
+import { workerSetup } from "../support/workers.ts";
 
 function setup(health: Partial<HealthConfig> = {}) {
   const config = { ...defaultConfig().health, ...health };
@@ -27,13 +27,7 @@ function setup(health: Partial<HealthConfig> = {}) {
     return Promise.resolve(new Response("", { status: 404 }));
   };
   const checker = new HealthChecker({ config, registry, fetch: fetchFn, clock, log: silentLogger });
-  const manager = new WorkerManager({
-    registry,
-    health: config,
-    circuitBreaker: defaultConfig().circuitBreaker,
-    clock,
-    log: silentLogger,
-  });
+  const { manager } = workerSetup(clock, { registry, health: config });
   return {
     clock,
     registry,

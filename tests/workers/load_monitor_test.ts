@@ -9,8 +9,8 @@ import { ManualClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import type { FetchFn } from "../../lib/workers/http.ts";
 import { LoadMonitor } from "../../lib/workers/load_monitor.ts";
-import { WorkerManager } from "../../lib/workers/manager.ts";
 import { WorkerRegistry } from "../../lib/workers/registry.ts";
+import { workerSetup } from "../support/workers.ts";
 
 type Routes = Record<string, () => Response>;
 
@@ -25,13 +25,7 @@ function setup(routes: Routes, cfg: Partial<LoadMonitorConfig> = {}) {
     const r = routes[path];
     return r ? Promise.resolve(r()) : Promise.resolve(new Response("", { status: 404 }));
   };
-  const manager = new WorkerManager({
-    registry,
-    health: defaultConfig().health,
-    circuitBreaker: defaultConfig().circuitBreaker,
-    clock,
-    log: silentLogger,
-  });
+  const { manager } = workerSetup(clock, { registry });
   const w = manager.add({ url: "http://w1", models: ["m"] });
   w.setStatus("ready");
   const monitor = new LoadMonitor({ config, registry, fetch: fetchFn, clock, log: silentLogger });

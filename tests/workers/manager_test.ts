@@ -6,9 +6,9 @@ import assert from "node:assert/strict";
 import { defaultConfig } from "../../lib/config/config.ts";
 import { systemClock } from "../../lib/core/clock.ts";
 import { GatewayError } from "../../lib/core/errors.ts";
-import { silentLogger } from "../../lib/core/log.ts";
-import { parseWorkerSpec, WorkerManager } from "../../lib/workers/manager.ts";
-import { DuplicateWorkerError, WorkerRegistry } from "../../lib/workers/registry.ts";
+import { parseWorkerSpec } from "../../lib/workers/manager.ts";
+import { DuplicateWorkerError } from "../../lib/workers/registry.ts";
+import { workerSetup } from "../support/workers.ts";
 
 Deno.test("parseWorkerSpec: SMG's snake_case spec", () => {
   const s = parseWorkerSpec({
@@ -48,14 +48,9 @@ Deno.test("parseWorkerSpec: bad specs are 400s naming the field", () => {
 });
 
 function manager(drainSettleSecs: number) {
-  const registry = new WorkerRegistry();
   const removed: string[] = [];
-  const m = new WorkerManager({
-    registry,
+  const { registry, manager: m } = workerSetup(systemClock, {
     health: { ...defaultConfig().health, drainSettleSecs },
-    circuitBreaker: defaultConfig().circuitBreaker,
-    clock: systemClock,
-    log: silentLogger,
     onRemoved: (w) => removed.push(w.url),
   });
   return { registry, m, removed };
