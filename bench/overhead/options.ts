@@ -56,6 +56,8 @@ export function parseOptions(args: string[]): Options {
     const [flag, inline] = a.includes("=") ? a.split("=", 2) : [a, undefined];
     const value = () => inline ?? args[++i];
     switch (flag) {
+      case "--": // `deno task bench:overhead -- ...` passes it through
+        break;
       case "--duration":
         duration = positive(flag, value(), 600);
         break;

@@ -80,7 +80,9 @@ export class HelpShown extends Error {}
  * Throws `ConfigError` for an unknown flag or a malformed value, `HelpShown` after --help.
  */
 export function parseGatewayArgs(args: string[], version = "0.0.0"): GatewayConfig {
-  const argv = args[0] === "launch" || args[0] === "start" ? args.slice(1) : args;
+  // `deno task start -- FLAGS` passes the "--" through; it means nothing here.
+  const rest = args[0] === "--" ? args.slice(1) : args;
+  const argv = rest[0] === "launch" || rest[0] === "start" ? rest.slice(1) : rest;
   const program = buildProgram(version);
   try {
     program.parse(argv, { from: "user" });
