@@ -1,7 +1,8 @@
 /**
  * Dependencies point one way (CONVENTIONS.md "Shape"): the bottom (core, config, metrics)
  * imports nothing above it; policies and workers import only the bottom; routing only core;
- * proxy uses those; only server wires everything. Read from `deno info --json`.
+ * proxy uses those; only server wires the gateway; the simulator (sim) stands apart on core;
+ * commands sit on top. Read from `deno info --json`.
  */
 
 import assert from "node:assert/strict";
@@ -16,6 +17,9 @@ const ALLOWED: Record<string, string[]> = {
   workers: ["core", "config", "workers"],
   proxy: ["core", "config", "metrics", "policies", "routing", "workers", "proxy"],
   server: ["core", "config", "metrics", "policies", "routing", "workers", "proxy", "server"],
+  sim: ["core", "sim"],
+  serve: ["core", "config", "sim", "serve"],
+  commands: ["core", "config", "policies", "server", "serve", "sim", "commands"],
 };
 
 Deno.test("layering: every lib/ import points down", async () => {

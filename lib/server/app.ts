@@ -254,6 +254,19 @@ export class Gateway {
     this.#tasks = [this.checker.run(signal), this.monitor.run(signal)];
   }
 
+  /** Resolves once at least `n` workers are ready. */
+  whenReady(n: number): Promise<void> {
+    const ready = () => this.registry.all().filter((w) => w.status === "ready").length >= n;
+    if (ready()) return Promise.resolve();
+    return new Promise((resolve) => {
+      const off = this.registry.subscribe(() => {
+        if (!ready()) return;
+        off();
+        resolve();
+      });
+    });
+  }
+
   /** Marks the gateway as draining: readiness answers 503 from now on. */
   drain(): void {
     this.#draining = true;

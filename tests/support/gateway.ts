@@ -76,23 +76,9 @@ export async function startGateway(
     serving,
     url: `http://127.0.0.1:${serving.addr.port}`,
     metricsUrl: `http://127.0.0.1:${serving.metricsAddr.port}/metrics`,
-    ready: (n = workerUrls.length) => untilReady(gw, n),
+    ready: (n = workerUrls.length) => gw.whenReady(n),
     close: () => serving.shutdown(),
   };
   await t.ready();
   return t;
-}
-
-/** Resolves once at least `n` workers are ready. */
-export function untilReady(gw: Gateway, n: number): Promise<void> {
-  const count = () => gw.registry.all().filter((w) => w.status === "ready").length;
-  if (count() >= n) return Promise.resolve();
-  return new Promise((resolve) => {
-    const off = gw.registry.subscribe(() => {
-      if (count() >= n) {
-        off();
-        resolve();
-      }
-    });
-  });
 }

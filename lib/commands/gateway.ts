@@ -1,0 +1,34 @@
+/**
+ * `smg [launch] FLAGS`: parses and validates the gateway flags, builds the gateway and serves it
+ * until SIGTERM/SIGINT has drained it. Throws ConfigError on bad flags.
+ */
+
+import { HelpShown, parseGatewayArgs } from "../config/cli.ts";
+import { validateConfig } from "../config/validate.ts";
+import { createLogger } from "../core/log.ts";
+import { Gateway } from "../server/app.ts";
+import { serveGateway } from "../server/serve.ts";
+import denoJson from "../../deno.json" with { type: "json" };
+
+/** The version printed by --version. */
+export const VERSION: string = denoJson.version;
+
+/** Runs the gateway; resolves with the exit code once it has shut down. */
+export async function gatewayCommand(args: string[]): Promise<number> {
+  let config;
+  try {
+    config = parseGatewayArgs(args, VERSION);
+  } catch (e) {
+    if (e instanceof HelpShown) return 0;
+    throw e;
+  }
+  validateConfig(config);
+  const log = createLogger({
+    level: config.logLevel,
+    json: config.logJson,
+    filter: Deno.env.get("RUST_LOG") ?? Deno.env.get("SMG_LOG"),
+  });
+  const gateway = new Gateway({ config, log });
+  await serveGateway(gateway, log).finished;
+  return 0;
+}

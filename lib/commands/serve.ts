@@ -1,0 +1,113 @@
+/**
+ * `smg serve`: launches workers (simulated or sglang/vLLM), starts the gateway in front of them
+ * with the `--router-` flags, waits until every worker is routable, prints where to send
+ * requests, and on SIGTERM/SIGINT drains the gateway and stops every worker (also when a worker
+ * fails to start). One worker switches the policy to `passthrough` and turns retries and the
+ * circuit breaker off, as SMG's serve does.
+ */
+
+import { HelpShown, parseGatewayArgs } from "../config/cli.ts";
+import { validateConfig } from "../config/validate.ts";
+import { ConfigError } from "../core/errors.ts";
+import { createLogger } from "../core/log.ts";
+import { AVAILABLE_POLICIES } from "../policies/mod.ts";
+import { parseServeArgs, SERVE_HELP } from "../serve/args.ts";
+import { launchWorkers } from "../serve/launch.ts";
+import { Gateway } from "../server/app.ts";
+import { serveGateway } from "../server/serve.ts";
+import { VERSION } from "./gateway.ts";
+
+/** Runs `smg serve`; resolves with the exit code. Throws ConfigError for bad flags. */
+export async function serveCommand(args: string[]): Promise<number> {
+  const o = parseServeArgs(args);
+  if (o === "help") {
+    console.log(SERVE_HELP);
+    return 0;
+  }
+  let config;
+  try {
+    config = parseGatewayArgs(o.routerArgs, VERSION);
+  } catch (e) {
+    if (e instanceof HelpShown) return 0;
+    if (e instanceof ConfigError) throw new ConfigError(`serve: router flag ${e.message}`);
+    throw e;
+  }
+  config.host = o.host;
+  config.port = o.port;
+  const log = createLogger({
+    level: config.logLevel,
+    json: config.logJson,
+    filter: Deno.env.get("RUST_LOG") ?? Deno.env.get("SMG_LOG"),
+  });
+  if (o.dpSize <= 1) {
+    config.policy = "passthrough";
+    config.retry.disabled = true;
+    config.circuitBreaker.disabled = true;
+  } else if (!o.routerArgs.includes("--policy") && !AVAILABLE_POLICIES.includes(config.policy)) {
+    log.info("default policy not in this build yet; using round_robin", { default: config.policy });
+    config.policy = "round_robin";
+  }
+  validateConfig(config);
+
+  let workers;
+  try {
+    workers = await launchWorkers(o, log);
+  } catch (e) {
+    if (e instanceof ConfigError) throw e;
+    console.error(`smg serve: ${(e as Error).message}`);
+    return 1;
+  }
+  const stopWorkers = () => Promise.all(workers.map((w) => w.stop()));
+  let gateway: Gateway;
+  try {
+    config.workerUrls = workers.map((w) => w.url);
+    validateConfig(config);
+    gateway = new Gateway({ config, log });
+  } catch (e) {
+    await stopWorkers();
+    throw e;
+  }
+  const serving = serveGateway(gateway, log, { signals: false });
+  const { promise: signalled, resolve } = Promise.withResolvers<void>();
+  Deno.addSignalListener("SIGTERM", resolve);
+  Deno.addSignalListener("SIGINT", resolve);
+  const ready = await Promise.race([
+    gateway.whenReady(workers.length).then(() => true),
+    signalled.then(() => false),
+  ]);
+  if (ready) {
+    console.log(
+      banner(serving.addr, serving.metricsAddr, gateway.policy.name, workers.length, o.backend),
+    );
+  }
+  await signalled;
+  Deno.removeSignalListener("SIGTERM", resolve);
+  Deno.removeSignalListener("SIGINT", resolve);
+  await serving.shutdown();
+  await stopWorkers();
+  return 0;
+}
+
+function banner(
+  addr: Deno.NetAddr,
+  metrics: Deno.NetAddr,
+  policy: string,
+  n: number,
+  backend: string,
+): string {
+  const host = addr.hostname === "0.0.0.0" ? "127.0.0.1" : addr.hostname;
+  const url = `http://${host}:${addr.port}`;
+  const mhost = metrics.hostname === "0.0.0.0" ? "127.0.0.1" : metrics.hostname;
+  const body = JSON.stringify({
+    model: backend === "sim" ? "sim-model" : "YOUR-MODEL",
+    messages: [{ role: "user", content: "Hello! Tell me about prefix caches." }],
+  });
+  return [
+    `smg is ready on ${url} with ${n} ${backend === "sim" ? "simulated " : ""}worker${
+      n === 1 ? "" : "s"
+    } (policy ${policy}).`,
+    `Send a request (the x-smg-routed-worker-id header names the worker; usage shows cached tokens):`,
+    `  curl -si ${url}/v1/chat/completions -H 'content-type: application/json' -d '${body}'`,
+    `Workers: ${url}/workers   Metrics: http://${mhost}:${metrics.port}/metrics   Stop: Ctrl-C`,
+  ].join("\n");
+}

@@ -1,0 +1,30 @@
+/**
+ * `smg sim-worker`: runs one simulated worker until SIGTERM/SIGINT (exit 0), or until
+ * `--die-after` is reached (exit 1, connections cut, like a crashed engine).
+ */
+
+import { createLogger } from "../core/log.ts";
+import { parseSimWorkerArgs } from "../sim/cli.ts";
+import { startSimWorker } from "../sim/worker.ts";
+
+/** Runs the command; resolves with the exit code. Throws ConfigError for bad flags. */
+export async function simWorkerCommand(args: string[]): Promise<number> {
+  const opts = parseSimWorkerArgs(args);
+  if (opts === "help") return 0;
+  const log = createLogger({ filter: Deno.env.get("RUST_LOG") ?? Deno.env.get("SMG_LOG") });
+  const { promise: exit, resolve } = Promise.withResolvers<number>();
+  opts.server.onDie = () => {
+    log.warn("sim-worker dying as told (--die-after)");
+    Deno.exit(1);
+  };
+  const worker = startSimWorker(opts);
+  log.info("sim-worker listening", { addr: worker.url, model: opts.server.model });
+  const stop = () => resolve(0);
+  Deno.addSignalListener("SIGTERM", stop);
+  Deno.addSignalListener("SIGINT", stop);
+  const code = await exit;
+  Deno.removeSignalListener("SIGTERM", stop);
+  Deno.removeSignalListener("SIGINT", stop);
+  await worker.close();
+  return code;
+}

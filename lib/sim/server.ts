@@ -1,0 +1,347 @@
+/**
+ * The simulated worker's HTTP face: sglang's and vLLM's endpoints over a `SimEngine`.
+ * Inference requests are rendered (chat template) and tokenized, submitted to the engine, and
+ * answered whole or as SSE as the engine emits tokens; a client that leaves aborts its request.
+ * Fault knobs: an error rate (500s), latency spikes, dying after N requests, hanging.
+ *
+ * Load and counters are served the three ways gateways read them: `/v1/loads`, `/get_load` and
+ * sglang-style Prometheus `/metrics`.
+ */
+
+import type { SimEngine } from "./engine.ts";
+import { renderChat } from "./chat_template.ts";
+import {
+  type Api,
+  completeBody,
+  endFrames,
+  errorBody,
+  type ResponseContext,
+  tokenFrame,
+} from "./formats.ts";
+import { pieceOf, tokenize } from "./tokenizer.ts";
+import type { GenerateResult } from "./types.ts";
+
+/** Behaviour of the simulated worker beyond the engine. */
+export interface SimServerOptions {
+  /** Served model id (`--model`, sim-model). */
+  model: string;
+  /** Output length when a request sets none (`--max-new-tokens`, 64). */
+  maxNewTokens: number;
+  /** Share of inference requests answered with a 500 (`--error-rate`, 0). */
+  errorRate: number;
+  /** Share of requests delayed by a latency spike (`--spike-rate`, 0). */
+  spikeRate: number;
+  /** Length of a spike in simulated ms (`--spike-ms`, 0). */
+  spikeMs: number;
+  /** Die after this many inference requests; 0 never (`--die-after`, 0). */
+  dieAfter: number;
+  /** Never answer inference requests (`--hang`, false). */
+  hang: boolean;
+  /** Uniform [0, 1) randomness for the fault knobs. */
+  random: () => number;
+  /** Sleeps `ms` simulated milliseconds (scaled to wall time). */
+  sleep: (ms: number) => Promise<void>;
+  /** Called once when the worker dies (`--die-after`). */
+  onDie?: () => void;
+}
+
+type Obj = Record<string, unknown>;
+
+class BadRequest extends Error {}
+
+function isObj(v: unknown): v is Obj {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+function isTokens(v: unknown): v is number[] {
+  return Array.isArray(v) && v.length > 0 && v.every((t) => Number.isInteger(t) && t >= 0);
+}
+
+/** The prompt tokens and output length of a request body. */
+export function parseInference(
+  api: Api,
+  body: unknown,
+  defaultMax: number,
+): { tokens: number[]; max: number } {
+  if (!isObj(body)) throw new BadRequest("request body must be a JSON object");
+  let tokens: number[];
+  let max: unknown;
+  if (api === "chat") {
+    const messages = body.messages;
+    if (!Array.isArray(messages) || messages.length === 0) {
+      throw new BadRequest("'messages' must be a non-empty array");
+    }
+    tokens = tokenize(renderChat(messages as Parameters<typeof renderChat>[0]));
+    max = body.max_completion_tokens ?? body.max_tokens;
+  } else if (api === "completions") {
+    const p = body.prompt;
+    if (typeof p === "string") tokens = tokenize(p);
+    else if (isTokens(p)) tokens = p;
+    else if (Array.isArray(p) && typeof p[0] === "string") tokens = tokenize(p[0]);
+    else throw new BadRequest("'prompt' must be a string or token ids");
+    max = body.max_tokens;
+  } else {
+    const text = Array.isArray(body.text) ? body.text[0] : body.text;
+    const ids = Array.isArray(body.input_ids) && Array.isArray(body.input_ids[0])
+      ? body.input_ids[0]
+      : body.input_ids;
+    if (isTokens(ids)) tokens = ids;
+    else if (typeof text === "string") tokens = tokenize(text);
+    else throw new BadRequest("one of 'text' or 'input_ids' is required");
+    max = isObj(body.sampling_params) ? body.sampling_params.max_new_tokens : undefined;
+  }
+  if (max !== undefined && max !== null && !(Number.isInteger(max) && (max as number) >= 0)) {
+    throw new BadRequest("max tokens must be a non-negative integer");
+  }
+  return { tokens, max: (max as number | undefined) ?? defaultMax };
+}
+
+const PATHS: Record<string, Api> = {
+  "/v1/chat/completions": "chat",
+  "/v1/completions": "completions",
+  "/generate": "generate",
+};
+
+/** The simulated worker's request handler. */
+export class SimServer {
+  readonly #engine: SimEngine;
+  readonly #o: SimServerOptions;
+  readonly #inflight = new Set<AbortController>();
+  #served = 0;
+  #dead = false;
+  #seq = 0;
+
+  /** Serves `engine` with the fault behaviour of `opts`. */
+  constructor(engine: SimEngine, opts: SimServerOptions) {
+    this.#engine = engine;
+    this.#o = opts;
+  }
+
+  /** Whether `--die-after` has been reached. */
+  get dead(): boolean {
+    return this.#dead;
+  }
+
+  /** Handles one HTTP request. */
+  readonly handle = async (req: Request): Promise<Response> => {
+    const path = new URL(req.url).pathname;
+    const api = PATHS[path];
+    if (api && req.method === "POST") return await this.#inference(req, api);
+    if (req.method === "GET") {
+      switch (path) {
+        case "/health":
+        case "/health_generate":
+          return new Response("OK");
+        case "/v1/models":
+          return Response.json({
+            object: "list",
+            data: [{
+              id: this.#o.model,
+              object: "model",
+              created: 0,
+              owned_by: "sglang",
+              root: this.#o.model,
+              max_model_len: 32768,
+            }],
+          });
+        case "/get_model_info":
+          return Response.json({
+            model_path: this.#o.model,
+            tokenizer_path: this.#o.model,
+            is_generation: true,
+          });
+        case "/get_server_info": {
+          const s = this.#engine.stats();
+          return Response.json({
+            model_path: this.#o.model,
+            served_model_name: this.#o.model,
+            max_running_requests: s.maxRunning,
+            max_total_num_tokens: s.maxTokens,
+            version: "smg-sim",
+          });
+        }
+        case "/v1/loads":
+          return Response.json(this.#loads());
+        case "/get_load": {
+          const s = this.#engine.stats();
+          return Response.json([{
+            dp_rank: 0,
+            num_reqs: s.running + s.waiting,
+            num_waiting_reqs: s.waiting,
+            num_tokens: s.usedTokens,
+            num_pending_tokens: s.waitingUncachedTokens,
+          }]);
+        }
+        case "/metrics":
+          return new Response(this.#metrics(), {
+            headers: { "content-type": "text/plain; version=0.0.4" },
+          });
+      }
+    }
+    if (path === "/flush_cache" && (req.method === "POST" || req.method === "GET")) {
+      return this.#engine.flushCache()
+        ? new Response("Cache flushed.\n")
+        : new Response("Cache not flushed: requests are running.\n", { status: 400 });
+    }
+    return Response.json(errorBody(`no route ${req.method} ${path}`, "not_found", 404), {
+      status: 404,
+    });
+  };
+
+  async #inference(req: Request, api: Api): Promise<Response> {
+    const o = this.#o;
+    if (o.dieAfter > 0 && ++this.#served > o.dieAfter) {
+      this.#die();
+      return new Response(null, { status: 503 });
+    }
+    let parsed: { tokens: number[]; max: number };
+    let body: Obj;
+    try {
+      body = await req.json();
+      parsed = parseInference(api, body, o.maxNewTokens);
+    } catch (e) {
+      const msg = e instanceof BadRequest ? e.message : `invalid JSON: ${(e as Error).message}`;
+      return Response.json(errorBody(msg, "invalid_request_error", 400), { status: 400 });
+    }
+    if (o.errorRate > 0 && o.random() < o.errorRate) {
+      return Response.json(errorBody("simulated engine error", "server_error", 500), {
+        status: 500,
+      });
+    }
+    const abort = new AbortController();
+    this.#inflight.add(abort);
+    const onGone = () => abort.abort();
+    req.signal.addEventListener("abort", onGone, { once: true });
+    const done = () => {
+      this.#inflight.delete(abort);
+      req.signal.removeEventListener("abort", onGone);
+    };
+    if (o.hang) {
+      await new Promise<void>((resolve) =>
+        abort.signal.addEventListener("abort", () => resolve(), { once: true })
+      );
+      done();
+      return new Response(null, { status: 503 });
+    }
+    if (o.spikeRate > 0 && o.random() < o.spikeRate) await o.sleep(o.spikeMs);
+    const ctx: ResponseContext = {
+      id: `sim-${++this.#seq}`,
+      model: typeof body.model === "string" ? body.model : o.model,
+      created: Math.floor(Date.now() / 1000),
+      includeUsage: isObj(body.stream_options) && body.stream_options.include_usage === true,
+    };
+    const input = { tokens: parsed.tokens, maxNewTokens: parsed.max, signal: abort.signal };
+    if (body.stream !== true) {
+      let text = "";
+      const r = await this.#engine.submit(input, (id) => (text += pieceOf(id))).finally(done);
+      if (abort.signal.aborted && req.signal.aborted) return new Response(null, { status: 499 });
+      return Response.json(completeBody(api, ctx, text, r));
+    }
+    return this.#stream(api, ctx, input, abort, done);
+  }
+
+  #stream(
+    api: Api,
+    ctx: ResponseContext,
+    input: { tokens: number[]; maxNewTokens: number; signal: AbortSignal },
+    abort: AbortController,
+    done: () => void,
+  ): Response {
+    let soFar = "";
+    let cancelled = false;
+    const engine = this.#engine;
+    const body = new ReadableStream<Uint8Array>({
+      start(c) {
+        engine.submit(input, (id, i) => {
+          if (cancelled) return;
+          const piece = pieceOf(id);
+          soFar += piece;
+          c.enqueue(tokenFrame(api, ctx, piece, soFar, i + 1));
+        }).then((r: GenerateResult) => {
+          if (cancelled) return;
+          // Aborted without the client leaving: the worker died mid-stream; cut the connection.
+          if (abort.signal.aborted) return c.error(new Error("worker died"));
+          for (const f of endFrames(api, ctx, soFar, r)) c.enqueue(f);
+          c.close();
+        }, (e) => cancelled || c.error(e)).finally(done);
+      },
+      cancel() {
+        cancelled = true;
+        abort.abort();
+      },
+    });
+    return new Response(body, {
+      headers: { "content-type": "text/event-stream", "cache-control": "no-cache" },
+    });
+  }
+
+  #die(): void {
+    if (this.#dead) return;
+    this.#dead = true;
+    for (const a of this.#inflight) a.abort();
+    this.#o.onDie?.();
+  }
+
+  #loads(): unknown {
+    const s = this.#engine.stats();
+    return {
+      timestamp: new Date().toISOString(),
+      dp_rank_count: 1,
+      loads: [{
+        dp_rank: 0,
+        num_running_reqs: s.running,
+        num_waiting_reqs: s.waiting,
+        num_waiting_uncached_tokens: s.waitingUncachedTokens,
+        num_total_reqs: s.running + s.waiting,
+        num_used_tokens: s.usedTokens,
+        max_total_num_tokens: s.maxTokens,
+        token_usage: s.tokenUsage,
+        gen_throughput: s.genThroughput,
+        cache_hit_rate: s.cacheHitRate,
+        utilization: s.tokenUsage,
+        max_running_requests: s.maxRunning,
+      }],
+    };
+  }
+
+  #metrics(): string {
+    const s = this.#engine.stats();
+    const l = `{model_name="${this.#o.model}"}`;
+    const lines: string[] = [];
+    const put = (name: string, type: "gauge" | "counter", help: string, v: number) => {
+      lines.push(
+        `# HELP sglang:${name} ${help}`,
+        `# TYPE sglang:${name} ${type}`,
+        `sglang:${name}${l} ${v}`,
+      );
+    };
+    put("num_running_reqs", "gauge", "Requests in the running batch", s.running);
+    put("num_queue_reqs", "gauge", "Requests waiting for admission", s.waiting);
+    put("num_used_tokens", "gauge", "KV tokens in use", s.usedTokens);
+    put("max_total_num_tokens", "gauge", "KV token capacity", s.maxTokens);
+    put("token_usage", "gauge", "KV usage, 0..1", s.tokenUsage);
+    put("gen_throughput", "gauge", "Decode tokens per second", s.genThroughput);
+    put("cache_hit_rate", "gauge", "Smoothed prefix-cache hit rate", s.cacheHitRate);
+    put(
+      "prompt_tokens_total",
+      "counter",
+      "Prompt tokens of admitted requests",
+      s.totals.promptTokens,
+    );
+    put(
+      "cached_tokens_total",
+      "counter",
+      "Prompt tokens found in the prefix cache",
+      s.totals.cachedTokens,
+    );
+    put("generation_tokens_total", "counter", "Generated tokens", s.totals.generatedTokens);
+    put("num_requests_total", "counter", "Finished or aborted requests", s.totals.requests);
+    put(
+      "num_aborted_requests_total",
+      "counter",
+      "Requests aborted by their client",
+      s.totals.aborted,
+    );
+    return lines.join("\n") + "\n";
+  }
+}

@@ -1,0 +1,141 @@
+/**
+ * A deterministic tokenizer stand-in for the simulated engine: text in, token ids out, and a
+ * small output vocabulary for generated text that survives a round trip (detokenize, then
+ * tokenize again gives the same ids), so a conversation that sends the reply back hits the cache.
+ *
+ * Pieces: a special marker such as `<|im_start|>` is one token, a whitespace run is one token,
+ * other text is cut into chunks of at most 4 characters (a lone `<` is its own piece). A piece's
+ * id is the FNV-1a 32-bit hash of its UTF-8 bytes mod 100000. Known gaps: ids collide (two
+ * pieces may share an id, as a real vocabulary never would); the split is by UTF-16 code unit,
+ * so an astral character can be cut in two (each half hashes as a 3-byte CESU-8 sequence).
+ */
+
+/** Size of the id space: every id is in [0, VOCAB_SIZE). */
+export const VOCAB_SIZE = 100_000;
+
+/** Size of the output vocabulary generated text is drawn from. */
+export const OUTPUT_VOCAB_SIZE = 2048;
+
+const PIECE = /<\|[a-z_]+\|>|\s+|[^\s<]{1,4}|</g;
+const FNV_OFFSET = 0x811c9dc5;
+const FNV_PRIME = 0x01000193;
+
+/** FNV-1a 32-bit hash of the UTF-8 bytes of `text`, as an unsigned integer. */
+export function fnv1a32(text: string): number {
+  let h = FNV_OFFSET;
+  const byte = (b: number) => (h = Math.imul(h ^ b, FNV_PRIME));
+  for (let i = 0; i < text.length; i++) {
+    let c = text.charCodeAt(i);
+    if (c < 0x80) {
+      byte(c);
+      continue;
+    }
+    if (c < 0x800) {
+      byte(0xc0 | (c >> 6));
+      byte(0x80 | (c & 63));
+      continue;
+    }
+    const next = text.charCodeAt(i + 1);
+    if (c >= 0xd800 && c < 0xdc00 && next >= 0xdc00 && next < 0xe000) {
+      c = 0x10000 + ((c - 0xd800) << 10) + (next - 0xdc00);
+      i++;
+      byte(0xf0 | (c >> 18));
+      byte(0x80 | ((c >> 12) & 63));
+    } else {
+      byte(0xe0 | (c >> 12));
+    }
+    byte(0x80 | ((c >> 6) & 63));
+    byte(0x80 | (c & 63));
+  }
+  return h >>> 0;
+}
+
+/** The token id of one piece. */
+export function pieceId(piece: string): number {
+  return fnv1a32(piece) % VOCAB_SIZE;
+}
+
+/** Splits `text` into pieces and their ids, in order. */
+export function tokenizeWithPieces(text: string): { ids: number[]; pieces: string[] } {
+  const pieces = text.match(PIECE) ?? [];
+  return { ids: pieces.map(pieceId), pieces };
+}
+
+/** Token ids of `text`. */
+export function tokenize(text: string): number[] {
+  return tokenizeWithPieces(text).ids;
+}
+
+/** A 32-bit integer mix (murmur3's finaliser) of `a` and `b`. */
+function mix(a: number, b: number): number {
+  let h = (a ^ Math.imul(b, 0x9e3779b1)) >>> 0;
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+/**
+ * Builds the output vocabulary: distinct lowercase words of 1-4 letters (longer ones likelier,
+ * as in real text) whose ids are distinct from each other and from `reserved` (the space and
+ * the ChatML markers), so `pieceOf` is a function and never mistakes a marker for a word.
+ */
+function buildOutputVocab(reserved: number[]): { words: string[]; ids: number[] } {
+  const words: string[] = [];
+  const ids: number[] = [];
+  const seen = new Set<number>(reserved);
+  for (let k = 0; words.length < OUTPUT_VOCAB_SIZE; k++) {
+    let h = mix(k, 0x5eed);
+    const r = h % 10;
+    const len = r < 1 ? 1 : r < 3 ? 2 : r < 6 ? 3 : 4;
+    let word = "";
+    for (let j = 0; j < len; j++) {
+      h = mix(h, j);
+      word += String.fromCharCode(97 + (h % 26));
+    }
+    const id = pieceId(word);
+    if (seen.has(id)) continue;
+    seen.add(id);
+    words.push(word);
+    ids.push(id);
+  }
+  return { words, ids };
+}
+
+/** The piece between generated words. */
+const SPACE = " ";
+const SPACE_ID = pieceId(SPACE);
+const OUTPUT = buildOutputVocab(
+  [SPACE, "\n", "<|im_start|>", "<|im_end|>", "<|endoftext|>"].map(pieceId),
+);
+const PIECE_OF = new Map<number, string>([[SPACE_ID, SPACE]]);
+OUTPUT.ids.forEach((id, i) => PIECE_OF.set(id, OUTPUT.words[i]));
+
+/** Index into the output vocabulary of the word at even position `i` under `seed`. */
+function wordIndex(i: number, seed: number): number {
+  return mix(seed, i >>> 1) % OUTPUT_VOCAB_SIZE;
+}
+
+/**
+ * The `i`-th generated token under `seed`: a word at even positions, a single space at odd ones,
+ * so the text reads "word word word" and re-tokenizes to the same ids.
+ */
+export function outputToken(i: number, seed: number): number {
+  return i % 2 === 1 ? SPACE_ID : OUTPUT.ids[wordIndex(i, seed)];
+}
+
+/** The text of `outputToken(i, seed)`. */
+export function outputPiece(i: number, seed: number): string {
+  return i % 2 === 1 ? SPACE : OUTPUT.words[wordIndex(i, seed)];
+}
+
+/** The text of a generated token id; throws a RangeError on an id outside the output vocabulary. */
+export function pieceOf(id: number): string {
+  const piece = PIECE_OF.get(id);
+  if (piece === undefined) throw new RangeError(`token id ${id} is not a generated token`);
+  return piece;
+}
+
+/** The text of generated token ids; throws a RangeError on an id outside the output vocabulary. */
+export function detokenize(ids: readonly number[]): string {
+  return ids.map(pieceOf).join("");
+}

@@ -1,0 +1,63 @@
+/**
+ * Starts one simulated worker: an engine, its HTTP server and the listener, in this process.
+ * Used by `smg sim-worker` and by `smg serve --backend sim` (in-process workers) and tests.
+ */
+
+import { seededRandom, sleep } from "../core/clock.ts";
+import { type EngineDeps, SimEngine } from "./engine.ts";
+import { SimServer, type SimServerOptions } from "./server.ts";
+import type { EngineConfig } from "./types.ts";
+
+/** Where and how a simulated worker listens. */
+export interface SimWorkerOptions {
+  /** Listen address (127.0.0.1). */
+  host: string;
+  /** Listen port; 0 picks a free one. */
+  port: number;
+  /** Engine settings. */
+  engine: EngineConfig;
+  /** Server behaviour (model, faults); `sleep` and `random` are filled in when absent. */
+  server:
+    & Omit<SimServerOptions, "sleep" | "random">
+    & Partial<Pick<SimServerOptions, "sleep" | "random">>;
+  /** Seed for the fault knobs and the generated text. */
+  seed: number;
+}
+
+/** A running simulated worker. */
+export interface SimWorker {
+  /** Base URL. */
+  url: string;
+  /** The engine, for tests and in-process inspection. */
+  engine: SimEngine;
+  /** Stops serving and the engine. */
+  close(): Promise<void>;
+}
+
+/** Starts a simulated worker and resolves once it listens. */
+export function startSimWorker(o: SimWorkerOptions): SimWorker {
+  const scale = o.engine.timeScale;
+  const simSleep = (ms: number) => sleep(ms * scale);
+  const engine = new SimEngine(o.engine, simDeps(o.seed));
+  const server = new SimServer(engine, {
+    random: seededRandom(o.seed ^ 0x5bd1e995),
+    sleep: simSleep,
+    ...o.server,
+  });
+  const http = Deno.serve({ hostname: o.host, port: o.port, onListen: () => {} }, server.handle);
+  let closed: Promise<void> | null = null;
+  return {
+    url: `http://${o.host}:${http.addr.port}`,
+    engine,
+    close: () =>
+      closed ??= (async () => {
+        await engine.close();
+        await http.shutdown();
+      })(),
+  };
+}
+
+/** Engine dependencies in wall time; the engine applies `timeScale` itself. */
+export function simDeps(seed: number): EngineDeps {
+  return { now: () => performance.now(), sleep, random: seededRandom(seed) };
+}
