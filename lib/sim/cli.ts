@@ -106,6 +106,20 @@ const NUMBERS: Num[] = [
     int: true,
     def: 0,
   },
+  {
+    flag: "bootstrap-port",
+    help: "PD: the prefill role's bootstrap port (0 picks one)",
+    min: 0,
+    int: true,
+    def: 8998,
+  },
+  {
+    flag: "bootstrap-timeout-ms",
+    help: "PD: how long decode waits for its prefill's room",
+    min: 1,
+    int: true,
+    def: 30000,
+  },
 ];
 
 function camel(flag: string): string {
@@ -128,7 +142,18 @@ export function parseSimWorkerArgs(args: string[]): SimWorkerOptions | "help" {
     })
     .option("--host <addr>", "address to listen on", "127.0.0.1")
     .option("--model <id>", "served model id", "sim-model")
-    .option("--hang", "never answer inference requests");
+    .option("--hang", "never answer inference requests")
+    .addOption(
+      new Option("--role <role>", "PD role (sglang: --disaggregation-mode)").choices([
+        "regular",
+        "prefill",
+        "decode",
+      ])
+        .default("regular"),
+    )
+    .addOption(
+      new Option("--disaggregation-mode <role>").choices(["prefill", "decode"]).hideHelp(),
+    );
   for (const n of NUMBERS) {
     program.addOption(
       new Option(`--${n.flag} <n>`, `${n.help} (default: ${n.def})`).argParser((v) => {
@@ -164,6 +189,7 @@ export function parseSimWorkerArgs(args: string[]): SimWorkerOptions | "help" {
   return {
     host: o.host as string,
     port: num("port"),
+    bootstrapPort: num("bootstrap-port"),
     seed: num("seed"),
     engine: {
       kvTokens: num("kv-tokens"),
@@ -183,6 +209,11 @@ export function parseSimWorkerArgs(args: string[]): SimWorkerOptions | "help" {
       spikeMs: num("spike-ms"),
       dieAfter: num("die-after"),
       hang: o.hang === true,
+      role: ((o.disaggregationMode as string | undefined) ?? o.role) as
+        | "regular"
+        | "prefill"
+        | "decode",
+      bootstrapTimeoutMs: num("bootstrap-timeout-ms"),
     },
   };
 }
@@ -191,5 +222,7 @@ export function parseSimWorkerArgs(args: string[]): SimWorkerOptions | "help" {
 export const SIM_FLAGS: ReadonlySet<string> = new Set([
   "--model",
   "--hang",
+  "--role",
+  "--disaggregation-mode",
   ...NUMBERS.filter((n) => n.flag !== "port").map((n) => `--${n.flag}`),
 ]);

@@ -83,6 +83,7 @@ export class SimEngine {
         keys: blockKeys(tokens, bs),
         matchable: Math.floor((tokens.length - 1) / bs),
         maxNew: maxNewTokens,
+        transferred: input.kvTransferred === true,
         seed: this.#deps.random ? Math.floor(this.#deps.random() * 2 ** 32) : seedOf(tokens),
         onToken,
         phase: "waiting",
@@ -208,6 +209,10 @@ export class SimEngine {
     s.pinned = blocks;
     s.cached = s.computed = blocks * bs;
     s.reserved = need;
+    if (s.transferred) {
+      s.computed = s.tokens.length;
+      this.#pinComputed(s);
+    }
     s.phase = "running";
     s.admitAt = this.#pacer.simNow();
     this.#waiting.shift();

@@ -18,6 +18,8 @@ export interface Sequence {
   matchable: number;
   /** Tokens to generate. */
   maxNew: number;
+  /** The prompt's KV was transferred from a prefill worker: nothing to prefill. */
+  transferred: boolean;
   /** Picks the generated tokens. */
   seed: number;
   /** Receives each generated token. */

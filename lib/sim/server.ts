@@ -2,7 +2,9 @@
  * The simulated worker's HTTP face: sglang's and vLLM's endpoints over a `SimEngine`.
  * Inference requests are rendered (chat template) and tokenized, submitted to the engine, and
  * answered whole or as SSE as the engine emits tokens; a client that leaves aborts its request.
- * Fault knobs: an error rate (500s), latency spikes, dying after N requests, hanging.
+ * Fault knobs: an error rate (500s), latency spikes, dying after N requests, hanging. PD roles:
+ * a prefill worker computes the prompt and marks its bootstrap room ready; a decode worker waits
+ * for the room, then decodes without prefilling (`pd.ts`).
  *
  * Load and counters are served the three ways gateways read them: `/v1/loads`, `/get_load` and
  * sglang-style Prometheus `/metrics`.
@@ -18,8 +20,10 @@ import {
   type ResponseContext,
   tokenFrame,
 } from "./formats.ts";
+import { getLoadBody, loadsBody, metricsText } from "./observe.ts";
+import { awaitRoom, bootstrapOf, type BootstrapRooms } from "./pd.ts";
 import { pieceOf, tokenize } from "./tokenizer.ts";
-import type { GenerateResult } from "./types.ts";
+import type { GenerateInput, GenerateResult } from "./types.ts";
 
 /** Behaviour of the simulated worker beyond the engine. */
 export interface SimServerOptions {
@@ -43,6 +47,12 @@ export interface SimServerOptions {
   sleep: (ms: number) => Promise<void>;
   /** Called once when the worker dies (`--die-after`). */
   onDie?: () => void;
+  /** PD role (`--role`, regular). */
+  role: "regular" | "prefill" | "decode";
+  /** Prefill role: the rooms served on the bootstrap port. */
+  rooms?: BootstrapRooms;
+  /** Decode role: how long to wait for the prefill partner's room (ms, 30000). */
+  bootstrapTimeoutMs: number;
 }
 
 type Obj = Record<string, unknown>;
@@ -161,19 +171,11 @@ export class SimServer {
           });
         }
         case "/v1/loads":
-          return Response.json(this.#loads());
-        case "/get_load": {
-          const s = this.#engine.stats();
-          return Response.json([{
-            dp_rank: 0,
-            num_reqs: s.running + s.waiting,
-            num_waiting_reqs: s.waiting,
-            num_tokens: s.usedTokens,
-            num_pending_tokens: s.waitingUncachedTokens,
-          }]);
-        }
+          return Response.json(loadsBody(this.#engine.stats()));
+        case "/get_load":
+          return Response.json(getLoadBody(this.#engine.stats()));
         case "/metrics":
-          return new Response(this.#metrics(), {
+          return new Response(metricsText(this.#engine.stats(), this.#o.model), {
             headers: { "content-type": "text/plain; version=0.0.4" },
           });
       }
@@ -230,22 +232,46 @@ export class SimServer {
       created: Math.floor(Date.now() / 1000),
       includeUsage: isObj(body.stream_options) && body.stream_options.include_usage === true,
     };
-    const input = { tokens: parsed.tokens, maxNewTokens: parsed.max, signal: abort.signal };
+    const input: GenerateInput = {
+      tokens: parsed.tokens,
+      maxNewTokens: parsed.max,
+      signal: abort.signal,
+    };
+    const boot = o.role === "regular" ? null : bootstrapOf(body);
+    if (boot && o.role === "prefill") {
+      // The prefill leg computes the prompt and one token; its KV then waits in the room.
+      input.maxNewTokens = 1;
+    } else if (boot && o.role === "decode") {
+      if (!(await awaitRoom(boot, o.bootstrapTimeoutMs, abort.signal))) {
+        done();
+        const msg = `bootstrap room ${boot.room} not ready at ${boot.host}:${boot.port}`;
+        return Response.json(errorBody(msg, "server_error", 500), { status: 500 });
+      }
+      input.kvTransferred = true;
+    }
+    const finished = (r: GenerateResult) => {
+      if (boot && o.role === "prefill" && r.finishReason === "length") {
+        o.rooms?.markReady(boot.room);
+      }
+      return r;
+    };
     if (body.stream !== true) {
       let text = "";
-      const r = await this.#engine.submit(input, (id) => (text += pieceOf(id))).finally(done);
+      const r = await this.#engine.submit(input, (id) => (text += pieceOf(id))).then(finished)
+        .finally(done);
       if (abort.signal.aborted && req.signal.aborted) return new Response(null, { status: 499 });
       return Response.json(completeBody(api, ctx, text, r));
     }
-    return this.#stream(api, ctx, input, abort, done);
+    return this.#stream(api, ctx, input, abort, () => done(), finished);
   }
 
   #stream(
     api: Api,
     ctx: ResponseContext,
-    input: { tokens: number[]; maxNewTokens: number; signal: AbortSignal },
+    input: GenerateInput,
     abort: AbortController,
     done: () => void,
+    finished: (r: GenerateResult) => GenerateResult,
   ): Response {
     let soFar = "";
     let cancelled = false;
@@ -257,7 +283,7 @@ export class SimServer {
           const piece = pieceOf(id);
           soFar += piece;
           c.enqueue(tokenFrame(api, ctx, piece, soFar, i + 1));
-        }).then((r: GenerateResult) => {
+        }).then(finished).then((r: GenerateResult) => {
           if (cancelled) return;
           // Aborted without the client leaving: the worker died mid-stream; cut the connection.
           if (abort.signal.aborted) return c.error(new Error("worker died"));
@@ -280,68 +306,5 @@ export class SimServer {
     this.#dead = true;
     for (const a of this.#inflight) a.abort();
     this.#o.onDie?.();
-  }
-
-  #loads(): unknown {
-    const s = this.#engine.stats();
-    return {
-      timestamp: new Date().toISOString(),
-      dp_rank_count: 1,
-      loads: [{
-        dp_rank: 0,
-        num_running_reqs: s.running,
-        num_waiting_reqs: s.waiting,
-        num_waiting_uncached_tokens: s.waitingUncachedTokens,
-        num_total_reqs: s.running + s.waiting,
-        num_used_tokens: s.usedTokens,
-        max_total_num_tokens: s.maxTokens,
-        token_usage: s.tokenUsage,
-        gen_throughput: s.genThroughput,
-        cache_hit_rate: s.cacheHitRate,
-        utilization: s.tokenUsage,
-        max_running_requests: s.maxRunning,
-      }],
-    };
-  }
-
-  #metrics(): string {
-    const s = this.#engine.stats();
-    const l = `{model_name="${this.#o.model}"}`;
-    const lines: string[] = [];
-    const put = (name: string, type: "gauge" | "counter", help: string, v: number) => {
-      lines.push(
-        `# HELP sglang:${name} ${help}`,
-        `# TYPE sglang:${name} ${type}`,
-        `sglang:${name}${l} ${v}`,
-      );
-    };
-    put("num_running_reqs", "gauge", "Requests in the running batch", s.running);
-    put("num_queue_reqs", "gauge", "Requests waiting for admission", s.waiting);
-    put("num_used_tokens", "gauge", "KV tokens in use", s.usedTokens);
-    put("max_total_num_tokens", "gauge", "KV token capacity", s.maxTokens);
-    put("token_usage", "gauge", "KV usage, 0..1", s.tokenUsage);
-    put("gen_throughput", "gauge", "Decode tokens per second", s.genThroughput);
-    put("cache_hit_rate", "gauge", "Smoothed prefix-cache hit rate", s.cacheHitRate);
-    put(
-      "prompt_tokens_total",
-      "counter",
-      "Prompt tokens of admitted requests",
-      s.totals.promptTokens,
-    );
-    put(
-      "cached_tokens_total",
-      "counter",
-      "Prompt tokens found in the prefix cache",
-      s.totals.cachedTokens,
-    );
-    put("generation_tokens_total", "counter", "Generated tokens", s.totals.generatedTokens);
-    put("num_requests_total", "counter", "Finished or aborted requests", s.totals.requests);
-    put(
-      "num_aborted_requests_total",
-      "counter",
-      "Requests aborted by their client",
-      s.totals.aborted,
-    );
-    return lines.join("\n") + "\n";
   }
 }

@@ -32,6 +32,11 @@ export interface GenerateInput {
   maxNewTokens: number;
   /** Aborts the request: it leaves the queue or batch and frees its KV. */
   signal?: AbortSignal;
+  /**
+   * The prompt's KV arrives from a prefill worker (PD decode side): no prefill work, the first
+   * token comes after one step. Default false.
+   */
+  kvTransferred?: boolean;
 }
 
 /** How a request ended. */

@@ -5,6 +5,7 @@
 
 import { seededRandom, sleep } from "../core/clock.ts";
 import { type EngineDeps, SimEngine } from "./engine.ts";
+import { BootstrapRooms } from "./pd.ts";
 import { SimServer, type SimServerOptions } from "./server.ts";
 import type { EngineConfig } from "./types.ts";
 
@@ -22,6 +23,8 @@ export interface SimWorkerOptions {
     & Partial<Pick<SimServerOptions, "sleep" | "random">>;
   /** Seed for the fault knobs and the generated text. */
   seed: number;
+  /** Prefill role: the bootstrap port decode workers wait on (0 picks one). */
+  bootstrapPort: number;
 }
 
 /** A running simulated worker. */
@@ -30,6 +33,8 @@ export interface SimWorker {
   url: string;
   /** The engine, for tests and in-process inspection. */
   engine: SimEngine;
+  /** Prefill role: the bootstrap port; null otherwise. */
+  bootstrapPort: number | null;
   /** Stops serving and the engine. */
   close(): Promise<void>;
 }
@@ -39,9 +44,13 @@ export function startSimWorker(o: SimWorkerOptions): SimWorker {
   const scale = o.engine.timeScale;
   const simSleep = (ms: number) => sleep(ms * scale);
   const engine = new SimEngine(o.engine, simDeps(o.seed));
+  const rooms = o.server.role === "prefill"
+    ? new BootstrapRooms(o.host, o.bootstrapPort)
+    : undefined;
   const server = new SimServer(engine, {
     random: seededRandom(o.seed ^ 0x5bd1e995),
     sleep: simSleep,
+    rooms,
     ...o.server,
   });
   const http = Deno.serve({ hostname: o.host, port: o.port, onListen: () => {} }, server.handle);
@@ -49,10 +58,11 @@ export function startSimWorker(o: SimWorkerOptions): SimWorker {
   return {
     url: `http://${o.host}:${http.addr.port}`,
     engine,
+    bootstrapPort: rooms?.port ?? null,
     close: () =>
       closed ??= (async () => {
         await engine.close();
-        await http.shutdown();
+        await Promise.all([http.shutdown(), rooms?.close()]);
       })(),
   };
 }

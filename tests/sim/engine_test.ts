@@ -272,3 +272,16 @@ Deno.test("engine: bad input and bad settings fail loudly", async () => {
   assert.equal(zero.result.completionTokens, 0);
   near(zero.result.ttftMs!, 5);
 });
+
+Deno.test("engine: a prompt whose KV was transferred (PD decode side) skips prefill", async () => {
+  const sim = virtualEngine();
+  const tokens = prompt(42, 2000);
+  const r = await sim.engine.submit({ tokens, maxNewTokens: 2, kvTransferred: true }, () => {});
+  // No 250 ms prefill: the first token comes after one (empty-batch) step.
+  assert.ok(r.ttftMs! < 10, `ttft ${r.ttftMs}`);
+  assert.equal(r.completionTokens, 2);
+  // Its KV is in the cache now, as if prefilled here.
+  const again = await run(sim, tokens, 1);
+  assert.equal(again.result.cachedTokens, 1984);
+  await sim.engine.close();
+});

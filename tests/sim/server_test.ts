@@ -23,6 +23,8 @@ async function withServer(o: Partial<SimServerOptions>, fn: (s: SimServer) => Pr
     hang: false,
     random: seededRandom(3),
     sleep: () => Promise.resolve(),
+    role: "regular",
+    bootstrapTimeoutMs: 1000,
     ...o,
   });
   try {
