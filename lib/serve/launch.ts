@@ -21,10 +21,14 @@ export interface LaunchedWorker {
 }
 
 /** What a child worker process needs to be started. */
-interface ChildSpec {
+export interface ChildSpec {
+  /** Program. */
   cmd: string;
+  /** Its arguments. */
   args: string[];
+  /** Extra environment (the rank's GPUs). */
   env?: Record<string, string>;
+  /** The worker's base URL once it listens. */
   url: string;
 }
 
@@ -52,7 +56,7 @@ function tpSize(engineArgs: string[]): number {
 }
 
 /** The command for rank `rank` of an external backend or a simulated child. */
-function childSpec(o: ServeOptions, rank: number): ChildSpec {
+export function childSpec(o: ServeOptions, rank: number): ChildSpec {
   const port = portFor(o, rank);
   const url = `http://${o.workerHost}:${port}`;
   const where = ["--host", o.workerHost, "--port", String(port)];
