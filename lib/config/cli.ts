@@ -26,6 +26,15 @@ function parser(flag: string, kind: Kind): ((v: string, prev: unknown) => unknow
       return n;
     };
   }
+  if (kind === "intlist") {
+    return (v) => {
+      const parts = v.split(",").map((x) => x.trim()).filter((x) => x !== "");
+      if (parts.some((x) => !/^\d+$/.test(x))) {
+        throw badValue(`--${flag}`, v, "expected comma-separated integers, e.g. 256,1024");
+      }
+      return parts.map(Number);
+    };
+  }
   if (typeof kind === "object") {
     return (v) => {
       const norm = v.trim().toLowerCase();

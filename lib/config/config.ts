@@ -22,6 +22,47 @@ export const POLICY_NAMES = [
 /** A policy name. */
 export type PolicyName = typeof POLICY_NAMES[number];
 
+/** How manual (and sticky sessions) place a key they have not pinned yet. */
+export type AssignmentMode = "random" | "min_load" | "min_group" | "delegate";
+
+/** The assignment modes, for validation and help. */
+export const ASSIGNMENT_MODES: readonly AssignmentMode[] = [
+  "random",
+  "min_load",
+  "min_group",
+  "delegate",
+];
+
+/** least_load's expected-wait model (power_of_two always uses these defaults). */
+export interface LeastLoadConfig {
+  /** λ, seconds of penalty scale for KV usage k: λ·k/(1−k) (`--least-load-kv-pressure-weight`, 0.15). */
+  kvPressureWeight: number;
+  /** Tokens/s assumed when a worker reports none (`--least-load-default-throughput`, 2000). */
+  defaultThroughput: number;
+  /** Tokens per waiting request when a worker reports no token counts (`--least-load-mean-prefill-tokens`, 1024). */
+  meanPrefillTokens: number;
+  /** Waiting requests at which a worker is skipped; 0 is off (`--least-load-max-waiting-requests`, 0). */
+  maxWaitingRequests: number;
+}
+
+/** prefix_hash tuning. */
+export interface PrefixHashConfig {
+  /** Leading tokens hashed (4× as many characters without token ids) (`--prefix-token-count`, 256). */
+  prefixTokenCount: number;
+  /** Leave the ring worker above this multiple of the average in-flight (`--prefix-hash-load-factor`, 1.25). */
+  loadFactor: number;
+  /** ...and above average + this many requests (`--prefix-hash-balance-abs-threshold`, 10). */
+  balanceAbsThreshold: number;
+}
+
+/** manual policy and sticky-session map. */
+export interface ManualConfig {
+  /** Placement of unpinned keys; null = random for manual, delegate for sticky (`--assignment-mode`). */
+  assignmentMode: AssignmentMode | null;
+  /** A key idle this long is forgotten; 0 never (`--max-idle-secs`, 14400). */
+  maxIdleSecs: number;
+}
+
 /** Health probing and worker lifecycle. */
 export interface HealthConfig {
   /** Seconds between probes of a registered worker (`--health-check-interval-secs`, 60). */
@@ -132,6 +173,18 @@ export interface GatewayConfig {
   routingKeyHeaders: string[];
   /** Seed for the gateway's random choices; null seeds from the OS (`--random-seed`, ours). */
   randomSeed: number | null;
+  /** Pin conversations on top of the policy, keyed by rid or routing key (`--routing-key-override`, false). */
+  routingKeyOverride: boolean;
+  /** Seconds between sweeps of idle keys and cache entries (`--eviction-interval`, 120). */
+  evictionIntervalSecs: number;
+  /** Token depths at which prefix keys are taken, ascending (`--cache-boundaries`, none). */
+  cacheBoundaries: number[];
+  /** least_load tuning. */
+  leastLoad: LeastLoadConfig;
+  /** prefix_hash tuning. */
+  prefixHash: PrefixHashConfig;
+  /** manual / sticky-session tuning. */
+  manual: ManualConfig;
   /** Health probing. */
   health: HealthConfig;
   /** Circuit breaker. */
@@ -163,6 +216,17 @@ export function defaultConfig(): GatewayConfig {
     requestIdHeaders: ["x-request-id", "x-correlation-id", "x-trace-id", "request-id"],
     routingKeyHeaders: ["x-smg-routing-key"],
     randomSeed: null,
+    routingKeyOverride: false,
+    evictionIntervalSecs: 120,
+    cacheBoundaries: [],
+    leastLoad: {
+      kvPressureWeight: 0.15,
+      defaultThroughput: 2000,
+      meanPrefillTokens: 1024,
+      maxWaitingRequests: 0,
+    },
+    prefixHash: { prefixTokenCount: 256, loadFactor: 1.25, balanceAbsThreshold: 10 },
+    manual: { assignmentMode: null, maxIdleSecs: 14400 },
     health: {
       intervalSecs: 60,
       timeoutSecs: 5,

@@ -4,10 +4,12 @@
  */
 
 import { LOG_LEVELS } from "../core/log.ts";
-import { type GatewayConfig, POLICY_NAMES } from "./config.ts";
+import { ASSIGNMENT_MODES, type GatewayConfig, POLICY_NAMES } from "./config.ts";
 
 /** How a flag's value is parsed. */
-export type Kind = "int" | "float" | "string" | "bool" | "list" | { choices: readonly string[] };
+export type Kind = "int" | "float" | "string" | "bool" | "list" | "intlist" | {
+  choices: readonly string[];
+};
 
 /** One flag. */
 export interface FlagSpec {
@@ -335,5 +337,89 @@ export const FLAGS: FlagSpec[] = [
     help: "seconds a request may wait for a slot",
     apply: (c, v) => (c.admission.queueTimeoutSecs = v),
     shown: (d) => d.admission.queueTimeoutSecs,
+  },
+  // Policies.
+  {
+    name: "routing-key-override",
+    kind: "bool",
+    aliases: ["sticky-sessions"],
+    help: "pin conversations (body rid, else routing key) on top of the policy",
+    apply: (c, v) => (c.routingKeyOverride = v),
+  },
+  {
+    name: "eviction-interval",
+    kind: "int",
+    help: "seconds between sweeps of idle sticky keys and cache entries",
+    apply: (c, v) => (c.evictionIntervalSecs = v),
+    shown: (d) => d.evictionIntervalSecs,
+  },
+  {
+    name: "cache-boundaries",
+    kind: "intlist",
+    help: "token depths for prefix keys, comma-separated and ascending",
+    apply: (c, v) => (c.cacheBoundaries = v),
+  },
+  {
+    name: "least-load-kv-pressure-weight",
+    kind: "float",
+    help: "least_load: seconds scale of the KV-usage penalty",
+    apply: (c, v) => (c.leastLoad.kvPressureWeight = v),
+    shown: (d) => d.leastLoad.kvPressureWeight,
+  },
+  {
+    name: "least-load-default-throughput",
+    kind: "float",
+    help: "least_load: tokens/s when a worker reports none",
+    apply: (c, v) => (c.leastLoad.defaultThroughput = v),
+    shown: (d) => d.leastLoad.defaultThroughput,
+  },
+  {
+    name: "least-load-mean-prefill-tokens",
+    kind: "int",
+    help: "least_load: tokens per waiting request without token counts",
+    apply: (c, v) => (c.leastLoad.meanPrefillTokens = v),
+    shown: (d) => d.leastLoad.meanPrefillTokens,
+  },
+  {
+    name: "least-load-max-waiting-requests",
+    kind: "int",
+    help: "least_load: skip workers with this many waiting requests (0: off)",
+    apply: (c, v) => (c.leastLoad.maxWaitingRequests = v),
+    shown: (d) => d.leastLoad.maxWaitingRequests,
+  },
+  {
+    name: "prefix-token-count",
+    kind: "int",
+    help: "prefix_hash: leading tokens hashed (4x characters without token ids)",
+    apply: (c, v) => (c.prefixHash.prefixTokenCount = v),
+    shown: (d) => d.prefixHash.prefixTokenCount,
+  },
+  {
+    name: "prefix-hash-load-factor",
+    kind: "float",
+    help: "prefix_hash: leave the ring worker above this x average in-flight",
+    apply: (c, v) => (c.prefixHash.loadFactor = v),
+    shown: (d) => d.prefixHash.loadFactor,
+  },
+  {
+    name: "prefix-hash-balance-abs-threshold",
+    kind: "int",
+    help: "prefix_hash: ...and above average + this many requests",
+    apply: (c, v) => (c.prefixHash.balanceAbsThreshold = v),
+    shown: (d) => d.prefixHash.balanceAbsThreshold,
+  },
+  {
+    name: "assignment-mode",
+    kind: { choices: ASSIGNMENT_MODES },
+    help: "manual/sticky: placement of a key not pinned yet (manual: random; sticky: delegate)",
+    apply: (c, v) => (c.manual.assignmentMode = v),
+  },
+  {
+    name: "max-idle-secs",
+    kind: "int",
+    aliases: ["sticky-key-idle-secs"],
+    help: "manual/sticky: forget a key idle this long (0: never)",
+    apply: (c, v) => (c.manual.maxIdleSecs = v),
+    shown: (d) => d.manual.maxIdleSecs,
   },
 ];

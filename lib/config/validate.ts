@@ -100,6 +100,8 @@ export function validateConfig(c: GatewayConfig): void {
     throw badValue("--worker-overload-token-usage", m.overloadTokenUsage, "allowed: (0, 1]");
   }
 
+  validatePolicies(c);
+
   const a = c.admission;
   if (a.maxConcurrentRequests !== -1 && a.maxConcurrentRequests < 1) {
     throw badValue("--max-concurrent-requests", a.maxConcurrentRequests, "use -1 (off) or >= 1");
@@ -108,5 +110,46 @@ export function validateConfig(c: GatewayConfig): void {
   atLeast("--queue-timeout-secs", a.queueTimeoutSecs, 0);
   if (a.queueSize > 0 && a.queueTimeoutSecs === 0) {
     throw badValue("--queue-timeout-secs", 0, "must be >= 1 while --queue-size is above 0");
+  }
+}
+
+/** SMG's checks of the policy flags (reference policies.md §10). */
+function validatePolicies(c: GatewayConfig): void {
+  const b = c.cacheBoundaries;
+  if (b.length > 0 && b[0] <= 0) {
+    throw badValue("--cache-boundaries", b.join(","), "Boundaries must be > 0");
+  }
+  for (let i = 1; i < b.length; i++) {
+    if (b[i] <= b[i - 1]) {
+      throw badValue("--cache-boundaries", b.join(","), "Boundaries must be strictly ascending");
+    }
+  }
+  atLeast("--eviction-interval", c.evictionIntervalSecs, 0);
+  atLeast("--max-idle-secs", c.manual.maxIdleSecs, 0);
+  const l = c.leastLoad;
+  if (!(Number.isFinite(l.kvPressureWeight) && l.kvPressureWeight >= 0)) {
+    throw badValue(
+      "--least-load-kv-pressure-weight",
+      l.kvPressureWeight,
+      "Must be finite and >= 0.0",
+    );
+  }
+  if (!(Number.isFinite(l.defaultThroughput) && l.defaultThroughput > 0)) {
+    throw badValue(
+      "--least-load-default-throughput",
+      l.defaultThroughput,
+      "Must be finite and > 0.0",
+    );
+  }
+  atLeast("--least-load-mean-prefill-tokens", l.meanPrefillTokens, 1);
+  atLeast("--least-load-max-waiting-requests", l.maxWaitingRequests, 0);
+  const p = c.prefixHash;
+  atLeast("--prefix-token-count", p.prefixTokenCount, 1);
+  atLeast("--prefix-hash-load-factor", p.loadFactor, 1);
+  atLeast("--prefix-hash-balance-abs-threshold", p.balanceAbsThreshold, 0);
+  // SMG refuses power_of_two with fewer than 2 workers; with none at start (all added through
+  // POST /workers) there is nothing to refuse yet.
+  if (c.policy === "power_of_two" && c.workerUrls.length === 1) {
+    throw badValue("--policy", "power_of_two", "Power-of-two policy requires at least 2 workers");
   }
 }

@@ -55,6 +55,12 @@ export interface WorkerView {
   readonly inFlight: number;
   /** The last backend load report, or null. */
   readonly load: LoadSnapshot | null;
+  /** When `load` arrived (clock ms; 0 if never). */
+  readonly loadAt: number;
+  /** Requests in flight on this worker that carry sticky key `key`. */
+  keyInFlight(key: string): number;
+  /** Distinct sticky keys with a request in flight on this worker. */
+  readonly activeKeys: number;
   /** Role of the worker. */
   readonly type: WorkerType;
 }
@@ -77,4 +83,14 @@ export interface RouteRequest {
   readonly routingKey: string | null;
   /** The body's `rid` when it is a string, or null. */
   readonly rid: string | null;
+  /**
+   * Session key from `rid` with `_tN`/`_rN` suffixes stripped (`conv_t2_r1` → `conv`); only with
+   * `--routing-key-override`, else null.
+   */
+  readonly ridKey: string | null;
+  /**
+   * The key sticky sessions pin on: `ridKey`, else the routing-key header (suffix-stripped too
+   * when the override is on). Null when neither is present.
+   */
+  readonly stickyKey: string | null;
 }

@@ -98,6 +98,20 @@ export class Metrics {
   readonly overloaded: FastGauge;
   /** smg_worker_overload_shed_total{stage} */
   readonly overloadShed: FastCounter;
+  /** smg_policy_decisions_total{policy,branch} (ours: every policy's branch) */
+  readonly policyDecisions: FastCounter;
+  /** smg_manual_policy_branch_total{branch} (manual and sticky sessions) */
+  readonly manualBranch: FastCounter;
+  /** smg_consistent_hashing_policy_branch_total{branch} */
+  readonly consistentHashingBranch: FastCounter;
+  /** smg_prefix_hash_policy_branch_total{branch} */
+  readonly prefixHashBranch: FastCounter;
+  /** smg_manual_policy_cache_entries */
+  readonly stickyEntries: FastGauge;
+  /** smg_routing_key_source_total{source} */
+  readonly routingKeySource: FastCounter;
+  /** smg_worker_routing_keys_active{worker} */
+  readonly routingKeysActive: FastGauge;
 
   /** Registers every metric in a fresh registry. */
   constructor() {
@@ -240,6 +254,48 @@ export class Metrics {
       "Requests shed because every worker is overloaded",
       [
         "stage",
+      ],
+    );
+    this.policyDecisions = counter(
+      "smg_policy_decisions_total",
+      "Routing decisions by policy and branch",
+      [
+        "policy",
+        "branch",
+      ],
+    );
+    this.manualBranch = counter(
+      "smg_manual_policy_branch_total",
+      "manual / sticky-session decisions",
+      [
+        "branch",
+      ],
+    );
+    this.consistentHashingBranch = counter(
+      "smg_consistent_hashing_policy_branch_total",
+      "consistent_hashing decisions",
+      ["branch"],
+    );
+    this.prefixHashBranch = counter(
+      "smg_prefix_hash_policy_branch_total",
+      "prefix_hash decisions",
+      [
+        "branch",
+      ],
+    );
+    this.stickyEntries = gauge("smg_manual_policy_cache_entries", "Keys held by the sticky map");
+    this.routingKeySource = counter(
+      "smg_routing_key_source_total",
+      "Sticky keys by where they came from",
+      [
+        "source",
+      ],
+    );
+    this.routingKeysActive = gauge(
+      "smg_worker_routing_keys_active",
+      "Distinct sticky keys in flight per worker",
+      [
+        "worker",
       ],
     );
     // Unlabelled gauges read 0 before their first change, rather than being absent.

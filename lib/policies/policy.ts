@@ -5,7 +5,7 @@
  * inputs, and import nothing from workers, proxy or mesh.
  */
 
-import type { PolicyName } from "../config/config.ts";
+import type { GatewayConfig, PolicyName } from "../config/config.ts";
 import type { Random } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { RouteRequest, WorkerView } from "../core/types.ts";
@@ -33,14 +33,35 @@ export interface Policy {
   onWorkerRemoved?(workerId: string): void;
 }
 
+/** Where policies report their decisions (wired to metrics by the composition root). */
+export interface PolicyObserver {
+  /** A decision `branch` of `policy` (e.g. manual `occupied_hit`, consistent_hashing `ring_hit`). */
+  decision(policy: string, branch: string): void;
+  /** The sticky map (manual or the override) now holds `n` keys. */
+  stickyEntries(n: number): void;
+  /** Sticky sessions pinned on a key from the body `rid` or from a header. */
+  keySource(source: "rid" | "header"): void;
+}
+
+/** An observer that records nothing (tests, benches). */
+export const NO_OBSERVER: PolicyObserver = {
+  decision: () => {},
+  stickyEntries: () => {},
+  keySource: () => {},
+};
+
 /** What a policy factory hands every policy. */
 export interface PolicyDeps {
   /** Seeded randomness. */
   random: Random;
-  /** Clock reading in ms. */
+  /** Clock reading in ms (the same clock as `WorkerView.loadAt`). */
   now: () => number;
   /** Logger (module `policy`). */
   log: Logger;
+  /** The gateway configuration; a policy reads its own section. */
+  config: GatewayConfig;
+  /** Decision reporting (default: none). */
+  observer?: PolicyObserver;
 }
 
 /** Declares that a policy reads neither text nor loads. */

@@ -122,6 +122,7 @@ export class InferenceProxy {
       const bytes = await readBody(req, d.config.maxPayloadSize);
       const rr = extractRouteRequest(endpoint, parseJson(bytes), req.headers, {
         routingKeyHeaders: d.config.routingKeyHeaders,
+        routingKeyOverride: d.config.routingKeyOverride,
       });
       series = this.#pm.route(rr);
       series.requests[rr.stream ? 1 : 0].inc();
@@ -322,11 +323,13 @@ export class InferenceProxy {
     worker.inFlight++;
     worker.requestsTotal++;
     ws.active.set(worker.inFlight);
+    const releaseKey = rr.stickyKey === null ? null : worker.holdKey(rr.stickyKey);
     let held = true;
     const release = () => {
       if (!held) return;
       held = false;
       worker.inFlight--;
+      releaseKey?.();
       ws.active.set(worker.inFlight);
     };
     const failure = (e: unknown, what: string): Attempt => {

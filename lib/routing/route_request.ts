@@ -19,6 +19,8 @@ type Obj = Record<string, unknown>;
 export interface ExtractOptions {
   /** Lower-case header names a routing key is read from, first valid wins. */
   routingKeyHeaders: readonly string[];
+  /** `--routing-key-override`: derive session keys from `rid` and strip turn suffixes (default false). */
+  routingKeyOverride?: boolean;
 }
 
 const MAX_KEY_BYTES = 128;
@@ -193,6 +195,19 @@ export function routingKeyFrom(headers: Headers, names: readonly string[]): stri
   return null;
 }
 
+/**
+ * A session key from a rid-like value: one trailing `_r<digits>`, then one trailing
+ * `_t<digits>` removed (`conv_t2_r1` → `conv`); the original if that leaves nothing; null if
+ * empty or over 128 bytes.
+ */
+export function sessionKey(id: string): string | null {
+  let k = id.replace(/_r[0-9]+$/, "");
+  k = k.replace(/_t[0-9]+$/, "");
+  if (k === "") k = id;
+  if (k === "" || new TextEncoder().encode(k).length > MAX_KEY_BYTES) return null;
+  return k;
+}
+
 /** Validates `body` for `endpoint` and extracts the routing inputs. */
 export function extractRouteRequest(
   endpoint: Endpoint,
@@ -240,6 +255,11 @@ export function extractRouteRequest(
       break;
   }
   const headerTokens = parseRoutingTokens(headers.get("x-smg-routing-tokens"));
+  const routingKey = routingKeyFrom(headers, opts.routingKeyHeaders);
+  const rid = typeof body.rid === "string" ? body.rid : null;
+  const override = opts.routingKeyOverride === true;
+  const ridKey = override && rid !== null ? sessionKey(rid) : null;
+  const headerKey = routingKey !== null && override ? sessionKey(routingKey) : routingKey;
   return {
     endpoint,
     model,
@@ -247,7 +267,9 @@ export function extractRouteRequest(
     text,
     tokens: headerTokens ?? tokens,
     headers,
-    routingKey: routingKeyFrom(headers, opts.routingKeyHeaders),
-    rid: typeof body.rid === "string" ? body.rid : null,
+    routingKey,
+    rid,
+    ridKey,
+    stickyKey: ridKey ?? headerKey,
   };
 }

@@ -19,6 +19,7 @@ import { LoadMonitor } from "../workers/load_monitor.ts";
 import { WorkerManager } from "../workers/manager.ts";
 import { WorkerRegistry } from "../workers/registry.ts";
 import * as info from "./info_api.ts";
+import { policyObserver } from "./observers.ts";
 import { createEntry, INFERENCE_PATHS, type Route } from "./routes.ts";
 import * as workersApi from "./workers_api.ts";
 
@@ -95,6 +96,8 @@ export class Gateway {
       random,
       now: () => clock.now(),
       log: log.child({ module: "policy" }),
+      config,
+      observer: policyObserver(metrics),
     });
     this.checker = new HealthChecker({
       config: config.health,
@@ -290,11 +293,13 @@ export class Gateway {
     const m = this.metrics;
     const now = this.#clock.now();
     m.workerHealth.reset();
+    m.routingKeysActive.reset();
     m.cbState.reset();
     m.poolSize.reset();
     m.overloaded.reset();
     for (const w of this.registry.all()) {
       m.workerHealth.with(w.url).set(w.status === "ready" ? 1 : 0);
+      m.routingKeysActive.with(w.url).set(w.activeKeys);
       m.cbState.with(w.url).set(BREAKER_GAUGE[w.breaker.state(now)]);
       for (const model of w.models ?? ["unknown"]) {
         m.poolSize.with(w.type, "http", model).inc();

@@ -69,6 +69,7 @@ export class Worker implements WorkerView {
   loadAt = 0;
   /** Vetoed by the overload guard until the next load report clears it. */
   overloaded = false;
+  readonly #keys = new Map<string, number>();
   /** Probe counters. */
   health: HealthCounters = { ok: 0, fail: 0 };
   /** When the next probe is due (clock ms). */
@@ -102,6 +103,26 @@ export class Worker implements WorkerView {
     this.#status = status;
     this.#apiKey = spec.apiKey ?? null;
     this.#onStatus = onStatus;
+  }
+
+  /** Requests in flight carrying sticky key `key`. */
+  keyInFlight(key: string): number {
+    return this.#keys.get(key) ?? 0;
+  }
+
+  /** Distinct sticky keys with a request in flight. */
+  get activeKeys(): number {
+    return this.#keys.size;
+  }
+
+  /** Counts a request with sticky key `key` in flight; returns its release (call once). */
+  holdKey(key: string): () => void {
+    this.#keys.set(key, (this.#keys.get(key) ?? 0) + 1);
+    return () => {
+      const n = (this.#keys.get(key) ?? 1) - 1;
+      if (n <= 0) this.#keys.delete(key);
+      else this.#keys.set(key, n);
+    };
   }
 
   /** Lifecycle status. */

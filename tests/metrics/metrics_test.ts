@@ -37,6 +37,13 @@ function touchAll(m: Metrics): void {
   m.queueRejected.with("full").inc();
   m.overloaded.with("m").set(0);
   m.overloadShed.with("select").inc();
+  m.policyDecisions.with("manual", "vacant").inc();
+  m.manualBranch.with("vacant").inc();
+  m.consistentHashingBranch.with("ring_hit").inc();
+  m.prefixHashBranch.with("ring_hit").inc();
+  m.stickyEntries.with().set(3);
+  m.routingKeySource.with("rid").inc();
+  m.routingKeysActive.with("http://w1:8000").set(1);
 }
 
 const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
@@ -69,6 +76,13 @@ const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
   ["smg_admission_queue_rejected_total", "counter"],
   ["smg_workers_overloaded", "gauge"],
   ["smg_worker_overload_shed_total", "counter"],
+  ["smg_policy_decisions_total", "counter"],
+  ["smg_manual_policy_branch_total", "counter"],
+  ["smg_consistent_hashing_policy_branch_total", "counter"],
+  ["smg_prefix_hash_policy_branch_total", "counter"],
+  ["smg_manual_policy_cache_entries", "gauge"],
+  ["smg_routing_key_source_total", "counter"],
+  ["smg_worker_routing_keys_active", "gauge"],
 ];
 
 Deno.test("Metrics: every SMG name renders with its TYPE and a sample once a series exists", async () => {

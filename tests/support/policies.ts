@@ -7,6 +7,7 @@ import { type Random, seededRandom } from "../../lib/core/clock.ts";
 import { createLogger } from "../../lib/core/log.ts";
 import type { LoadSnapshot, RouteRequest, WorkerView } from "../../lib/core/types.ts";
 import type { PolicyDeps } from "../../lib/policies/policy.ts";
+import { defaultConfig } from "../../lib/config/config.ts";
 
 const seqs = new Map<string, number>();
 
@@ -14,7 +15,18 @@ const seqs = new Map<string, number>();
 export function view(id: string, extra: Partial<WorkerView> = {}): WorkerView {
   let seq = seqs.get(id);
   if (seq === undefined) seqs.set(id, seq = seqs.size + 1);
-  return { id, seq, url: `http://${id}:8000`, inFlight: 0, load: null, type: "regular", ...extra };
+  return {
+    id,
+    seq,
+    url: `http://${id}:8000`,
+    inFlight: 0,
+    load: null,
+    loadAt: 0,
+    keyInFlight: () => 0,
+    activeKeys: 0,
+    type: "regular",
+    ...extra,
+  };
 }
 
 /** `n` candidates named w0..w(n-1). */
@@ -50,6 +62,8 @@ export function request(text = "hello", over: Partial<RouteRequest> = {}): Route
     headers: new Headers(),
     routingKey: null,
     rid: null,
+    ridKey: null,
+    stickyKey: null,
     ...over,
   };
 }
@@ -61,6 +75,7 @@ export function deps(seed = 1, random?: Random): PolicyDeps & { lines: string[] 
     random: random ?? seededRandom(seed),
     now: () => 0,
     log: createLogger({ level: "debug", json: true, sink: (l) => lines.push(l) }),
+    config: defaultConfig(),
     lines,
   };
 }

@@ -1,0 +1,31 @@
+/**
+ * Wires policy decision reports to metrics: every branch to our `smg_policy_decisions_total`,
+ * and the branches SMG names to its own counters (`smg_manual_policy_branch_total` for manual
+ * and sticky sessions, `smg_consistent_hashing_policy_branch_total`,
+ * `smg_prefix_hash_policy_branch_total`), the sticky map size and the key sources.
+ */
+
+import type { Metrics } from "../metrics/metrics.ts";
+import type { PolicyObserver } from "../policies/policy.ts";
+
+/** A PolicyObserver that counts into `m`. */
+export function policyObserver(m: Metrics): PolicyObserver {
+  const upstream = {
+    manual: m.manualBranch,
+    sticky: m.manualBranch,
+    consistent_hashing: m.consistentHashingBranch,
+    prefix_hash: m.prefixHashBranch,
+  } as const;
+  return {
+    decision(policy, branch) {
+      m.policyDecisions.with(policy, branch).inc();
+      upstream[policy as keyof typeof upstream]?.with(branch).inc();
+    },
+    stickyEntries(n) {
+      m.stickyEntries.with().set(n);
+    },
+    keySource(source) {
+      m.routingKeySource.with(source).inc();
+    },
+  };
+}
