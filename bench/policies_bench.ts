@@ -3,6 +3,7 @@
  * workers, plus the per-request routing-input extraction. Results go to BENCHMARKS.md.
  */
 
+import { defaultConfig } from "../lib/config/config.ts";
 import { seededRandom } from "../lib/core/clock.ts";
 import { silentLogger } from "../lib/core/log.ts";
 import type { RouteRequest, WorkerView } from "../lib/core/types.ts";
@@ -18,6 +19,8 @@ const request: RouteRequest = {
   headers: new Headers(),
   routingKey: null,
   rid: null,
+  ridKey: null,
+  stickyKey: null,
 };
 
 function fleet(n: number): WorkerView[] {
@@ -27,13 +30,21 @@ function fleet(n: number): WorkerView[] {
     url: `http://10.0.${i >> 8}.${i & 255}:8000`,
     inFlight: i % 7,
     load: null,
+    loadAt: 0,
+    keyInFlight: () => 0,
+    activeKeys: 0,
     type: "regular" as const,
   }));
 }
 
 for (const name of AVAILABLE_POLICIES) {
   for (const n of [8, 64, 512]) {
-    const policy = createPolicy(name, { random: seededRandom(1), now: () => 0, log: silentLogger });
+    const policy = createPolicy(name, {
+      random: seededRandom(1),
+      now: () => 0,
+      log: silentLogger,
+      config: defaultConfig(),
+    });
     const workers = fleet(n);
     Deno.bench({ name: `${name} select, ${n} workers`, group: `${n} workers` }, () => {
       policy.select(workers, request);

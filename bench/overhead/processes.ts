@@ -1,8 +1,8 @@
 /**
- * Child processes of the overhead benchmark: starts servers pinned to a CPU with `taskset`, their
- * stdout and stderr in one log file each; polls them until ready; and kills every one of them
- * (and any wrk run in progress) at the end, on error or signal too. Also small helpers: a
- * command's output and free loopback ports.
+ * Child processes of the benchmarks (overhead, routing): starts servers pinned to a CPU with
+ * `taskset`, their stdout and stderr in one log file each; polls them until ready; and kills every
+ * one of them (and any wrk run in progress) at the end, on error or signal too, or a group of them
+ * earlier (`stop`). Also small helpers: a command's output and free loopback ports.
  */
 
 /** The only address anything listens on or sends to. */
@@ -96,13 +96,19 @@ async function killChildren(): Promise<void> {
       p.kill("SIGKILL");
     } catch { /* already gone */ }
   }
-  const all = children.splice(0);
-  for (const c of all) {
+  await stop(children.slice());
+}
+
+/** SIGTERM `group`, SIGKILL whatever still runs a second later, and forget them. */
+export async function stop(group: Child[]): Promise<void> {
+  for (const c of group) {
+    const i = children.indexOf(c);
+    if (i >= 0) children.splice(i, 1);
     try {
       c.proc.kill("SIGTERM");
     } catch { /* already gone */ }
   }
-  await Promise.all(all.map(async (c) => {
+  await Promise.all(group.map(async (c) => {
     if (await exited(c, 1000)) return;
     try {
       c.proc.kill("SIGKILL");

@@ -1,0 +1,132 @@
+/**
+ * The simulated fleet: N `smg sim-worker` child processes pinned to CPU 1, started fresh for
+ * every measurement (a new process is the surest reset of KV caches and counters), and their
+ * own Prometheus counters read back from `/metrics`. Counter names are sglang's.
+ */
+
+import { type Child, freePorts, HOST, spawn, stop, waitFor } from "../overhead/processes.ts";
+
+/** The CPU the workers are pinned to. */
+export const FLEET_CPU = 1;
+
+/** A running fleet. */
+export interface Fleet {
+  /** Base URLs, in start order. */
+  urls: string[];
+  /** The worker processes. */
+  children: Child[];
+}
+
+/** One worker's cumulative counters (sums over label sets). */
+export interface WorkerCounters {
+  /** `sglang:prompt_tokens_total`. */
+  promptTokens: number;
+  /** `sglang:cached_tokens_total`. */
+  cachedTokens: number;
+  /** `sglang:generation_tokens_total`. */
+  generationTokens: number;
+  /** `sglang:num_requests_total`. */
+  requests: number;
+}
+
+const COUNTERS: Record<keyof WorkerCounters, string> = {
+  promptTokens: "sglang:prompt_tokens_total",
+  cachedTokens: "sglang:cached_tokens_total",
+  generationTokens: "sglang:generation_tokens_total",
+  requests: "sglang:num_requests_total",
+};
+
+/** The sim-worker command line (without host and port), for the report. */
+export function simWorkerArgs(root: string, knobs: string[]): string[] {
+  return [
+    "run",
+    "--unstable-no-legacy-abort",
+    "--allow-net",
+    "--allow-env=RUST_LOG,SMG_LOG",
+    `${root}main.ts`,
+    "sim-worker",
+    "--model",
+    "sim-model",
+    ...knobs,
+  ];
+}
+
+/** Starts `n` workers with `knobs` (sim-worker flags) and waits until each answers /health. */
+export async function startFleet(
+  n: number,
+  knobs: string[],
+  tag: string,
+  logDir: string,
+  root: string,
+  signal: AbortSignal,
+): Promise<Fleet> {
+  const ports = freePorts(n);
+  const children: Child[] = [];
+  try {
+    for (const [i, port] of ports.entries()) {
+      signal.throwIfAborted(); // no new child once shutdown has begun
+      children.push(
+        await spawn(
+          `${tag}-worker${i + 1}`,
+          FLEET_CPU,
+          [
+            Deno.execPath(),
+            ...simWorkerArgs(root, knobs),
+            "--host",
+            HOST,
+            "--port",
+            String(port),
+          ],
+          logDir,
+          root,
+        ),
+      );
+    }
+    const urls = ports.map((p) => `http://${HOST}:${p}`);
+    await Promise.all(
+      urls.map((u, i) => waitFor(`sim worker ${u}`, children[i], `${u}/health`, (s) => s === 200)),
+    );
+    return { urls, children };
+  } catch (e) {
+    await stop(children);
+    throw e;
+  }
+}
+
+/** Sums of the counters in Prometheus text; throws naming any counter that is missing. */
+export function parseCounters(text: string): WorkerCounters {
+  const sums = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    if (line.startsWith("#") || line.trim() === "") continue;
+    const name = line.match(/^[^\s{]+/)?.[0] ?? "";
+    const value = Number(line.trim().split(/\s+/).at(-1));
+    if (Number.isFinite(value)) sums.set(name, (sums.get(name) ?? 0) + value);
+  }
+  const out = {} as WorkerCounters;
+  for (const [key, name] of Object.entries(COUNTERS) as [keyof WorkerCounters, string][]) {
+    const v = sums.get(name);
+    if (v === undefined) throw new Error(`no ${name} in the worker's /metrics`);
+    out[key] = v;
+  }
+  return out;
+}
+
+/** Every worker's counters, read now. */
+export function readCounters(urls: string[]): Promise<WorkerCounters[]> {
+  return Promise.all(urls.map(async (u) => {
+    const res = await fetch(`${u}/metrics`, { signal: AbortSignal.timeout(5000) });
+    const text = await res.text();
+    if (res.status !== 200) throw new Error(`${u}/metrics: ${res.status} ${text.slice(0, 200)}`);
+    return parseCounters(text);
+  }));
+}
+
+/** `after - before`, counter by counter. */
+export function delta(before: WorkerCounters, after: WorkerCounters): WorkerCounters {
+  return {
+    promptTokens: after.promptTokens - before.promptTokens,
+    cachedTokens: after.cachedTokens - before.cachedTokens,
+    generationTokens: after.generationTokens - before.generationTokens,
+    requests: after.requests - before.requests,
+  };
+}

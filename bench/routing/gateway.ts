@@ -1,0 +1,111 @@
+/**
+ * Our gateway as a benchmark target: `main.ts` with one `--policy`, in front of the fleet, pinned
+ * to the target CPU; ready when `/readiness` counts every worker healthy. Also tells which
+ * policies this build can run: a policy the build does not implement yet makes the gateway exit
+ * 2 with "not available in this build", and is then skipped with a note.
+ */
+
+import {
+  type Child,
+  exited,
+  freePorts,
+  HOST,
+  spawn,
+  stop,
+  waitFor,
+} from "../overhead/processes.ts";
+import type { TargetContext } from "./targets.ts";
+
+/** The gateway command line after `deno`, for the report and for starting it. */
+export function gatewayArgs(
+  root: string,
+  policy: string,
+  port: number,
+  promPort: number,
+  workers: string[],
+  seed: number,
+): string[] {
+  return [
+    "run",
+    "--unstable-no-legacy-abort",
+    "--allow-net",
+    "--allow-env=RUST_LOG,SMG_LOG",
+    `${root}main.ts`,
+    "--host",
+    HOST,
+    "--port",
+    String(port),
+    "--prometheus-port",
+    String(promPort),
+    "--worker-urls",
+    ...workers,
+    "--policy",
+    policy,
+    "--random-seed",
+    String(seed),
+    "--log-level",
+    "warn",
+  ];
+}
+
+/** Starts the gateway with `policy` in front of `c.workers` and waits until all are healthy. */
+export async function startGateway(policy: string, c: TargetContext): Promise<Child> {
+  const [promPort] = freePorts(1);
+  const child = await spawn(
+    `${c.tag}-smg`,
+    c.cpu,
+    [Deno.execPath(), ...gatewayArgs(c.root, policy, c.port, promPort, c.workers, c.seed)],
+    c.dir,
+    c.root,
+  );
+  try {
+    await waitFor(
+      `gateway --policy ${policy}`,
+      child,
+      `http://${HOST}:${c.port}/readiness`,
+      (s, b) => s === 200 && JSON.parse(b).healthy_workers === c.workers.length,
+    );
+    return child;
+  } catch (e) {
+    await stop([child]);
+    throw e;
+  }
+}
+
+/** Whether this build runs `policy`: "ok", or the reason it does not (the gateway's message). */
+export async function probePolicy(
+  policy: string,
+  dir: string,
+  root: string,
+  cpu: number,
+): Promise<"ok" | string> {
+  const [port, promPort] = freePorts(2);
+  // A worker URL nothing listens on: the policy is built at start, before any worker matters.
+  const args = gatewayArgs(root, policy, port, promPort, [`http://${HOST}:9`], 0);
+  const child = await spawn(`probe-${policy}`, cpu, [Deno.execPath(), ...args], dir, root);
+  try {
+    for (let i = 0; i < 300; i++) {
+      if (await exited(child, 100)) {
+        let log = "";
+        // The log is copied from the child's pipes asynchronously: give it a moment to land.
+        for (let j = 0; j < 20 && !log; j++) {
+          log = await Deno.readTextFile(child.log).catch(() => "");
+          if (!log) await new Promise((r) => setTimeout(r, 50));
+        }
+        const line = log.split("\n").find((l) => /not available|policy/i.test(l)) ?? log;
+        return line.trim().slice(0, 300) || `exited with ${(await child.proc.status).code}`;
+      }
+      // Any answer (503 included: its worker never comes up) means it started with the policy.
+      const answered = await fetch(`http://${HOST}:${port}/readiness`, {
+        signal: AbortSignal.timeout(500),
+      }).then(async (r) => {
+        await r.body?.cancel();
+        return true;
+      }, () => false);
+      if (answered) return "ok";
+    }
+    return "did not start within 30 s";
+  } finally {
+    await stop([child]);
+  }
+}

@@ -1,0 +1,98 @@
+/**
+ * One measurement: a fresh fleet, one target in front of it, one request through it to prove the
+ * path, the workload at one load point, then the workers' counters and both CPUs' busy share over
+ * the measured window, summarised. Every process it starts is stopped before it returns.
+ */
+
+import { busyPct, type CpuSample, sampleCpu } from "../overhead/cpu.ts";
+import { type Child, exited, freePorts, HOST, stop, tail } from "../overhead/processes.ts";
+import { drive } from "./client.ts";
+import { delta, readCounters, startFleet, type WorkerCounters } from "./fleet.ts";
+import type { LoadPoint, Options } from "./options.ts";
+import { summarise, type Summary } from "./report.ts";
+import { streamChat } from "./stream.ts";
+import { startTarget, type TargetSpec } from "./targets.ts";
+import type { Workload } from "./workload.ts";
+
+/** The CPU the target runs on (and this process, the client). */
+export const TARGET_CPU = 0;
+
+/** Where and how to measure. */
+export interface MeasureContext {
+  /** The parsed command line. */
+  options: Options;
+  /** The workload plan. */
+  workload: Workload;
+  /** sim-worker flags for every worker. */
+  simKnobs: string[];
+  /** Temp dir for logs and configs. */
+  dir: string;
+  /** Repository root (ends with `/`). */
+  root: string;
+  /** Aborts the measurement (SIGINT). */
+  signal: AbortSignal;
+}
+
+/** Measures `target` at `point` on a fresh fleet; `tag` prefixes its log files. */
+export async function measureOne(
+  c: MeasureContext,
+  target: TargetSpec,
+  point: LoadPoint,
+  tag: string,
+): Promise<Summary> {
+  const o = c.options;
+  const fleet = await startFleet(o.workers, c.simKnobs, tag, c.dir, c.root, c.signal);
+  const children: Child[] = [...fleet.children];
+  try {
+    const [port] = freePorts(1);
+    c.signal.throwIfAborted();
+    children.push(
+      await startTarget(target, {
+        port,
+        workers: fleet.urls,
+        seed: o.seed,
+        tag,
+        dir: c.dir,
+        root: c.root,
+        cpu: TARGET_CPU,
+      }),
+    );
+    const url = `http://${HOST}:${port}`;
+    const probe = await streamChat({
+      baseUrl: url,
+      model: "sim-model",
+      messages: [{ role: "user", content: "ping" }],
+      maxTokens: 2,
+      headers: {},
+      signal: AbortSignal.any([c.signal, AbortSignal.timeout(10_000)]),
+    });
+    if (!probe.ok) throw new Error(`${target.name}: a first request failed: ${probe.error}`);
+
+    let before: WorkerCounters[] | null = null;
+    let cpuBefore: CpuSample | null = null;
+    const d = await drive(url, c.workload, {
+      load: point.load,
+      warmupMs: o.warmup * 1000,
+      durationMs: o.duration * 1000,
+      maxRequests: o.requests,
+      drainMs: o.drain * 1000,
+      model: "sim-model",
+      signal: c.signal,
+      onMeasureStart: async () => {
+        [before, cpuBefore] = await Promise.all([readCounters(fleet.urls), sampleCpu(null)]);
+      },
+    });
+    const [after, cpuAfter] = await Promise.all([readCounters(fleet.urls), sampleCpu(null)]);
+    if (!before || !cpuBefore) throw new Error("the measured window never opened");
+    for (const ch of children) {
+      if (await exited(ch, 0)) {
+        throw new Error(`${ch.name} exited during the run:\n${tail(ch.log)}`);
+      }
+    }
+    const b: WorkerCounters[] = before;
+    const cpu = ["cpu0", "cpu1"].map((n) => busyPct(cpuBefore!.load, cpuAfter.load, n));
+    return summarise(point.label, target.name, d, after.map((a, i) => delta(b[i], a)), cpu);
+  } finally {
+    await stop(children);
+  }
+}

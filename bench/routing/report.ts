@@ -1,0 +1,179 @@
+/**
+ * The routing benchmark's report: one measurement's client records and worker counter deltas in,
+ * one summary row out (ok/failed, throughput, TTFT and end-to-end percentiles, cluster cache-hit
+ * rate from the workers' own counters, load spread), then a markdown table per load point and
+ * the JSON file written by `--json`.
+ */
+
+import { round } from "../overhead/stats.ts";
+import type { DriveResult } from "./client.ts";
+import type { WorkerCounters } from "./fleet.ts";
+
+/** One (target, load point) measurement, summarised. */
+export interface Summary {
+  /** Load point label. */
+  point: string;
+  /** Target name. */
+  target: string;
+  /** Measured requests sent, ok and failed (failed includes those cut at the drain timeout). */
+  sent: number;
+  ok: number;
+  failed: number;
+  /** Requests still running at the drain timeout, aborted (counted in `failed` if measured). */
+  cut: number;
+  /** Measured requests sent per second of the window (the offered load as realised). */
+  offeredRps: number;
+  /** Ok requests and their output tokens per second, from the window's start to the last end. */
+  rps: number;
+  outTokPerS: number;
+  /** Client-side time to first content delta, ms, over ok requests. */
+  ttftP50Ms: number | null;
+  ttftP99Ms: number | null;
+  /** Client-side end-to-end time, ms, over ok requests. */
+  e2eP50Ms: number | null;
+  e2eP99Ms: number | null;
+  /** Σ cached / Σ prompt tokens over the workers' counters in the window. */
+  cacheHitRate: number | null;
+  /** The same ratio from the usage chunks the client got (a cross-check of the counters). */
+  clientCacheHitRate: number | null;
+  /** Max/mean of per-worker prompt tokens and of per-worker requests in the window. */
+  spreadTokens: number | null;
+  spreadRequests: number | null;
+  /** Mean prompt tokens per request, from the workers' counters. */
+  meanPromptTokens: number | null;
+  /** Per-worker counter deltas over the window. */
+  workers: WorkerCounters[];
+  /** Busy % of each CPU over the window (target+client CPU 0, fleet CPU 1). */
+  cpuBusyPct: (number | null)[];
+  /** The first few distinct failure reasons. */
+  errors: string[];
+}
+
+/** The `q` quantile of `xs` (nearest rank), or null when empty. */
+export function percentile(xs: number[], q: number): number | null {
+  if (xs.length === 0) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
+}
+
+function maxOverMean(xs: number[]): number | null {
+  const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+  return xs.length && mean > 0 ? round(Math.max(...xs) / mean, 2) : null;
+}
+
+/** Summarises one measurement. */
+export function summarise(
+  point: string,
+  target: string,
+  d: DriveResult,
+  workers: WorkerCounters[],
+  cpuBusyPct: (number | null)[],
+): Summary {
+  const measured = d.records.filter((r) => r.measured);
+  const ok = measured.filter((r) => r.ok);
+  const spanS = Math.max(d.measuredSpanMs / 1000, 1e-3);
+  const outTokens = ok.reduce((a, r) => a + (r.usage?.completionTokens ?? 0), 0);
+  const ttft = ok.map((r) => r.ttftMs).filter((x): x is number => x !== null);
+  const e2e = ok.map((r) => r.e2eMs);
+  const prompt = workers.reduce((a, w) => a + w.promptTokens, 0);
+  const cached = workers.reduce((a, w) => a + w.cachedTokens, 0);
+  const requests = workers.reduce((a, w) => a + w.requests, 0);
+  const clientPrompt = ok.reduce((a, r) => a + (r.usage?.promptTokens ?? 0), 0);
+  const clientCached = ok.reduce((a, r) => a + (r.usage?.cachedTokens ?? 0), 0);
+  const r1 = (x: number | null) => x === null ? null : round(x, 1);
+  return {
+    point,
+    target,
+    sent: measured.length,
+    ok: ok.length,
+    failed: measured.length - ok.length,
+    cut: d.cut,
+    offeredRps: round(measured.length / Math.max(d.windowMs / 1000, 1e-3), 2),
+    rps: round(ok.length / spanS, 2),
+    outTokPerS: round(outTokens / spanS, 0),
+    ttftP50Ms: r1(percentile(ttft, 0.5)),
+    ttftP99Ms: r1(percentile(ttft, 0.99)),
+    e2eP50Ms: r1(percentile(e2e, 0.5)),
+    e2eP99Ms: r1(percentile(e2e, 0.99)),
+    cacheHitRate: prompt > 0 ? round(cached / prompt, 3) : null,
+    clientCacheHitRate: clientPrompt > 0 ? round(clientCached / clientPrompt, 3) : null,
+    spreadTokens: maxOverMean(workers.map((w) => w.promptTokens)),
+    spreadRequests: maxOverMean(workers.map((w) => w.requests)),
+    meanPromptTokens: requests > 0 ? round(prompt / requests, 0) : null,
+    workers,
+    cpuBusyPct,
+    errors: [...new Set(measured.filter((r) => !r.ok).map((r) => r.error ?? "?"))].slice(0, 3),
+  };
+}
+
+const fmt = (v: number | null, digits = 0) =>
+  v === null ? "–" : v.toLocaleString("en-US", {
+    minimumFractionDigits: digits,
+    maximumFractionDigits: digits,
+  });
+
+/** One markdown table of the summaries of `point`, in the order given. */
+export function markdown(point: string, rows: Summary[]): string {
+  const head = [
+    "target",
+    "sent/s",
+    "ok",
+    "failed",
+    "req/s",
+    "out tok/s",
+    "TTFT p50 ms",
+    "TTFT p99 ms",
+    "E2E p50 ms",
+    "E2E p99 ms",
+    "cache hit",
+    "spread tokens",
+    "spread reqs",
+    "CPU0/CPU1 %",
+  ];
+  const lines = [
+    `### ${point}`,
+    "",
+    `| ${head.join(" | ")} |`,
+    `|${head.map((_, i) => i < 1 ? "---" : "---:").join("|")}|`,
+  ];
+  for (const s of rows.filter((r) => r.point === point)) {
+    lines.push(
+      `| ${
+        [
+          s.target,
+          fmt(s.offeredRps, 1),
+          fmt(s.ok),
+          fmt(s.failed),
+          fmt(s.rps, 2),
+          fmt(s.outTokPerS),
+          fmt(s.ttftP50Ms),
+          fmt(s.ttftP99Ms),
+          fmt(s.e2eP50Ms),
+          fmt(s.e2eP99Ms),
+          s.cacheHitRate === null ? "–" : `${(s.cacheHitRate * 100).toFixed(1)} %`,
+          fmt(s.spreadTokens, 2),
+          fmt(s.spreadRequests, 2),
+          s.cpuBusyPct.map((x) => x ?? "?").join("/"),
+        ].join(" | ")
+      } |`,
+    );
+  }
+  return lines.join("\n");
+}
+
+/** Everything `--json` writes. */
+export interface Results {
+  /** Date, CPUs, kernel, tool versions and pinning. */
+  machine: Record<string, unknown>;
+  /** Options, workload, simulator knobs and the exact commands. */
+  settings: Record<string, unknown>;
+  /** Targets skipped, with the reason. */
+  skipped: Record<string, string>;
+  /** One row per (load point, target). */
+  summary: Summary[];
+}
+
+/** Writes `results` to `path` as indented JSON. */
+export async function writeJson(path: string, results: Results): Promise<void> {
+  await Deno.writeTextFile(path, JSON.stringify(results, null, 2) + "\n");
+}

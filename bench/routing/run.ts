@@ -1,0 +1,185 @@
+/**
+ * Routing-quality benchmark: the same seeded multi-tenant, multi-turn chat workload sent through
+ * our gateway (one run per available policy), HAProxy (roundrobin, leastconn, consistent hash of
+ * `X-Session-Id`) and nginx (random two least_conn, consistent hash), each fronting a fresh fleet
+ * of simulated workers, at a light load and near the fleet's saturation.
+ *
+ *   deno task bench:routing [--workers 4] [--rate 4,16] [--duration 12] [--quick] [--json out.json]
+ *
+ * - Per (load point, target): N `smg sim-worker` processes start fresh (empty KV caches, zeroed
+ *   counters) pinned to CPU 1; the target starts pinned to CPU 0, where this process (the client)
+ *   also runs; a warm-up, a measured window and a drain follow (`client.ts`); then every process
+ *   of that measurement is stopped.
+ * - Reported per target: requests ok/failed, throughput, client-side TTFT and end-to-end p50/p99,
+ *   the cluster cache-hit rate Σcached/Σprompt tokens from the workers' own counters, and the
+ *   load spread (max/mean of per-worker prompt tokens and requests).
+ * - Policies this build does not implement yet are skipped with a note. Needs `taskset`;
+ *   HAProxy and nginx targets are skipped when the tool is missing. Every child is killed at the
+ *   end, on error and on SIGINT/SIGTERM too. Traffic goes to 127.0.0.1 only.
+ *
+ * Pieces: flags (`options.ts`), the plan (`workload.ts`), the client (`client.ts`, `stream.ts`),
+ * the fleet (`fleet.ts`), the targets (`targets.ts`, `gateway.ts`, `peers.ts`), one measurement
+ * (`measure.ts`) and the report (`report.ts`); children come from `../overhead/processes.ts`.
+ */
+
+import { killAll, run } from "../overhead/processes.ts";
+import { simWorkerArgs } from "./fleet.ts";
+import { gatewayArgs, probePolicy } from "./gateway.ts";
+import { measureOne, TARGET_CPU } from "./measure.ts";
+import { parseOptions, SIM_KNOBS } from "./options.ts";
+import { haproxyConfig, nginxConfig } from "./peers.ts";
+import { markdown, type Summary, writeJson } from "./report.ts";
+import { describeTarget, resolveTargets } from "./targets.ts";
+import { Workload } from "./workload.ts";
+
+const ROOT = new URL("../../", import.meta.url).pathname;
+
+let tmpDir = "";
+let interrupted = false;
+const shutdown = new AbortController();
+
+function note(msg: string): void {
+  console.error(`bench:routing: ${msg}`);
+}
+
+async function main(args: string[]): Promise<number> {
+  const o = parseOptions(args);
+  if (!(await run("taskset", ["--version"]))) {
+    note("taskset not found on PATH (apt-get install -y util-linux)");
+    return 2;
+  }
+  const resolved = resolveTargets(o.targets);
+  resolved.notes.forEach(note);
+  const skipped: Record<string, string> = {};
+  for (const tool of ["haproxy", "nginx"]) {
+    if (resolved.targets.some((t) => t.kind === tool) && !(await run(tool, ["-v"]))) {
+      for (const t of resolved.targets.filter((t) => t.kind === tool)) {
+        skipped[t.name] = `${tool} not found on PATH`;
+      }
+    }
+  }
+  tmpDir = await Deno.makeTempDir({ prefix: "smg-routing-" });
+  // The client shares CPU 0 with the target, as wrk does in the overhead benchmark.
+  await run("taskset", ["-a", "-p", "-c", String(TARGET_CPU), String(Deno.pid)]);
+
+  const policies = resolved.targets.flatMap((t) => t.kind === "smg" ? [t] : []);
+  const probes = await Promise.all(policies.map((t) => probePolicy(t.policy, tmpDir, ROOT, 0)));
+  policies.forEach((t, i) => {
+    if (probes[i] !== "ok") skipped[t.name] = probes[i];
+  });
+  for (const [name, why] of Object.entries(skipped)) note(`skipping ${name}: ${why}`);
+  const targets = resolved.targets.filter((t) => !(t.name in skipped));
+  if (targets.length === 0) {
+    note("no target to measure");
+    return 2;
+  }
+
+  const workload = new Workload({ seed: o.seed, tenants: o.tenants });
+  const simKnobs = [...SIM_KNOBS, "--seed", String(o.seed), ...o.simArgs];
+  const perCell = o.warmup + o.duration;
+  note(
+    `${o.points.length} load point(s) × ${targets.length} targets × ${o.workers} workers, ` +
+      `${o.warmup} s warm-up + ${o.duration} s measured each (≈${
+        Math.ceil(o.points.length * targets.length * (perCell + 4) / 60)
+      } min); logs in ${tmpDir}`,
+  );
+
+  const rows: Summary[] = [];
+  for (const [pi, point] of o.points.entries()) {
+    for (const t of targets) {
+      if (interrupted) break;
+      const tag = `p${pi + 1}-${t.name.replace(/[^a-z0-9_-]/gi, "-")}`;
+      try {
+        const s = await measureOne(
+          { options: o, workload, simKnobs, dir: tmpDir, root: ROOT, signal: shutdown.signal },
+          t,
+          point,
+          tag,
+        );
+        rows.push(s);
+        note(
+          `${point.label} ${t.name}: ok ${s.ok}/${s.sent}, ${s.rps} req/s, TTFT p50 ${s.ttftP50Ms} ` +
+            `p99 ${s.ttftP99Ms} ms, cache hit ${s.cacheHitRate}, spread ${s.spreadTokens}` +
+            (s.errors.length ? `; errors: ${s.errors.join(" | ")}` : ""),
+        );
+      } catch (e) {
+        if (interrupted) throw e;
+        const msg = e instanceof Error ? e.message : String(e);
+        note(`${point.label} ${t.name} failed: ${msg}`);
+        skipped[`${t.name} @ ${point.label}`] = msg.split("\n")[0];
+      }
+    }
+  }
+  await killAll();
+
+  const w = workload.config;
+  console.log(
+    `Fleet: ${o.workers} × \`smg sim-worker ${simKnobs.join(" ")}\`. Workload: seed ${w.seed}, ` +
+      `${w.tenants} tenants (system prompts ${
+        w.systemTokens.join("–")
+      } tokens, Zipf ${w.tenantSkew}), ` +
+      `${w.oneOffShare * 100} % one-off prompts, conversations of ${w.turns.join("–")} turns, ` +
+      `user messages ${w.userTokens.join("–")} tokens, max_tokens ${w.outputTokens.join("–")}, ` +
+      `think time ${w.thinkMs} ms (exp.); ${o.warmup} s warm-up + ${o.duration} s measured.\n`,
+  );
+  for (const point of o.points) console.log(markdown(point.label, rows) + "\n");
+  for (const [name, why] of Object.entries(skipped)) console.log(`- skipped ${name}: ${why}`);
+
+  if (o.json) {
+    // Example addresses: every measurement picks free ports.
+    const ports = ["http://127.0.0.1:30001", "http://127.0.0.1:30002"];
+    await writeJson(o.json, {
+      machine: {
+        date: new Date().toISOString(),
+        cpus: navigator.hardwareConcurrency,
+        kernel: await run("uname", ["-r"]),
+        deno: Deno.version.deno,
+        haproxy: (await run("haproxy", ["-v"])).split("\n")[0],
+        nginx: await run("nginx", ["-v"]),
+        pinning: "sim workers on CPU 1; the target and the client on CPU 0",
+      },
+      settings: {
+        options: o,
+        workload: w,
+        targets: Object.fromEntries(targets.map((t) => [t.name, describeTarget(t)])),
+        simWorker: `deno ${simWorkerArgs(ROOT, simKnobs).join(" ")} --host 127.0.0.1 --port P`,
+        gateway: `deno ${gatewayArgs(ROOT, "POLICY", 0, 0, ports, o.seed).join(" ")}`,
+        haproxy: haproxyConfig("roundrobin", 0, ports),
+        nginx: nginxConfig("hash-session", 0, ports, "PREFIX"),
+      },
+      skipped,
+      summary: rows,
+    });
+    note(`wrote ${o.json}`);
+  }
+  await Deno.remove(tmpDir, { recursive: true }).catch(() => {});
+  return 0;
+}
+
+if (import.meta.main) {
+  const onSignal = () => {
+    interrupted = true;
+    shutdown.abort();
+    killAll().finally(() => {
+      if (tmpDir) Deno.removeSync(tmpDir, { recursive: true });
+      Deno.exit(130);
+    });
+  };
+  Deno.addSignalListener("SIGINT", onSignal);
+  Deno.addSignalListener("SIGTERM", onSignal);
+  let code = 1;
+  try {
+    code = await main(Deno.args);
+  } catch (e) {
+    if (interrupted) {
+      note("interrupted");
+      code = 130;
+    } else {
+      note(e instanceof Error ? e.message : String(e));
+      if (tmpDir) note(`logs kept in ${tmpDir}`);
+    }
+  } finally {
+    await killAll();
+  }
+  Deno.exit(code);
+}

@@ -1,0 +1,117 @@
+/**
+ * The targets of the routing benchmark, by name: `smg:<policy>` for every policy name SMG knows,
+ * `haproxy:<variant>` and `nginx:<variant>`; the `--targets` list resolved against them; and
+ * starting one target in front of a fleet.
+ */
+
+import { POLICY_NAMES } from "../../lib/config/config.ts";
+import type { Child } from "../overhead/processes.ts";
+import { startGateway } from "./gateway.ts";
+import {
+  HAPROXY_VARIANTS,
+  type HaproxyVariant,
+  NGINX_VARIANTS,
+  type NginxVariant,
+  startHaproxy,
+  startNginx,
+} from "./peers.ts";
+
+/** One target, by kind. */
+export type TargetSpec =
+  | { name: string; kind: "smg"; policy: string }
+  | { name: string; kind: "haproxy"; variant: HaproxyVariant }
+  | { name: string; kind: "nginx"; variant: NginxVariant };
+
+/** Targets left out of the default list, with the reason printed when they are. */
+export const NOT_BY_DEFAULT: Record<string, string> = {
+  "smg:passthrough":
+    "smg:passthrough left out by default: it sends everything to the first worker (meant for one worker); name it in --targets to include it",
+};
+
+/** Every target there is, in report order: our policies, then HAProxy, then nginx. */
+export function allTargets(): TargetSpec[] {
+  return [
+    ...POLICY_NAMES.map((policy) => ({ name: `smg:${policy}`, kind: "smg" as const, policy })),
+    ...(Object.keys(HAPROXY_VARIANTS) as HaproxyVariant[]).map((variant) => ({
+      name: `haproxy:${variant}`,
+      kind: "haproxy" as const,
+      variant,
+    })),
+    ...(Object.keys(NGINX_VARIANTS) as NginxVariant[]).map((variant) => ({
+      name: `nginx:${variant}`,
+      kind: "nginx" as const,
+      variant,
+    })),
+  ];
+}
+
+/**
+ * The targets a `--targets` list names (null: the default list). An entry is a full name
+ * (`smg:round_robin`), a kind (`smg`, `haproxy`, `nginx`: all of that kind but the ones left
+ * out by default) or `all`. Throws on a name that matches nothing.
+ */
+export function resolveTargets(list: string[] | null): { targets: TargetSpec[]; notes: string[] } {
+  const all = allTargets();
+  const byDefault = all.filter((t) => !(t.name in NOT_BY_DEFAULT));
+  const notes: string[] = [];
+  if (list === null) {
+    return { targets: byDefault, notes: Object.values(NOT_BY_DEFAULT) };
+  }
+  const chosen = new Set<string>();
+  for (const entry of list) {
+    const matches = entry === "all"
+      ? byDefault
+      : all.some((t) => t.kind === entry)
+      ? byDefault.filter((t) => t.kind === entry)
+      : all.filter((t) => t.name === entry);
+    if (matches.length === 0) {
+      throw new Error(
+        `--targets: no target '${entry}'; known: ${all.map((t) => t.name).join(", ")}`,
+      );
+    }
+    matches.forEach((t) => chosen.add(t.name));
+  }
+  return { targets: all.filter((t) => chosen.has(t.name)), notes };
+}
+
+/** Where to start a target and what it fronts. */
+export interface TargetContext {
+  /** Its listen port on 127.0.0.1. */
+  port: number;
+  /** The fleet's base URLs. */
+  workers: string[];
+  /** Seed passed on (the gateway's `--random-seed`). */
+  seed: number;
+  /** Log and config file prefix for this measurement. */
+  tag: string;
+  /** Temp dir for logs and configs. */
+  dir: string;
+  /** Repository root (ends with `/`). */
+  root: string;
+  /** CPU to pin the target to. */
+  cpu: number;
+}
+
+/** Starts `t` as `c` says and resolves once it routes to every worker. */
+export function startTarget(t: TargetSpec, c: TargetContext): Promise<Child> {
+  switch (t.kind) {
+    case "smg":
+      return startGateway(t.policy, c);
+    case "haproxy":
+      return startHaproxy(t.variant, c);
+    case "nginx":
+      return startNginx(t.variant, c);
+  }
+}
+
+/** What each target is, for the report. */
+export function describeTarget(t: TargetSpec): string {
+  switch (t.kind) {
+    case "smg":
+      return `our gateway, --policy ${t.policy}`;
+    case "haproxy":
+      return `HAProxy, ${HAPROXY_VARIANTS[t.variant].replace("\n  ", ", ")}`;
+    case "nginx":
+      return `nginx, ${NGINX_VARIANTS[t.variant]}`;
+  }
+}
