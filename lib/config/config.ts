@@ -55,6 +55,32 @@ export interface PrefixHashConfig {
   balanceAbsThreshold: number;
 }
 
+/** cache_aware tuning (SMG's CLI defaults). */
+export interface CacheAwareConfig {
+  /** A prefix match above this share of the request is a hit (`--cache-threshold`, 0.3). */
+  cacheThreshold: number;
+  /** Spill a hit when the holder has this many more in-flight than average... (`--balance-abs-threshold`, 64). */
+  balanceAbsThreshold: number;
+  /** ...and this multiple of the average (`--balance-rel-threshold`, 1.5). */
+  balanceRelThreshold: number;
+  /** KV usage spread that makes every request go by expected wait; 1.0 is off (`--balance-token-usage-threshold`). */
+  balanceTokenUsageThreshold: number;
+  /** KV usage on any worker that does the same; 1.0 is off (`--overload-token-usage-threshold`). */
+  overloadTokenUsageThreshold: number;
+  /** Discount holders by their queued uncached tokens; 0 is off (`--overlap-decay`, 0). */
+  overlapDecay: number;
+  /** Softmax temperature over holder scores; 0 is argmax (`--selection-temperature`, 0). */
+  selectionTemperature: number;
+  /** Tree budget in characters or tokens, shared by all workers (`--max-tree-size`, 2^26). */
+  maxTreeSize: number;
+  /** Tokens per page of the token tree (`--block-size`, 16). */
+  blockSize: number;
+  /** Prefix index: radix trees or hashed heads at `--cache-boundaries` (`--cache-index`, tree). */
+  cacheIndex: "tree" | "hash";
+  /** Seconds a hash-index placement lives without use (`--cache-ttl-secs`, 180). */
+  cacheTtlSecs: number;
+}
+
 /** manual policy and sticky-session map. */
 export interface ManualConfig {
   /** Placement of unpinned keys; null = random for manual, delegate for sticky (`--assignment-mode`). */
@@ -179,6 +205,8 @@ export interface GatewayConfig {
   evictionIntervalSecs: number;
   /** Token depths at which prefix keys are taken, ascending (`--cache-boundaries`, none). */
   cacheBoundaries: number[];
+  /** cache_aware tuning. */
+  cacheAware: CacheAwareConfig;
   /** least_load tuning. */
   leastLoad: LeastLoadConfig;
   /** prefix_hash tuning. */
@@ -219,6 +247,19 @@ export function defaultConfig(): GatewayConfig {
     routingKeyOverride: false,
     evictionIntervalSecs: 120,
     cacheBoundaries: [],
+    cacheAware: {
+      cacheThreshold: 0.3,
+      balanceAbsThreshold: 64,
+      balanceRelThreshold: 1.5,
+      balanceTokenUsageThreshold: 1.0,
+      overloadTokenUsageThreshold: 1.0,
+      overlapDecay: 0,
+      selectionTemperature: 0,
+      maxTreeSize: 67108864,
+      blockSize: 16,
+      cacheIndex: "tree",
+      cacheTtlSecs: 180,
+    },
     leastLoad: {
       kvPressureWeight: 0.15,
       defaultThroughput: 2000,

@@ -147,6 +147,37 @@ function validatePolicies(c: GatewayConfig): void {
   atLeast("--prefix-token-count", p.prefixTokenCount, 1);
   atLeast("--prefix-hash-load-factor", p.loadFactor, 1);
   atLeast("--prefix-hash-balance-abs-threshold", p.balanceAbsThreshold, 0);
+  const ca = c.cacheAware;
+  if (!(ca.cacheThreshold >= 0 && ca.cacheThreshold <= 1)) {
+    throw badValue("--cache-threshold", ca.cacheThreshold, "Must be between 0.0 and 1.0");
+  }
+  atLeast("--balance-abs-threshold", ca.balanceAbsThreshold, 0);
+  atLeast("--balance-rel-threshold", ca.balanceRelThreshold, 1);
+  for (
+    const [flag, v] of [
+      ["--balance-token-usage-threshold", ca.balanceTokenUsageThreshold],
+      ["--overload-token-usage-threshold", ca.overloadTokenUsageThreshold],
+    ] as const
+  ) {
+    if (!(v > 0)) throw badValue(flag, v, "Must be > 0.0 (use >= 1.0 to disable)");
+  }
+  if (!(Number.isFinite(ca.overlapDecay) && ca.overlapDecay >= 0)) {
+    throw badValue("--overlap-decay", ca.overlapDecay, "Must be finite and >= 0.0 (0.0 disables)");
+  }
+  if (!(Number.isFinite(ca.selectionTemperature) && ca.selectionTemperature >= 0)) {
+    throw badValue(
+      "--selection-temperature",
+      ca.selectionTemperature,
+      "Must be finite and >= 0.0 (0.0 is argmax)",
+    );
+  }
+  atLeast("--max-tree-size", ca.maxTreeSize, 1);
+  atLeast("--block-size", ca.blockSize, 1);
+  atLeast("--cache-ttl-secs", ca.cacheTtlSecs, 1);
+  if (ca.cacheIndex === "hash" && c.cacheBoundaries.length === 0) {
+    throw badValue("--cache-index", "hash", "cache_index=hash requires non-empty cache_boundaries");
+  }
+  if (c.policy === "cache_aware") atLeast("--eviction-interval", c.evictionIntervalSecs, 1);
   // SMG refuses power_of_two with fewer than 2 workers; with none at start (all added through
   // POST /workers) there is nothing to refuse yet.
   if (c.policy === "power_of_two" && c.workerUrls.length === 1) {
