@@ -112,6 +112,16 @@ export class Metrics {
   readonly routingKeySource: FastCounter;
   /** smg_worker_routing_keys_active{worker} */
   readonly routingKeysActive: FastGauge;
+  /** smg_cache_aware_match_ratio{policy} (ours): matched share of each request's prefix */
+  readonly matchRatio: FastHistogram;
+  /** smg_cache_tree_chars{model} */
+  readonly treeChars: FastGauge;
+  /** smg_cache_tree_tokens{model} */
+  readonly treeTokens: FastGauge;
+  /** smg_cache_tree_tenants{model,tree} */
+  readonly treeTenants: FastGauge;
+  /** smg_cache_placement_entries{model} */
+  readonly placements: FastGauge;
 
   /** Registers every metric in a fresh registry. */
   constructor() {
@@ -298,6 +308,25 @@ export class Metrics {
         "worker",
       ],
     );
+    this.matchRatio = hist(
+      "smg_cache_aware_match_ratio",
+      "Share of each request's prefix found in the cache-aware tree",
+      ["policy"],
+      [0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99, 1],
+    );
+    this.treeChars = gauge("smg_cache_tree_chars", "Characters in the cache-aware string tree", [
+      "model",
+    ]);
+    this.treeTokens = gauge("smg_cache_tree_tokens", "Tokens in the cache-aware token tree", [
+      "model",
+    ]);
+    this.treeTenants = gauge("smg_cache_tree_tenants", "Workers present in a cache-aware tree", [
+      "model",
+      "tree",
+    ]);
+    this.placements = gauge("smg_cache_placement_entries", "Keys in the cache-aware hash index", [
+      "model",
+    ]);
     // Unlabelled gauges read 0 before their first change, rather than being absent.
     for (const g of [this.httpActive, this.queueDepth, this.admissionInflight]) g.with();
   }

@@ -41,6 +41,12 @@ export interface PolicyObserver {
   stickyEntries(n: number): void;
   /** Sticky sessions pinned on a key from the body `rid` or from a header. */
   keySource(source: "rid" | "header"): void;
+  /** A prefix-aware policy's matched share of a request, 0..1. */
+  matchRatio?(policy: string, ratio: number): void;
+  /** A cache tree's size (characters or tokens) and tenant count after eviction. */
+  treeSize?(model: string, tree: "string" | "token", size: number, tenants: number): void;
+  /** Keys in a model's hash index after a sweep. */
+  placements?(model: string, entries: number): void;
 }
 
 /** An observer that records nothing (tests, benches). */

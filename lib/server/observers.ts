@@ -27,5 +27,15 @@ export function policyObserver(m: Metrics): PolicyObserver {
     keySource(source) {
       m.routingKeySource.with(source).inc();
     },
+    matchRatio(policy, ratio) {
+      m.matchRatio.with(policy).observe(ratio);
+    },
+    treeSize(model, tree, size, tenants) {
+      (tree === "string" ? m.treeChars : m.treeTokens).with(model).set(size);
+      m.treeTenants.with(model, tree).set(tenants);
+    },
+    placements(model, entries) {
+      m.placements.with(model).set(entries);
+    },
   };
 }

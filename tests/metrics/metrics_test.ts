@@ -44,6 +44,11 @@ function touchAll(m: Metrics): void {
   m.stickyEntries.with().set(3);
   m.routingKeySource.with("rid").inc();
   m.routingKeysActive.with("http://w1:8000").set(1);
+  m.matchRatio.with("cache_aware").observe(0.5);
+  m.treeChars.with("m").set(10);
+  m.treeTokens.with("m").set(16);
+  m.treeTenants.with("m", "string").set(2);
+  m.placements.with("m").set(1);
 }
 
 const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
@@ -83,6 +88,11 @@ const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
   ["smg_manual_policy_cache_entries", "gauge"],
   ["smg_routing_key_source_total", "counter"],
   ["smg_worker_routing_keys_active", "gauge"],
+  ["smg_cache_aware_match_ratio", "histogram"],
+  ["smg_cache_tree_chars", "gauge"],
+  ["smg_cache_tree_tokens", "gauge"],
+  ["smg_cache_tree_tenants", "gauge"],
+  ["smg_cache_placement_entries", "gauge"],
 ];
 
 Deno.test("Metrics: every SMG name renders with its TYPE and a sample once a series exists", async () => {
