@@ -23,13 +23,30 @@ const request: RouteRequest = {
   stickyKey: null,
 };
 
+/** consistent_hashing routes keyless requests at random; bench its ring path instead. */
+const KEYED: Partial<Record<string, RouteRequest>> = {
+  consistent_hashing: { ...request, routingKey: "conv-1" },
+};
+
+/** Every worker has a fresh load report, as with the load monitor running (the usual case). */
 function fleet(n: number): WorkerView[] {
   return Array.from({ length: n }, (_, i) => ({
     id: crypto.randomUUID(),
     seq: i + 1,
     url: `http://10.0.${i >> 8}.${i & 255}:8000`,
     inFlight: i % 7,
-    load: null,
+    load: {
+      runningRequests: i % 11,
+      waitingRequests: i % 5,
+      waitingUncachedTokens: (i % 5) * 900,
+      usedTokens: null,
+      maxTokens: null,
+      tokenUsage: (i % 10) / 12,
+      genThroughput: 1500 + (i % 4) * 250,
+      cacheHitRate: null,
+      source: "loads" as const,
+      details: null,
+    },
     loadAt: 0,
     keyInFlight: () => 0,
     activeKeys: 0,
@@ -46,8 +63,9 @@ for (const name of AVAILABLE_POLICIES) {
       config: defaultConfig(),
     });
     const workers = fleet(n);
+    const req = KEYED[name] ?? request;
     Deno.bench({ name: `${name} select, ${n} workers`, group: `${n} workers` }, () => {
-      policy.select(workers, request);
+      policy.select(workers, req);
     });
   }
 }

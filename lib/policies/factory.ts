@@ -1,6 +1,7 @@
 /**
  * Builds a policy by name. Every call returns a new instance with fresh state. Names SMG knows
  * but this build does not implement yet fail at start with a message listing what is available.
+ * With `--routing-key-override` the built policy is wrapped in sticky sessions (sticky.ts).
  */
 
 import type { PolicyName } from "../config/config.ts";
@@ -9,11 +10,22 @@ import { PassthroughPolicy } from "./passthrough.ts";
 import type { Policy, PolicyDeps } from "./policy.ts";
 import { RandomPolicy } from "./random.ts";
 import { RoundRobinPolicy } from "./round_robin.ts";
+import { ManualPolicy } from "./manual.ts";
+import { stickyAppliesTo, StickySessions } from "./sticky.ts";
+import { LeastLoadPolicy } from "./least_load.ts";
+import { PowerOfTwoPolicy } from "./power_of_two.ts";
+import { ConsistentHashingPolicy } from "./consistent_hashing.ts";
+import { PrefixHashPolicy } from "./prefix_hash.ts";
 
 const BUILDERS: Partial<Record<PolicyName, (deps: PolicyDeps) => Policy>> = {
   random: (d) => new RandomPolicy(d),
   round_robin: () => new RoundRobinPolicy(),
   passthrough: (d) => new PassthroughPolicy(d),
+  manual: (d) => new ManualPolicy(d),
+  least_load: (d) => new LeastLoadPolicy(d),
+  power_of_two: (d) => new PowerOfTwoPolicy(d),
+  consistent_hashing: (d) => new ConsistentHashingPolicy(d),
+  prefix_hash: (d) => new PrefixHashPolicy(d),
 };
 
 /** Policy names this build can run. */
@@ -29,5 +41,9 @@ export function createPolicy(name: PolicyName, deps: PolicyDeps, flag = "--polic
       }`,
     );
   }
-  return build(deps);
+  const policy = build(deps);
+  // Sticky sessions wrap every policy but the key-native ones (SPEC §5).
+  return deps.config.routingKeyOverride && stickyAppliesTo(name)
+    ? new StickySessions(policy, deps)
+    : policy;
 }

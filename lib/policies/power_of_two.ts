@@ -1,0 +1,69 @@
+/**
+ * `power_of_two`: samples two distinct candidates uniformly (seeded) and sends the request to
+ * the one with the lower expected wait (expected_wait.ts), an exact tie going to either with
+ * equal chance. In: candidates with load reports and in-flight counts. Out: the winner, credited
+ * the request's tokens until its next report.
+ *
+ * Scores always use least_load's default tuning, never the `--least-load-*` flags (upstream
+ * behaviour, which the seed keeps), and nominal throughput is taken over the pair only. Both
+ * sampled workers dark → join-shortest-queue on in-flight. Reports older than three
+ * load-monitor intervals count as absent (upstream keeps them forever). One candidate is
+ * returned without sampling, but is still credited (upstream skips the credit).
+ */
+
+import { randomIndex } from "../core/clock.ts";
+import type { RouteRequest, WorkerView } from "../core/types.ts";
+import {
+  defaultTuning,
+  type ExpectedWaitTuning,
+  minExpectedWait,
+  reportMaxAgeMs,
+  requestTokens,
+  SinceReportCredit,
+} from "./expected_wait.ts";
+import type { Policy, PolicyDeps, PolicyNeeds } from "./policy.ts";
+
+/** The better of two random candidates by expected wait. */
+export class PowerOfTwoPolicy implements Policy {
+  readonly name = "power_of_two";
+  readonly needs: PolicyNeeds = { requestText: false, backendLoads: true };
+  readonly #deps: PolicyDeps;
+  readonly #tuning: ExpectedWaitTuning = defaultTuning();
+  readonly #maxAgeMs: number;
+  readonly #credit = new SinceReportCredit();
+
+  /** Draws from `deps.random`; reads only the load-monitor interval from `deps.config`. */
+  constructor(deps: PolicyDeps) {
+    this.#deps = deps;
+    this.#maxAgeMs = reportMaxAgeMs(deps.config);
+  }
+
+  select<W extends WorkerView>(candidates: readonly W[], request: RouteRequest): W | null {
+    const n = candidates.length;
+    if (n === 0) return null;
+    if (n === 1) return this.#win(candidates[0], request, "single");
+    const random = this.#deps.random;
+    const i = randomIndex(random, n);
+    const j = (i + 1 + randomIndex(random, n - 1)) % n;
+    const pair = [candidates[i], candidates[j]];
+    // Nominal throughput and "dark" over the pair only; an exact tie is a fair coin.
+    const best = minExpectedWait(pair, {
+      tuning: this.#tuning,
+      now: this.#deps.now(),
+      maxAgeMs: this.#maxAgeMs,
+      credit: this.#credit,
+      random,
+    })!;
+    return this.#win(pair[best.index], request, best.dark ? "dark_pair" : "pair");
+  }
+
+  onWorkerRemoved(workerId: string): void {
+    this.#credit.forget(workerId);
+  }
+
+  #win<W extends WorkerView>(w: W, request: RouteRequest, branch: string): W {
+    this.#credit.add(w, requestTokens(request, this.#tuning.meanPrefillTokens));
+    this.#deps.observer?.decision(this.name, branch);
+    return w;
+  }
+}

@@ -1,0 +1,181 @@
+/**
+ * The routing key → worker pin map shared by `manual` and sticky sessions. In: a map key (model
+ * and routing key, see `stickyMapKey`), the eligible candidates and the time; out: whether the
+ * key is pinned to one of them (`pinned`), pinned only to unavailable workers (`stale`), or not
+ * pinned (`vacant`). Each entry remembers at most two workers by id, primary first.
+ *
+ * Time is an input (`now`, clock ms), so the map is pure bookkeeping: no timers; the owning
+ * policy calls `sweepIfDue` from `select` instead of running a sweeper task. Idle expiry is
+ * exact: `peek` treats an entry idle for `maxIdleSecs` or more as vacant even before a sweep,
+ * and `sweep` only reclaims memory. Entries are kept in access order (a touch moves an entry to
+ * the back), so a sweep stops at the first live entry and costs O(expired), assuming a
+ * monotonic clock (the gateway's is). Upstream keys the map by routing key alone, so a key used
+ * for two models re-pins on every switch; `stickyMapKey` scopes keys by model. Upstream's map is
+ * unbounded; this one drops the least recently used entry past `maxEntries`.
+ */
+
+import type { WorkerView } from "../core/types.ts";
+
+/** Workers remembered per key (primary first), as upstream. */
+export const MAX_PINNED_WORKERS = 2;
+
+/** Default bound on keys held; past it the least recently used key is forgotten. */
+export const DEFAULT_MAX_ENTRIES = 1_000_000;
+
+/** What the map knows about a key among the current candidates. */
+export type PinState<W> =
+  | { kind: "pinned"; worker: W }
+  | { kind: "stale" }
+  | { kind: "vacant" };
+
+/** Map options. */
+export interface StickyMapOptions {
+  /** A key idle this long is forgotten; 0 never (`--max-idle-secs`, 14400). */
+  maxIdleSecs: number;
+  /** Seconds between lazy sweeps by `sweepIfDue`; 0 never (`--eviction-interval`, 120). */
+  evictionIntervalSecs?: number;
+  /** Keys held at most; the least recently used goes first (default 1,000,000). */
+  maxEntries?: number;
+}
+
+interface Entry {
+  /** Worker ids, primary first, at most MAX_PINNED_WORKERS. */
+  ids: string[];
+  /** Clock ms of the last use. */
+  lastAccess: number;
+}
+
+/** The map key for `key` under `model`: keys are scoped by model (length-prefixed, unambiguous). */
+export function stickyMapKey(model: string | null, key: string): string {
+  const m = model ?? "";
+  return `${m.length}:${m}${key}`;
+}
+
+/** Routing key → pinned workers, with idle expiry and an LRU bound. */
+export class StickyMap {
+  readonly #entries = new Map<string, Entry>();
+  readonly #maxIdleMs: number;
+  readonly #maxEntries: number;
+  readonly #intervalMs: number;
+  #lastSweep: number | null = null;
+
+  /** A map with the given expiry and bound. */
+  constructor(opts: StickyMapOptions) {
+    this.#maxIdleMs = opts.maxIdleSecs * 1000;
+    this.#intervalMs = (opts.evictionIntervalSecs ?? 0) * 1000;
+    this.#maxEntries = opts.maxEntries ?? DEFAULT_MAX_ENTRIES;
+  }
+
+  /** Keys held (expired ones not yet swept included). */
+  get size(): number {
+    return this.#entries.size;
+  }
+
+  /** The pinned worker ids of `key`, primary first, or undefined when not pinned (for tests and logs). */
+  pinsOf(key: string): readonly string[] | undefined {
+    return this.#entries.get(key)?.ids;
+  }
+
+  /** The last access time of `key`, or undefined. */
+  lastAccessOf(key: string): number | undefined {
+    return this.#entries.get(key)?.lastAccess;
+  }
+
+  /**
+   * The first pinned worker of `key` that is among `candidates`; `stale` when the key is
+   * pinned only elsewhere; `vacant` when not pinned or expired. Refreshes the key's access time.
+   */
+  peek<W extends WorkerView>(key: string, candidates: readonly W[], now: number): PinState<W> {
+    const e = this.#live(key, now);
+    if (e === undefined) return { kind: "vacant" };
+    this.#refresh(key, e, now);
+    for (const id of e.ids) {
+      for (const c of candidates) if (c.id === id) return { kind: "pinned", worker: c };
+    }
+    return { kind: "stale" };
+  }
+
+  /** Makes `id` the primary of `key` (moving it if present), keeping at most two; creates the entry. */
+  pinFront(key: string, id: string, now: number): void {
+    const e = this.#live(key, now);
+    if (e === undefined) return this.#insert(key, [id], now);
+    const ids = [id, ...e.ids.filter((x) => x !== id)];
+    e.ids = ids.slice(0, MAX_PINNED_WORKERS);
+    this.#refresh(key, e, now);
+  }
+
+  /** Appends `id` to `key`'s workers, dropping the oldest past two; creates the entry. */
+  push(key: string, id: string, now: number): void {
+    const e = this.#live(key, now);
+    if (e === undefined) return this.#insert(key, [id], now);
+    const ids = [...e.ids.filter((x) => x !== id), id];
+    e.ids = ids.slice(-MAX_PINNED_WORKERS);
+    this.#refresh(key, e, now);
+  }
+
+  /** Marks `key` used at `now`, if present. */
+  touch(key: string, now: number): void {
+    const e = this.#live(key, now);
+    if (e !== undefined) this.#refresh(key, e, now);
+  }
+
+  /** Removes keys idle for `maxIdleSecs` or more (none when it is 0); returns how many. */
+  sweep(now: number): number {
+    if (this.#maxIdleMs <= 0) return 0;
+    let removed = 0;
+    for (const [key, e] of this.#entries) {
+      if (now - e.lastAccess < this.#maxIdleMs) break; // access order: the rest are newer
+      this.#entries.delete(key);
+      removed++;
+    }
+    return removed;
+  }
+
+  /**
+   * Sweeps when `evictionIntervalSecs` have passed since the last sweep (the first call only
+   * starts the interval); the policies call it from `select`, so no timer is needed.
+   */
+  sweepIfDue(now: number): number {
+    if (this.#intervalMs <= 0) return 0;
+    if (this.#lastSweep === null) {
+      this.#lastSweep = now;
+      return 0;
+    }
+    if (now - this.#lastSweep < this.#intervalMs) return 0;
+    this.#lastSweep = now;
+    return this.sweep(now);
+  }
+
+  /** Drops worker `id` from every key (it left the registry); keys keep their other pins. */
+  forgetWorker(id: string): void {
+    for (const e of this.#entries.values()) {
+      const i = e.ids.indexOf(id);
+      if (i >= 0) e.ids.splice(i, 1);
+    }
+  }
+
+  /** The entry of `key` unless expired (an expired entry is deleted). */
+  #live(key: string, now: number): Entry | undefined {
+    const e = this.#entries.get(key);
+    if (e === undefined) return undefined;
+    if (this.#maxIdleMs > 0 && now - e.lastAccess >= this.#maxIdleMs) {
+      this.#entries.delete(key);
+      return undefined;
+    }
+    return e;
+  }
+
+  #refresh(key: string, e: Entry, now: number): void {
+    e.lastAccess = now;
+    // Re-insert so iteration order stays access order (sweep and LRU rely on it).
+    this.#entries.delete(key);
+    this.#entries.set(key, e);
+  }
+
+  #insert(key: string, ids: string[], now: number): void {
+    if (this.#entries.size >= this.#maxEntries) {
+      this.#entries.delete(this.#entries.keys().next().value!);
+    }
+    this.#entries.set(key, { ids, lastAccess: now });
+  }
+}
