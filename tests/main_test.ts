@@ -28,8 +28,8 @@ Deno.test("main: bad configuration fails at start with one line and exit code 2"
     [["--worker-urls", "localhost:8000"], /--worker-urls: invalid value 'localhost:8000'/],
     [["--retry-jitter-factor", "2"], /--retry-jitter-factor: invalid value '2'; allowed: 0..1/],
     [
-      ["--policy", "cache_aware"],
-      /--policy: policy 'cache_aware' is not available in this build yet/,
+      ["--policy", "bucket"],
+      /--policy: policy 'bucket' is not available in this build yet/,
     ],
     [["--queue-size", "5", "--queue-timeout-secs", "0"], /--queue-timeout-secs/],
   ];

@@ -10,7 +10,6 @@ import { HelpShown, parseGatewayArgs } from "../config/cli.ts";
 import { validateConfig } from "../config/validate.ts";
 import { ConfigError } from "../core/errors.ts";
 import { createLogger } from "../core/log.ts";
-import { AVAILABLE_POLICIES } from "../policies/mod.ts";
 import { parseServeArgs, SERVE_HELP } from "../serve/args.ts";
 import { launchWorkers } from "../serve/launch.ts";
 import { Gateway } from "../server/app.ts";
@@ -43,9 +42,6 @@ export async function serveCommand(args: string[]): Promise<number> {
     config.policy = "passthrough";
     config.retry.disabled = true;
     config.circuitBreaker.disabled = true;
-  } else if (!o.routerArgs.includes("--policy") && !AVAILABLE_POLICIES.includes(config.policy)) {
-    log.info("default policy not in this build yet; using round_robin", { default: config.policy });
-    config.policy = "round_robin";
   }
   validateConfig(config);
 

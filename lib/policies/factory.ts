@@ -16,6 +16,7 @@ import { LeastLoadPolicy } from "./least_load.ts";
 import { PowerOfTwoPolicy } from "./power_of_two.ts";
 import { ConsistentHashingPolicy } from "./consistent_hashing.ts";
 import { PrefixHashPolicy } from "./prefix_hash.ts";
+import { CacheAwarePolicy } from "./cache_aware/cache_aware.ts";
 
 const BUILDERS: Partial<Record<PolicyName, (deps: PolicyDeps) => Policy>> = {
   random: (d) => new RandomPolicy(d),
@@ -26,6 +27,7 @@ const BUILDERS: Partial<Record<PolicyName, (deps: PolicyDeps) => Policy>> = {
   power_of_two: (d) => new PowerOfTwoPolicy(d),
   consistent_hashing: (d) => new ConsistentHashingPolicy(d),
   prefix_hash: (d) => new PrefixHashPolicy(d),
+  cache_aware: (d) => new CacheAwarePolicy(d),
 };
 
 /** Policy names this build can run. */

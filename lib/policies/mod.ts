@@ -13,3 +13,4 @@ export { PowerOfTwoPolicy } from "./power_of_two.ts";
 export { ConsistentHashingPolicy } from "./consistent_hashing.ts";
 export { PrefixHashPolicy } from "./prefix_hash.ts";
 export { CandidateRing, HashRing } from "./hash_ring.ts";
+export { CacheAwarePolicy } from "./cache_aware/cache_aware.ts";

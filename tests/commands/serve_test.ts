@@ -92,7 +92,7 @@ Deno.test("serve: simulated child workers behind the gateway; SIGTERM leaves no 
     ...common,
   ]);
   const url = await banner(s);
-  assert.match(s.out(), /2 simulated workers \(policy round_robin\)/);
+  assert.match(s.out(), /2 simulated workers \(policy cache_aware\)/);
   assert.match(s.out(), /curl -si http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions/);
   const r = await fetch(`${url}/v1/chat/completions`, {
     method: "POST",

@@ -1,0 +1,307 @@
+/**
+ * `cache_aware` (the default policy): requests go where their prefix already is, without
+ * letting a worker drown. Per model, an approximate radix tree records which worker was sent
+ * which prefix (characters for text, pages of `--block-size` tokens for token ids; or, with
+ * `--cache-index hash`, hashed heads at `--cache-boundaries`).
+ *
+ * Per request, in one descent of the tree:
+ * - match share above `--cache-threshold` → the least busy eligible worker holding the deepest
+ *   matched prefix (`hit`), unless it is far busier than the mean — in-flight above both
+ *   mean × `--balance-rel-threshold` and mean + `--balance-abs-threshold` — then the worker with
+ *   the lowest expected wait (`spill`, which makes it a holder too: hot prefixes replicate);
+ * - otherwise, or when no holder is eligible, the lowest expected wait (`miss`);
+ * - KV-usage spread or ceiling above its threshold (both off by default) → lowest expected wait
+ *   for every request (`pressure`).
+ * Expected wait is least_load's score (`expected_wait.ts`; in-flight counts when no worker
+ * reports loads) — upstream uses raw in-flight counts here, the seed the expected wait. Whatever
+ * is chosen is inserted. Trees are evicted to `--max-tree-size` (LRU tenant leaves) every
+ * `--eviction-interval`, lazily on the request path; a removed worker is purged from every tree.
+ *
+ * Tenants are worker URLs (what another gateway of a mesh knows a worker by). `sink`, `export`
+ * and `apply` let the mesh share decisions later without this module importing it.
+ */
+
+import type { CacheAwareConfig } from "../../config/config.ts";
+import { randomIndex } from "../../core/clock.ts";
+import type { RouteRequest, WorkerView } from "../../core/types.ts";
+import {
+  argminUniform,
+  expectedWaits,
+  type ExpectedWaitTuning,
+  freshLoad,
+  reportMaxAgeMs,
+  sanitizeTuning,
+} from "../expected_wait.ts";
+import type { Policy, PolicyDeps } from "../policy.ts";
+import { HashIndex, headKeys } from "./hash_index.ts";
+import { StringTree } from "./string_tree.ts";
+import { TokenTree } from "./token_tree.ts";
+
+/** A decision's branch, as counted in `smg_policy_decisions_total{policy="cache_aware"}`. */
+export type CacheAwareBranch = "hit" | "miss" | "spill" | "pressure" | "fallback";
+
+/** What the mesh (or anything else) hears about each insert. */
+export type InsertSink = (model: string, key: string | readonly number[], tenant: string) => void;
+
+interface ModelTrees {
+  text: StringTree;
+  tokens: TokenTree;
+  hash: HashIndex;
+}
+
+/** The cache_aware policy. */
+export class CacheAwarePolicy implements Policy {
+  readonly name = "cache_aware";
+  readonly needs;
+  readonly #d: PolicyDeps;
+  readonly #c: CacheAwareConfig;
+  readonly #tuning: ExpectedWaitTuning;
+  readonly #maxAgeMs: number;
+  readonly #boundaries: number[];
+  readonly #models = new Map<string, ModelTrees>();
+  readonly #urls = new Map<string, string>();
+  #sink: InsertSink | null = null;
+  #nextEviction: number;
+
+  /** Reads `deps.config.cacheAware`, least_load's tuning and the boundaries. */
+  constructor(deps: PolicyDeps) {
+    this.#d = deps;
+    const c = this.#c = deps.config.cacheAware;
+    this.#tuning = sanitizeTuning(deps.config.leastLoad);
+    this.#maxAgeMs = reportMaxAgeMs(deps.config);
+    this.#boundaries = [...new Set(deps.config.cacheBoundaries.filter((b) => b > 0))].sort((a, b) =>
+      a - b
+    );
+    const pressure = c.balanceTokenUsageThreshold < 1 || c.overloadTokenUsageThreshold < 1 ||
+      c.overlapDecay > 0;
+    this.needs = { requestText: true, backendLoads: pressure };
+    this.#nextEviction = deps.now() + deps.config.evictionIntervalSecs * 1000;
+  }
+
+  /** Hears every insert this policy makes (the mesh's outbound hook). */
+  set sink(s: InsertSink | null) {
+    this.#sink = s;
+  }
+
+  select<W extends WorkerView>(candidates: readonly W[], request: RouteRequest): W | null {
+    if (candidates.length === 0) return null;
+    const now = this.#d.now();
+    if (now >= this.#nextEviction) this.evict(now);
+    for (const w of candidates) this.#urls.set(w.id, w.url);
+    const model = request.model ?? "unknown";
+    const trees = this.#trees(model);
+    const waits = () => this.#waits(candidates, now);
+
+    if (this.#pressured(candidates, now)) {
+      const w = candidates[argminUniform(waits(), this.#d.random)];
+      this.#record(model, trees, request, w.url, now);
+      return this.#decide("pressure", w);
+    }
+    if (this.#c.cacheIndex === "hash") {
+      return this.#selectHashed(candidates, request, trees, now, waits);
+    }
+
+    const tokens = request.tokens && request.tokens.length > 0 ? request.tokens : null;
+    let branch: CacheAwareBranch = "miss";
+    const choose = (match: { matched: number; total: number; tenants: string[] }): string => {
+      const ratio = match.total === 0 ? 0 : match.matched / match.total;
+      this.#d.observer?.matchRatio?.("cache_aware", ratio);
+      let pick: W | null = null;
+      if (ratio > this.#c.cacheThreshold) {
+        const holders = candidates.filter((w) => match.tenants.includes(w.url));
+        if (holders.length > 0) {
+          pick = this.#leastBusy(holders, now, match.total);
+          branch = "hit";
+          if (this.#gated(pick, candidates)) {
+            pick = null;
+            branch = "spill";
+          }
+        }
+      }
+      pick ??= candidates[argminUniform(waits(), this.#d.random)];
+      return pick.url;
+    };
+    const url = tokens
+      ? trees.tokens.matchAndInsert(tokens, choose).tenant
+      : trees.text.matchAndInsert(request.text, choose).tenant;
+    const chosen = candidates.find((w) => w.url === url) ??
+      candidates[randomIndex(this.#d.random, candidates.length)];
+    if (url !== null) this.#sink?.(model, tokens ?? request.text, url);
+    return this.#decide(url === null ? "fallback" : branch, chosen);
+  }
+
+  #selectHashed<W extends WorkerView>(
+    candidates: readonly W[],
+    request: RouteRequest,
+    trees: ModelTrees,
+    now: number,
+    waits: () => number[],
+  ): W | null {
+    const units = request.tokens && request.tokens.length > 0 ? request.tokens : request.text;
+    const keys = headKeys(units, this.#boundaries);
+    const byUrl = new Map(candidates.map((w) => [w.url, w]));
+    const found = trees.hash.lookup(keys, now, (urls) => {
+      const live = urls.map((u) => byUrl.get(u)).filter((w): w is W => w !== undefined);
+      return live.length > 0 ? this.#leastBusy(live, now, units.length).url : null;
+    });
+    let pick = found ? byUrl.get(found.id)! : null;
+    let branch: CacheAwareBranch = pick ? "hit" : "miss";
+    if (pick && this.#gated(pick, candidates)) {
+      pick = null;
+      branch = "spill";
+    }
+    pick ??= candidates[argminUniform(waits(), this.#d.random)];
+    trees.hash.record(keys, pick.url, now);
+    return this.#decide(branch, pick);
+  }
+
+  /** Drops a removed worker from every tree and index. */
+  onWorkerRemoved(workerId: string): void {
+    const url = this.#urls.get(workerId);
+    if (url === undefined) return;
+    this.#urls.delete(workerId);
+    if ([...this.#urls.values()].includes(url)) return;
+    for (const t of this.#models.values()) {
+      t.text.removeTenant(url);
+      t.tokens.removeTenant(url);
+      t.hash.removeTenant(url);
+    }
+  }
+
+  /** Evicts every tree to the budget and reports sizes; runs every `--eviction-interval`. */
+  evict(now: number): void {
+    this.#nextEviction = now + this.#d.config.evictionIntervalSecs * 1000;
+    const budget = this.#c.maxTreeSize;
+    for (const [model, t] of this.#models) {
+      t.text.evict(budget);
+      t.tokens.evict(budget);
+      const entries = t.hash.sweep(now);
+      this.#d.observer?.treeSize?.(model, "string", t.text.size, t.text.tenants().length);
+      this.#d.observer?.treeSize?.(model, "token", t.tokens.size, t.tokens.tenants().length);
+      this.#d.observer?.placements?.(model, entries);
+    }
+  }
+
+  /** Every tenant leaf of a model's trees, to seed another gateway's trees. */
+  *export(model: string): Iterable<{ key: string | readonly number[]; tenant: string }> {
+    const t = this.#models.get(model);
+    if (!t) return;
+    for (const e of t.text.export()) yield { key: e.text, tenant: e.tenant };
+    for (const e of t.tokens.export()) yield { key: e.tokens, tenant: e.tenant };
+  }
+
+  /** Records a decision made elsewhere (another gateway), without calling the sink. */
+  apply(model: string, key: string | readonly number[], tenant: string): void {
+    const t = this.#trees(model);
+    if (typeof key === "string") t.text.apply(key, tenant);
+    else t.tokens.apply(key, tenant);
+  }
+
+  #trees(model: string): ModelTrees {
+    let t = this.#models.get(model);
+    if (!t) {
+      t = {
+        text: new StringTree(),
+        tokens: new TokenTree({ pageSize: this.#c.blockSize }),
+        hash: new HashIndex(this.#c.cacheTtlSecs * 1000),
+      };
+      this.#models.set(model, t);
+    }
+    return t;
+  }
+
+  #record(model: string, trees: ModelTrees, request: RouteRequest, url: string, now: number): void {
+    if (this.#c.cacheIndex === "hash") {
+      const units = request.tokens && request.tokens.length > 0 ? request.tokens : request.text;
+      trees.hash.record(headKeys(units, this.#boundaries), url, now);
+    } else if (request.tokens && request.tokens.length > 0) {
+      trees.tokens.insert(request.tokens, url);
+      this.#sink?.(model, request.tokens, url);
+    } else {
+      trees.text.insert(request.text, url);
+      this.#sink?.(model, request.text, url);
+    }
+  }
+
+  #decide<W extends WorkerView>(branch: CacheAwareBranch, w: W): W {
+    this.#d.observer?.decision("cache_aware", branch);
+    return w;
+  }
+
+  #waits(candidates: readonly WorkerView[], now: number): number[] {
+    const loads = candidates.map((w) => freshLoad(w, now, this.#maxAgeMs));
+    return expectedWaits(candidates, loads, () => 0, this.#tuning).scores;
+  }
+
+  /**
+   * The holder to use. By default the one with the lowest expected wait. With `--overlap-decay`
+   * d > 0 each holder scores 1 / (1 + d·x), x = its queued uncached tokens above the least
+   * backlogged holder's, in blocks per request block (holders without a report are not
+   * decayed); the best score wins, expected wait breaks ties. With `--selection-temperature`
+   * t > 0 the holder is sampled with weights exp((s′ − 1)/t) over the normalised scores.
+   */
+  #leastBusy<W extends WorkerView>(holders: readonly W[], now: number, requestUnits: number): W {
+    if (holders.length === 1) return holders[0];
+    const waits = this.#waits(holders, now);
+    const c = this.#c;
+    if (c.overlapDecay <= 0 && c.selectionTemperature <= 0) {
+      return holders[argminUniform(waits, this.#d.random)];
+    }
+    const backlog = holders.map((w) =>
+      freshLoad(w, now, this.#maxAgeMs)?.waitingUncachedTokens ?? null
+    );
+    const known = backlog.filter((b): b is number => b !== null);
+    const least = known.length > 0 ? Math.min(...known) : 0;
+    const blocks = Math.max(1, requestUnits / c.blockSize);
+    const scores = backlog.map((b) =>
+      c.overlapDecay > 0 && b !== null
+        ? 1 / (1 + c.overlapDecay * ((b - least) / c.blockSize) / blocks)
+        : 1
+    );
+    if (c.selectionTemperature > 0) {
+      return holders[softmaxPick(scores, c.selectionTemperature, this.#d.random)];
+    }
+    const best = Math.max(...scores);
+    const tied = holders.filter((_, i) => scores[i] === best);
+    return tied[argminUniform(this.#waits(tied, now), this.#d.random)];
+  }
+
+  /** The per-request gate: far busier than the mean by both margins. */
+  #gated(w: WorkerView, candidates: readonly WorkerView[]): boolean {
+    let sum = 0;
+    for (const c of candidates) sum += c.inFlight;
+    const mean = sum / candidates.length;
+    return w.inFlight > mean * this.#c.balanceRelThreshold &&
+      w.inFlight > mean + this.#c.balanceAbsThreshold;
+  }
+
+  /** KV usage spread or ceiling above its threshold among fresh reports. */
+  #pressured(candidates: readonly WorkerView[], now: number): boolean {
+    const c = this.#c;
+    if (c.balanceTokenUsageThreshold >= 1 && c.overloadTokenUsageThreshold >= 1) return false;
+    let max = -Infinity;
+    let min = Infinity;
+    for (const w of candidates) {
+      const l = freshLoad(w, now, this.#maxAgeMs);
+      if (!l) continue;
+      max = Math.max(max, l.tokenUsage);
+      min = Math.min(min, l.tokenUsage);
+    }
+    if (max === -Infinity) return false;
+    return max > c.overloadTokenUsageThreshold || max - min > c.balanceTokenUsageThreshold;
+  }
+}
+
+/** Samples an index with weights exp((s′ − 1)/t), s′ the min-max normalised score. */
+function softmaxPick(scores: readonly number[], t: number, random: () => number): number {
+  const max = Math.max(...scores);
+  const min = Math.min(...scores);
+  if (max === min) return randomIndex(random, scores.length);
+  const w = scores.map((s) => Math.exp(((s - min) / (max - min) - 1) / t));
+  let r = random() * w.reduce((a, b) => a + b, 0);
+  for (let i = 0; i < w.length; i++) {
+    r -= w[i];
+    if (r < 0) return i;
+  }
+  return w.length - 1;
+}

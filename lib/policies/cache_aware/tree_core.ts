@@ -1,0 +1,249 @@
+/**
+ * What the string and token radix trees share: tenants on nodes, size accounting, the LRU
+ * clock, LRU eviction of tenant leaves, tenant purge and leaf listing. The trees own the edge
+ * labels (matching, splitting, inserting); this core never reads them.
+ *
+ * Invariants kept here: a tenant on a node is on its parent too (inserts stamp the whole path,
+ * eviction removes only tenant leaves), so every non-root node has at least one tenant and a
+ * node without tenants is pruned. Sizes: per tenant and in total, Σ over nodes of edge length ×
+ * tenants on it. Stamps come from a tree-wide counter, never wall time (single-threaded: no
+ * locks or epochs). Known gap: a node left with one child after a prune is not merged with it,
+ * which costs a node but changes no match result.
+ */
+
+import { MinHeap } from "./min_heap.ts";
+import {
+  childrenOf,
+  type CoreNode,
+  dropTenant,
+  forEachTenant,
+  hasChildWith,
+  linkChild,
+  setStamp,
+  stampOf,
+  tenantCount,
+  unlinkChild,
+} from "./tree_node.ts";
+import { MAX_MATCHED_TENANTS } from "./tree_types.ts";
+
+/** A tenant on a node, with its stamp. */
+export interface TenantLeaf<N> {
+  /** The node. */
+  readonly node: N;
+  /** The tenant on it. */
+  readonly tenant: string;
+  /** Its stamp. */
+  readonly stamp: number;
+}
+
+/** Tenant bookkeeping, sizes and eviction for one tree whose root is `root`. */
+export class TreeCore<N extends CoreNode<N>> {
+  /** The root: empty edge, never evicted. */
+  readonly root: N;
+  #clock = 0;
+  #total = 0;
+  #nodes = 1;
+  readonly #sizes = new Map<string, number>();
+
+  /** A core for a tree whose root is `root`. */
+  constructor(root: N) {
+    this.root = root;
+  }
+
+  /** A fresh stamp, larger than every earlier one. */
+  tick(): number {
+    return ++this.#clock;
+  }
+
+  /** Σ over nodes of edge length × tenants on it. */
+  get total(): number {
+    return this.#total;
+  }
+
+  /** Nodes in the tree, root included. */
+  get nodeCount(): number {
+    return this.#nodes;
+  }
+
+  /** Units the tenant holds (0 when unknown). */
+  tenantSize(tenant: string): number {
+    return this.#sizes.get(tenant) ?? 0;
+  }
+
+  /** Ids of the tenants the tree knows. */
+  tenants(): string[] {
+    return [...this.#sizes.keys()];
+  }
+
+  /** Puts `tenant` on `node` with `stamp`, counting the edge if the tenant is new there. */
+  attach(node: N, tenant: string, stamp: number): void {
+    if (setStamp(node, tenant, stamp)) {
+      this.#sizes.set(tenant, (this.#sizes.get(tenant) ?? 0) + node.len);
+      this.#total += node.len;
+    }
+  }
+
+  /** Attaches `tenant` with `stamp` to `node` and every ancestor up to the root. */
+  attachPath(node: N, tenant: string, stamp: number): void {
+    for (let x: N | null = node; x !== null; x = x.parent) this.attach(x, tenant, stamp);
+  }
+
+  /** Hangs the new node `child` under `parent`. */
+  add(parent: N, child: N): void {
+    linkChild(parent, child);
+    this.#nodes++;
+  }
+
+  /** Puts the new node `mid` in `child`'s place under `parent`; `child` must then be re-hung. */
+  replace(parent: N, child: N, mid: N): void {
+    unlinkChild(parent, child);
+    this.add(parent, mid);
+  }
+
+  /** Tenants of `node`, most recent first, at most `MAX_MATCHED_TENANTS`. */
+  recent(node: N): string[] {
+    if (node.tenants === null) return node.tenant === null ? [] : [node.tenant];
+    const ids: string[] = [];
+    const stamps: number[] = [];
+    node.tenants.forEach((stamp, tenant) => {
+      let j: number;
+      if (ids.length < MAX_MATCHED_TENANTS) {
+        j = ids.length;
+        ids.push(tenant);
+        stamps.push(stamp);
+      } else if (stamp > stamps[MAX_MATCHED_TENANTS - 1]) {
+        j = MAX_MATCHED_TENANTS - 1;
+      } else return;
+      while (j > 0 && stamps[j - 1] < stamp) {
+        ids[j] = ids[j - 1];
+        stamps[j] = stamps[j - 1];
+        j--;
+      }
+      ids[j] = tenant;
+      stamps[j] = stamp;
+    });
+    return ids;
+  }
+
+  /**
+   * While the total exceeds `budget`, removes the least recently stamped tenant leaf (a tenant
+   * on a node and on none of its children), pruning nodes left empty; a parent that becomes a
+   * tenant leaf joins the queue. The root is never evicted. Returns the units removed.
+   */
+  evict(budget: number): number {
+    if (this.#total <= budget) return 0;
+    const heap = new MinHeap<TenantLeaf<N>>((a, b) => a.stamp < b.stamp);
+    for (const leaf of this.#tenantLeaves(false)) heap.push(leaf);
+    let removed = 0;
+    while (this.#total > budget) {
+      const leaf = heap.pop();
+      if (leaf === undefined) break;
+      const { node, tenant } = leaf;
+      const parent = node.parent;
+      if (parent === null || !dropTenant(node, tenant)) continue; // already gone
+      this.#sizes.set(tenant, this.#sizes.get(tenant)! - node.len);
+      this.#total -= node.len;
+      removed += node.len;
+      if (tenantCount(node) === 0) this.#prune(parent, node);
+      const stamp = stampOf(parent, tenant);
+      if (parent !== this.root && stamp !== undefined && !hasChildWith(parent, tenant)) {
+        heap.push({ node: parent, tenant, stamp });
+      }
+    }
+    return removed;
+  }
+
+  /** Removes `tenant` from every node (root included) and forgets it. */
+  removeTenant(tenant: string): void {
+    const size = this.#sizes.get(tenant);
+    if (size === undefined) return;
+    dropTenant(this.root, tenant);
+    const stack: N[] = [this.root];
+    for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+      for (const child of childrenOf(node)) {
+        if (stampOf(child, tenant) === undefined) continue;
+        // Children's tenants are a subset of their parent's: a sole owner owns the subtree.
+        if (tenantCount(child) === 1) this.#prune(node, child);
+        else {
+          dropTenant(child, tenant);
+          stack.push(child);
+        }
+      }
+    }
+    this.#total -= size;
+    this.#sizes.delete(tenant);
+  }
+
+  /** Every tenant leaf (root tenants on no child included), oldest stamp first. */
+  leaves(): TenantLeaf<N>[] {
+    return [...this.#tenantLeaves(true)].sort((a, b) => a.stamp - b.stamp);
+  }
+
+  /**
+   * Walks the tree and lists broken invariants (sizes, node count, parent links, tenant
+   * nesting, empty nodes, and whatever `check` finds on each non-root node, e.g. a stale key);
+   * empty when the tree is sound. For tests and debugging.
+   */
+  audit(check: (node: N) => string | null): string[] {
+    const problems: string[] = [];
+    const sizes = new Map<string, number>();
+    let total = 0;
+    let nodes = 0;
+    const stack: N[] = [this.root];
+    for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+      nodes++;
+      forEachTenant(node, (_, t) => {
+        sizes.set(t, (sizes.get(t) ?? 0) + node.len);
+        total += node.len;
+      });
+      if (node.tenants !== null && node.tenants.size < 2) problems.push("tenant Map under 2");
+      if (node.children !== null && node.child !== null) problems.push("child and children");
+      if (node !== this.root && tenantCount(node) === 0) problems.push("node without tenants");
+      for (const child of childrenOf(node)) {
+        if (child.parent !== node) problems.push("broken parent link");
+        const problem = check(child);
+        if (problem !== null) problems.push(problem);
+        forEachTenant(child, (_, t) => {
+          if (stampOf(node, t) === undefined) problems.push(`${t} on a child, not its parent`);
+        });
+        stack.push(child);
+      }
+    }
+    if (total !== this.#total) problems.push(`total ${this.#total}, walked ${total}`);
+    if (nodes !== this.#nodes) problems.push(`nodeCount ${this.#nodes}, walked ${nodes}`);
+    for (const [t, size] of this.#sizes) {
+      if ((sizes.get(t) ?? 0) !== size) {
+        problems.push(`size of ${t} ${size}, walked ${sizes.get(t)}`);
+      }
+    }
+    for (const t of sizes.keys()) if (!this.#sizes.has(t)) problems.push(`unknown tenant ${t}`);
+    return problems;
+  }
+
+  /** Cuts `child` (and its subtree) from `parent`, uncounting its nodes. */
+  #prune(parent: N, child: N): void {
+    unlinkChild(parent, child);
+    child.parent = null;
+    const stack: N[] = [child];
+    for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+      this.#nodes--;
+      for (const c of childrenOf(node)) stack.push(c);
+    }
+  }
+
+  /** Tenant leaves in depth-first order; the root's only when `withRoot`. */
+  *#tenantLeaves(withRoot: boolean): Generator<TenantLeaf<N>> {
+    const stack: N[] = [this.root];
+    const found: TenantLeaf<N>[] = [];
+    for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+      if (node !== this.root || withRoot) {
+        forEachTenant(node, (stamp, tenant) => {
+          if (!hasChildWith(node, tenant)) found.push({ node, tenant, stamp });
+        });
+        yield* found;
+        found.length = 0;
+      }
+      for (const c of childrenOf(node)) stack.push(c);
+    }
+  }
+}

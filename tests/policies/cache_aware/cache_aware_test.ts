@@ -1,0 +1,187 @@
+/**
+ * cache_aware's selection as scenario tables: hits go to the least busy holder, the gate spills
+ * a far-busier holder (and the spill target becomes a holder), misses and pressure go by expected
+ * wait, token requests use the token tree, the hash index, removal purges, eviction holds the
+ * budget, and decisions can be exported to and applied on another instance (the mesh's hooks).
+ */
+
+import assert from "node:assert/strict";
+import { defaultConfig, type GatewayConfig } from "../../../lib/config/config.ts";
+import { seededRandom } from "../../../lib/core/clock.ts";
+import { silentLogger } from "../../../lib/core/log.ts";
+import type { WorkerView } from "../../../lib/core/types.ts";
+import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.ts";
+import type { PolicyObserver } from "../../../lib/policies/policy.ts";
+import { load, request, view } from "../../support/policies.ts";
+
+interface Seen {
+  branches: string[];
+  ratios: number[];
+  trees: [string, string, number, number][];
+}
+
+function policy(tune: (c: GatewayConfig) => void = () => {}, clock = { t: 0 }) {
+  const config = defaultConfig();
+  tune(config);
+  const seen: Seen = { branches: [], ratios: [], trees: [] };
+  const observer: PolicyObserver = {
+    decision: (_p, b) => seen.branches.push(b),
+    stickyEntries: () => {},
+    keySource: () => {},
+    matchRatio: (_p, r) => seen.ratios.push(r),
+    treeSize: (m, t, s, n) => seen.trees.push([m, t, s, n]),
+  };
+  const p = new CacheAwarePolicy({
+    random: seededRandom(7),
+    now: () => clock.t,
+    log: silentLogger,
+    config,
+    observer,
+  });
+  return { p, seen, clock };
+}
+
+const w = (id: string, inFlight = 0, extra: Partial<WorkerView> = {}) =>
+  view(id, { inFlight, ...extra });
+
+Deno.test("cache_aware: the worked example — a repeat and its prefix return to the first worker", () => {
+  const { p, seen } = policy((c) => (c.cacheAware.cacheThreshold = 0.5));
+  const ws = [w("w1", 0), w("w2", 1)];
+  assert.equal(p.select(ws, request("hello world"))?.id, "w1"); // miss: least busy
+  ws[0] = w("w1", 3); // now busier than w2, but it holds the prefix
+  assert.equal(p.select(ws, request("hello world"))?.id, "w1");
+  assert.equal(p.select(ws, request("hello"))?.id, "w1"); // 5/5 inside the edge
+  assert.deepEqual(seen.branches, ["miss", "hit", "hit"]);
+  assert.deepEqual(seen.ratios, [0, 1, 1]);
+});
+
+Deno.test("cache_aware: a hit goes to the least busy holder, not to an idle non-holder", () => {
+  const { p } = policy();
+  const prompt = "system: you are a helpful assistant. ".repeat(20);
+  // Two earlier conversations on the same system prompt went to w1 and w2 (say, a spill).
+  p.apply("m", prompt + "a", view("w1").url);
+  p.apply("m", prompt + "b", view("w2").url);
+  // Both hold the system prompt; w3 is idle but holds nothing.
+  assert.equal(p.select([w("w1", 5), w("w2", 2), w("w3", 0)], request(prompt + "c"))?.id, "w2");
+});
+
+Deno.test("cache_aware: the gate needs both margins; a spill makes the target a holder", () => {
+  const text = "a long shared prefix ".repeat(10);
+  const cases: [number, number, string][] = [
+    // [abs threshold, holder in-flight, expected pick] with two idle others
+    [64, 10, "hot"], // 10 > 3.3×1.5 but not > 3.3+64: keep affinity
+    [2, 10, "cold1"], // both margins exceeded: spill to the least busy
+    [64, 100, "cold1"], // 100 > 33×1.5 and > 33+64: spill
+  ];
+  for (const [abs, load, expected] of cases) {
+    const { p, seen } = policy((c) => (c.cacheAware.balanceAbsThreshold = abs));
+    p.select([w("hot"), w("cold1", 1), w("cold2", 2)], request(text + "x"));
+    const picked = p.select([w("hot", load), w("cold1"), w("cold2", 1)], request(text + "y"));
+    assert.equal(picked?.id, expected, `abs ${abs}, load ${load}`);
+    if (expected !== "hot") {
+      assert.equal(seen.branches.at(-1), "spill");
+      // The spill target now holds the prefix: with the hot worker gone it is a hit there.
+      assert.equal(p.select([w("cold1", 3), w("cold2")], request(text + "z"))?.id, "cold1");
+      assert.equal(seen.branches.at(-1), "hit");
+    }
+  }
+});
+
+Deno.test("cache_aware: a miss goes to the lowest expected wait, using load reports when fresh", () => {
+  const { p, seen, clock } = policy();
+  clock.t = 1000;
+  const busy = w("busy", 0, {
+    load: load({ waitingUncachedTokens: 8000, genThroughput: 100 }),
+    loadAt: 1000,
+  });
+  const idle = w("idle", 3, {
+    load: load({ waitingUncachedTokens: 100, genThroughput: 100 }),
+    loadAt: 1000,
+  });
+  assert.equal(p.select([busy, idle], request("something new"))?.id, "idle");
+  assert.deepEqual(seen.branches, ["miss"]);
+  // Without reports (or with stale ones) in-flight counts decide.
+  clock.t = 1000 + 10 * 60_000;
+  assert.equal(p.select([busy, idle], request("quite unrelated words"))?.id, "busy");
+});
+
+Deno.test("cache_aware: KV pressure sends every request by expected wait", () => {
+  const { p, seen } = policy((c) => (c.cacheAware.overloadTokenUsageThreshold = 0.9));
+  const text = "a cached prompt ".repeat(10);
+  const full = w("full", 0, { load: load({ tokenUsage: 0.95 }) });
+  const free = w("free", 1, { load: load({ tokenUsage: 0.2, waitingRequests: 0 }) });
+  p.select([full, w("free", 9, { load: load({ tokenUsage: 0.2 }) })], request(text + "1"));
+  assert.equal(p.select([full, free], request(text + "2"))?.id, "free");
+  assert.deepEqual(seen.branches, ["pressure", "pressure"]);
+  assert.equal(p.needs.backendLoads, true);
+  assert.equal(policy().p.needs.backendLoads, false);
+});
+
+Deno.test("cache_aware: token requests match whole pages of the token tree", () => {
+  const { p, seen } = policy((c) => (c.cacheAware.blockSize = 16));
+  const head = Array.from({ length: 32 }, (_, i) => i);
+  p.select([w("a"), w("b", 1)], request("", { tokens: [...head, 99, 98] }));
+  assert.equal(
+    p.select([w("a", 2), w("b")], request("", { tokens: [...head, 7, 7, 7, 7, 7, 7, 7, 7] }))?.id,
+    "a",
+  );
+  assert.equal(seen.ratios[1], 32 / 40);
+});
+
+Deno.test("cache_aware: hash index sticks a repeated head to its holder, deepest boundary first", () => {
+  const { p, seen } = policy((c) => {
+    c.cacheAware.cacheIndex = "hash";
+    c.cacheBoundaries = [16, 32];
+    c.cacheAware.balanceAbsThreshold = 0;
+    c.cacheAware.balanceRelThreshold = 1;
+  });
+  const t = (n: number, tail: number) => ({
+    tokens: [...Array.from({ length: n }, (_, i) => i), tail],
+  });
+  p.select([w("x"), w("y", 1)], request("", t(16, 1))); // miss: x holds the 16-token head
+  // x holds the 16-token head but is far busier: spill to y, which now holds 16 and 32.
+  assert.equal(p.select([w("x", 5), w("y")], request("", t(40, 2)))?.id, "y");
+  // Both idle; x holds 16, but y holds the deeper 32-token head.
+  assert.equal(
+    p.select([w("x"), w("y")], request("", t(40, 3)))?.id,
+    "y",
+    "deepest boundary wins",
+  );
+  assert.deepEqual(seen.branches, ["miss", "spill", "hit"]);
+});
+
+Deno.test("cache_aware: a removed worker is purged; its prefixes go by expected wait again", () => {
+  const { p } = policy();
+  const text = "conversation history ".repeat(10);
+  p.select([w("gone"), w("stay", 1)], request(text));
+  p.onWorkerRemoved("gone");
+  // A new worker with the same id must not inherit anything either.
+  assert.equal(p.select([w("gone", 1), w("stay")], request(text))?.id, "stay");
+});
+
+Deno.test("cache_aware: eviction runs every interval and holds the tree budget", () => {
+  const clock = { t: 0 };
+  const { p, seen } = policy((c) => {
+    c.cacheAware.maxTreeSize = 200;
+    c.evictionIntervalSecs = 10;
+  }, clock);
+  for (let i = 0; i < 20; i++) p.select([w("a"), w("b")], request(`prompt number ${i} `.repeat(4)));
+  assert.equal(seen.trees.length, 0, "not yet due");
+  clock.t = 10_000;
+  p.select([w("a"), w("b")], request("trigger"));
+  const string = seen.trees.find(([, tree]) => tree === "string")!;
+  assert.ok(string[2] <= 200, `string tree within budget: ${string[2]}`);
+});
+
+Deno.test("cache_aware: decisions exported from one gateway route the same on another", () => {
+  const a = policy().p;
+  const b = policy().p;
+  const inserts: string[] = [];
+  a.sink = (_m, key, tenant) =>
+    inserts.push(`${tenant}:${typeof key === "string" ? key.length : key.length}`);
+  const text = "tenant seven system prompt ".repeat(8);
+  a.select([w("u1"), w("u2", 1)], request(text + "q1"));
+  assert.equal(inserts.length, 1);
+  for (const e of a.export("m")) b.apply("m", e.key, e.tenant);
+  assert.equal(b.select([w("u1", 4), w("u2")], request(text + "q2"))?.id, "u1");
+});
