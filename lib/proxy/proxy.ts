@@ -21,6 +21,12 @@ import type { Logger } from "../core/log.ts";
 import type { Endpoint, RouteRequest } from "../core/types.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { Policy } from "../policies/policy.ts";
+
+/** Which policy routes a model. */
+export interface PolicyLookup {
+  /** The policy for `model` (null: any model). */
+  forModel(model: string | null): Policy;
+}
 import { extractRouteRequest } from "../routing/route_request.ts";
 import { classifyStatus, type Outcome } from "../workers/circuit_breaker.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
@@ -42,8 +48,8 @@ export interface ProxyDeps {
   config: GatewayConfig;
   /** The worker registry. */
   registry: WorkerRegistry;
-  /** The routing policy. */
-  policy: Policy;
+  /** The routing policies by model. */
+  policies: PolicyLookup;
   /** Metrics. */
   metrics: Metrics;
   /** Logger (module `proxy`). */
@@ -100,7 +106,7 @@ export class InferenceProxy {
   constructor(deps: ProxyDeps) {
     this.#d = deps;
     this.#timeoutMs = deps.config.requestTimeoutSecs * 1000;
-    this.#pm = new ProxyMetrics(deps.metrics, deps.policy.name);
+    this.#pm = new ProxyMetrics(deps.metrics);
     this.#deadlines = new Deadlines(deps.clock, Math.min(1000, Math.max(5, this.#timeoutMs / 20)));
   }
 
@@ -124,7 +130,7 @@ export class InferenceProxy {
         routingKeyHeaders: d.config.routingKeyHeaders,
         routingKeyOverride: d.config.routingKeyOverride,
       });
-      series = this.#pm.route(rr);
+      series = this.#pm.route(rr, d.policies.forModel(rr.model).name);
       series.requests[rr.stream ? 1 : 0].inc();
       const res = await this.#dispatch(req, rr, bytes, ctx, holds, start, series);
       const ms = d.clock.now() - start;
@@ -284,13 +290,14 @@ export class InferenceProxy {
         { retryAfter: 1 },
       );
     }
-    const worker = d.policy.select(eligible, rr);
+    const policy = d.policies.forModel(rr.model);
+    const worker = policy.select(eligible, rr);
     if (!worker) {
       if (retrying) return null;
       throw new GatewayError(
         503,
         "no_available_workers",
-        `policy ${d.policy.name} found no worker`,
+        `policy ${policy.name} found no worker`,
         {
           retryAfter: 1,
         },

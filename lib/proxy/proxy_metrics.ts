@@ -65,21 +65,19 @@ export function errorType(status: number): string {
 export class ProxyMetrics {
   /** The metrics themselves, for rare series. */
   readonly m: Metrics;
-  readonly #policy: string;
   readonly #workers = new WeakMap<Worker, WorkerSeries>();
   readonly #routes = new Map<string, RouteSeries>();
   readonly #upstream = new Map<number, CounterSeries>();
 
-  /** Series for `metrics`, labelled with `policy` where SMG does. */
-  constructor(metrics: Metrics, policy: string) {
+  /** Series for `metrics`. */
+  constructor(metrics: Metrics) {
     this.m = metrics;
-    this.#policy = policy;
   }
 
-  /** The series of a request's model and endpoint. */
-  route(rr: RouteRequest): RouteSeries {
+  /** The series of a request's model and endpoint, routed by `policy`. */
+  route(rr: RouteRequest, policy: string): RouteSeries {
     const model = rr.model ?? "unknown";
-    const key = `${model}\u0000${rr.endpoint}`;
+    const key = `${model}\u0000${rr.endpoint}\u0000${policy}`;
     let s = this.#routes.get(key);
     if (!s) {
       const m = this.m;
@@ -93,7 +91,7 @@ export class ProxyMetrics {
         ],
         duration: m.routerDuration.with(...labels),
         ttft: m.ttft.with("http", "regular", model, ep),
-        selection: m.selection.with("regular", "http", model, this.#policy),
+        selection: m.selection.with("regular", "http", model, policy),
       };
       if (this.#routes.size > 4096) this.#routes.clear();
       this.#routes.set(key, s);

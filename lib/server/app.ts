@@ -12,6 +12,7 @@ import type { Logger } from "../core/log.ts";
 import { BREAKER_GAUGE } from "../workers/circuit_breaker.ts";
 import { Metrics } from "../metrics/metrics.ts";
 import { createPolicy, type Policy } from "../policies/mod.ts";
+import { PolicyRegistry } from "../policies/registry.ts";
 import { Admission } from "../proxy/admission.ts";
 import { type FetchFn, InferenceProxy } from "../proxy/proxy.ts";
 import { HealthChecker } from "../workers/health.ts";
@@ -68,8 +69,10 @@ export class Gateway {
   readonly checker: HealthChecker;
   /** Load polling. */
   readonly monitor: LoadMonitor;
-  /** Routing policy. */
+  /** The default routing policy (`--policy`). */
   readonly policy: Policy;
+  /** Which policy routes which model (worker `policy` labels). */
+  readonly policies: PolicyRegistry;
   /** The main port's handler: `(request, completed)`. */
   readonly handle: (req: Request, completed: Promise<unknown>) => Promise<Response>;
   readonly #log: Logger;
@@ -92,13 +95,19 @@ export class Gateway {
     const metrics = this.metrics;
     const registry = this.registry;
 
-    this.policy = createPolicy(config.policy, {
+    const policyDeps = {
       random,
       now: () => clock.now(),
       log: log.child({ module: "policy" }),
       config,
       observer: policyObserver(metrics),
-    });
+    };
+    this.policy = createPolicy(config.policy, policyDeps);
+    const policies = this.policies = new PolicyRegistry(
+      this.policy,
+      (name) => createPolicy(name, policyDeps, "worker label 'policy'"),
+      log.child({ module: "policy" }),
+    );
     this.checker = new HealthChecker({
       config: config.health,
       registry,
@@ -113,7 +122,7 @@ export class Gateway {
       fetch: fetchFn,
       clock,
       log: log.child({ module: "load" }),
-      wanted: () => this.policy.needs.backendLoads,
+      wanted: () => policies.all().some((p) => p.needs.backendLoads),
     });
     this.manager = new WorkerManager({
       registry,
@@ -123,7 +132,7 @@ export class Gateway {
       log: log.child({ module: "workers" }),
       onAdded: () => this.checker.poke(),
       onRemoved: (w) => {
-        this.policy.onWorkerRemoved?.(w.id);
+        policies.workerRemoved(w.id);
         metrics.workerActive.with(w.url).set(0);
       },
       onBreakerTransition: (w, from, to) => {
@@ -135,12 +144,15 @@ export class Gateway {
       if (e.kind === "status" && e.to === "failed" && config.health.removeUnhealthy) {
         this.manager.remove(e.worker.id);
       }
+      if (e.kind === "added" || e.kind === "models") {
+        policies.workerModels(e.worker.id, e.worker.models, e.worker.labels.policy);
+      }
     });
 
     const proxy = this.#proxy = new InferenceProxy({
       config,
       registry,
-      policy: this.policy,
+      policies,
       metrics,
       log: log.child({ module: "proxy" }),
       clock,

@@ -41,10 +41,11 @@ function setup(replies: Record<string, Reply[]>, o: Overrides = {}, log = silent
     return w;
   });
   const metrics = new Metrics();
+  const policy = new RoundRobinPolicy();
   const proxy = new InferenceProxy({
     config,
     registry,
-    policy: new RoundRobinPolicy(),
+    policies: { forModel: () => policy },
     metrics,
     log,
     clock,

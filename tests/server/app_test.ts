@@ -422,3 +422,24 @@ Deno.test("app: shutdown turns readiness to 503 and lets an in-flight stream fin
     await w.close();
   }
 });
+
+Deno.test("app: a worker's policy label gives its model its own policy", async () => {
+  const b = new FakeWorker({ model: "other-model" });
+  await withFleet([new FakeWorker()], async (g) => {
+    const add = await post(g, "/workers", { url: b.url, labels: { policy: "random" } });
+    assert.equal(add.status, 202);
+    await add.body?.cancel();
+    await g.ready(2);
+    for (const model of ["test-model", "other-model"]) {
+      const r = await post(g, "/v1/chat/completions", { ...chat, model });
+      await r.body?.cancel();
+    }
+    const text = await (await fetch(g.metricsUrl)).text();
+    assert.match(text, /smg_worker_selection_total\{[^}]*model="other-model",policy="random"\} 1/);
+    assert.match(
+      text,
+      /smg_worker_selection_total\{[^}]*model="test-model",policy="round_robin"\} 1/,
+    );
+  });
+  await b.close();
+});
