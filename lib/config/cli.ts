@@ -7,7 +7,7 @@
 
 import { Command, CommanderError, Option } from "commander";
 import { badValue, ConfigError } from "../core/errors.ts";
-import { defaultConfig, type GatewayConfig } from "./config.ts";
+import { defaultConfig, type GatewayConfig, type PrefillSpec } from "./config.ts";
 import { FLAGS, type FlagSpec, type Kind } from "./flags.ts";
 
 function parser(flag: string, kind: Kind): ((v: string, prev: unknown) => unknown) | undefined {
@@ -91,7 +91,8 @@ export class HelpShown extends Error {}
 export function parseGatewayArgs(args: string[], version = "0.0.0"): GatewayConfig {
   // `deno task start -- FLAGS` passes the "--" through; it means nothing here.
   const rest = args[0] === "--" ? args.slice(1) : args;
-  const argv = rest[0] === "launch" || rest[0] === "start" ? rest.slice(1) : rest;
+  const withLegs = rest[0] === "launch" || rest[0] === "start" ? rest.slice(1) : rest;
+  const { argv, prefill, decode } = takePdWorkers(withLegs);
   const program = buildProgram(version);
   try {
     program.parse(argv, { from: "user" });
@@ -110,7 +111,50 @@ export function parseGatewayArgs(args: string[], version = "0.0.0"): GatewayConf
       if (opts[key] !== undefined) spec.apply(config, opts[key] as never);
     }
   }
+  config.pd.prefill = prefill;
+  config.pd.decode = decode;
   return config;
+}
+
+/**
+ * Takes the repeatable `--prefill URL [BOOTSTRAP_PORT|none]` and `--decode URL` out of `args`
+ * (commander cannot read an optional second value), as SMG parses them by hand too.
+ */
+export function takePdWorkers(
+  args: string[],
+): { argv: string[]; prefill: PrefillSpec[]; decode: string[] } {
+  const argv: string[] = [];
+  const prefill: PrefillSpec[] = [];
+  const decode: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    if (a !== "--prefill" && a !== "--decode") {
+      argv.push(a);
+      continue;
+    }
+    const url = args[i + 1];
+    if (url === undefined || url.startsWith("--")) {
+      throw new ConfigError(`${a}: a worker URL is required`);
+    }
+    i++;
+    if (a === "--decode") {
+      decode.push(url);
+      continue;
+    }
+    const next = args[i + 1];
+    let port: number | null = null;
+    if (next !== undefined && (next === "none" || /^\d+$/.test(next))) {
+      i++;
+      if (next !== "none") {
+        port = Number(next);
+        if (port < 1 || port > 65535) {
+          throw badValue("--prefill", next, "bootstrap port must be 1..65535 or none");
+        }
+      }
+    }
+    prefill.push({ url, bootstrapPort: port });
+  }
+  return { argv, prefill, decode };
 }
 
 /** Turns commander's message into one line that names the flag. */

@@ -81,6 +81,28 @@ export interface CacheAwareConfig {
   cacheTtlSecs: number;
 }
 
+/** A prefill worker given with `--prefill URL [BOOTSTRAP_PORT]`. */
+export interface PrefillSpec {
+  /** Base URL. */
+  url: string;
+  /** Its bootstrap port (`none` or absent: null). */
+  bootstrapPort: number | null;
+}
+
+/** Prefill/decode disaggregation. */
+export interface PdConfig {
+  /** Route every request to a prefill and a decode worker (`--pd-disaggregation`, false). */
+  enabled: boolean;
+  /** Prefill workers at start (`--prefill URL [PORT]`, repeatable). */
+  prefill: PrefillSpec[];
+  /** Decode workers at start (`--decode URL`, repeatable). */
+  decode: string[];
+  /** Policy of the prefill leg; null uses `--policy` (`--prefill-policy`). */
+  prefillPolicy: PolicyName | null;
+  /** Policy of the decode leg; null uses `--policy` (`--decode-policy`). */
+  decodePolicy: PolicyName | null;
+}
+
 /** manual policy and sticky-session map. */
 export interface ManualConfig {
   /** Placement of unpinned keys; null = random for manual, delegate for sticky (`--assignment-mode`). */
@@ -205,6 +227,8 @@ export interface GatewayConfig {
   evictionIntervalSecs: number;
   /** Token depths at which prefix keys are taken, ascending (`--cache-boundaries`, none). */
   cacheBoundaries: number[];
+  /** Prefill/decode disaggregation. */
+  pd: PdConfig;
   /** cache_aware tuning. */
   cacheAware: CacheAwareConfig;
   /** least_load tuning. */
@@ -247,6 +271,7 @@ export function defaultConfig(): GatewayConfig {
     routingKeyOverride: false,
     evictionIntervalSecs: 120,
     cacheBoundaries: [],
+    pd: { enabled: false, prefill: [], decode: [], prefillPolicy: null, decodePolicy: null },
     cacheAware: {
       cacheThreshold: 0.3,
       balanceAbsThreshold: 64,

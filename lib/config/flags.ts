@@ -503,4 +503,23 @@ export const FLAGS: FlagSpec[] = [
     apply: (c, v) => (c.cacheAware.cacheTtlSecs = v),
     shown: (d) => d.cacheAware.cacheTtlSecs,
   },
+  // Prefill/decode disaggregation (`--prefill URL [PORT]` and `--decode URL` are read by cli.ts).
+  {
+    name: "pd-disaggregation",
+    kind: "bool",
+    help: "send each request to a prefill and a decode worker (--prefill URL [PORT], --decode URL)",
+    apply: (c, v) => (c.pd.enabled = v),
+  },
+  {
+    name: "prefill-policy",
+    kind: { choices: POLICY_NAMES },
+    help: "policy of the prefill leg (default: --policy)",
+    apply: (c, v) => (c.pd.prefillPolicy = v),
+  },
+  {
+    name: "decode-policy",
+    kind: { choices: POLICY_NAMES },
+    help: "policy of the decode leg (default: --policy)",
+    apply: (c, v) => (c.pd.decodePolicy = v),
+  },
 ];

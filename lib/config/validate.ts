@@ -101,6 +101,7 @@ export function validateConfig(c: GatewayConfig): void {
   }
 
   validatePolicies(c);
+  validatePd(c);
 
   const a = c.admission;
   if (a.maxConcurrentRequests !== -1 && a.maxConcurrentRequests < 1) {
@@ -182,5 +183,54 @@ function validatePolicies(c: GatewayConfig): void {
   // POST /workers) there is nothing to refuse yet.
   if (c.policy === "power_of_two" && c.workerUrls.length === 1) {
     throw badValue("--policy", "power_of_two", "Power-of-two policy requires at least 2 workers");
+  }
+}
+
+/** PD flags: legs only with `--pd-disaggregation`, never mixed with regular workers, no decode bucket. */
+function validatePd(c: GatewayConfig): void {
+  const pd = c.pd;
+  if (!pd.enabled) {
+    if (pd.prefill.length > 0 || pd.decode.length > 0) {
+      throw badValue(
+        "--prefill/--decode",
+        "",
+        "prefill and decode workers need --pd-disaggregation",
+      );
+    }
+    return;
+  }
+  if (c.workerUrls.length > 0) {
+    throw badValue(
+      "--worker-urls",
+      c.workerUrls.join(" "),
+      "use --prefill and --decode with --pd-disaggregation",
+    );
+  }
+  pd.prefill = pd.prefill.map((p) => ({ ...p, url: normalizeWorkerUrl(p.url, "--prefill") }));
+  pd.decode = pd.decode.map((u) => normalizeWorkerUrl(u, "--decode"));
+  const all = [...pd.prefill.map((p) => p.url), ...pd.decode];
+  if (new Set(all).size !== all.length) {
+    throw badValue("--prefill/--decode", all.join(" "), "each worker URL may appear once");
+  }
+  if (pd.decodePolicy === "bucket") {
+    throw badValue(
+      "--decode-policy",
+      "bucket",
+      "Decode policy should not be allowed to be bucket; bucket routes the prefill leg (--prefill-policy bucket)",
+    );
+  }
+  if (pd.prefillPolicy === "power_of_two" && pd.prefill.length === 1) {
+    throw badValue(
+      "--prefill-policy",
+      "power_of_two",
+      "Power-of-two policy for prefill requires at least 2 prefill workers",
+    );
+  }
+  if (pd.decodePolicy === "power_of_two" && pd.decode.length === 1) {
+    throw badValue(
+      "--decode-policy",
+      "power_of_two",
+      "Power-of-two policy for decode requires at least 2 decode workers",
+    );
   }
 }

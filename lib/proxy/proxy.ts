@@ -28,16 +28,22 @@ export interface PolicyLookup {
   forModel(model: string | null): Policy;
 }
 import { extractRouteRequest } from "../routing/route_request.ts";
-import { classifyStatus, type Outcome } from "../workers/circuit_breaker.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
-import type { Worker } from "../workers/worker.ts";
 import type { Admission } from "./admission.ts";
 import { parseJson, readBody } from "./body.ts";
 import { Deadlines } from "./deadlines.ts";
-import { clientHeaders, upstreamHeaders } from "./headers.ts";
 import { Holds, ProxyMetrics, type RouteSeries } from "./proxy_metrics.ts";
-import { relaySse } from "./relay.ts";
-import { backoffMs, isRetryableStatus, maxAttempts } from "./retry.ts";
+import { backoffMs, maxAttempts } from "./retry.ts";
+import {
+  type CallContext,
+  Calls,
+  CLIENT_CLOSED,
+  type Failure,
+  finalResponse,
+  timeoutError,
+} from "./attempt.ts";
+import { PdDispatch } from "./pd.ts";
+import { noCandidates, selectWorker } from "./select.ts";
 
 /** The `fetch` the proxy calls; injectable for tests. */
 export type FetchFn = (url: string, init: RequestInit) => Promise<Response>;
@@ -62,6 +68,16 @@ export interface ProxyDeps {
   fetch: FetchFn;
   /** Admission control. */
   admission: Admission;
+  /** PD mode: the leg policies; absent for regular routing. */
+  pd?: PdPolicies;
+}
+
+/** The policies of the two PD legs. */
+export interface PdPolicies {
+  /** Picks the prefill worker. */
+  prefill: Policy;
+  /** Picks the decode worker. */
+  decode: Policy;
 }
 
 /** Per-request context from the server. */
@@ -72,28 +88,7 @@ export interface RequestContext {
   completed: Promise<unknown>;
 }
 
-/** Worker paths per endpoint. */
-export const ENDPOINT_PATHS: Record<Endpoint, string> = {
-  chat: "/v1/chat/completions",
-  completions: "/v1/completions",
-  generate: "/generate",
-  embeddings: "/v1/embeddings",
-  rerank: "/v1/rerank",
-};
-
-/** A failed attempt, kept in case it is the last. */
-interface Failure {
-  retryable: boolean;
-  /** The worker's own error response, passed through verbatim if it is the last. */
-  worker?: { status: number; headers: Headers; body: ArrayBuffer };
-  /** Or the gateway's error. */
-  error?: GatewayError;
-}
-
-type Attempt = { response: Response } | { failure: Failure };
-
 class DeadlineExceeded extends Error {}
-const CLIENT_CLOSED = 499;
 
 /** The inference request handler. */
 export class InferenceProxy {
@@ -101,12 +96,16 @@ export class InferenceProxy {
   readonly #timeoutMs: number;
   readonly #deadlines: Deadlines;
   readonly #pm: ProxyMetrics;
+  readonly #calls: Calls;
+  readonly #pd: PdDispatch | null;
 
   /** Builds the handler over its dependencies. */
   constructor(deps: ProxyDeps) {
     this.#d = deps;
     this.#timeoutMs = deps.config.requestTimeoutSecs * 1000;
     this.#pm = new ProxyMetrics(deps.metrics);
+    this.#calls = new Calls(deps, this.#pm, this.#timeoutMs);
+    this.#pd = deps.pd ? new PdDispatch(deps, this.#calls, deps.pd, this.#timeoutMs) : null;
     this.#deadlines = new Deadlines(deps.clock, Math.min(1000, Math.max(5, this.#timeoutMs / 20)));
   }
 
@@ -126,13 +125,14 @@ export class InferenceProxy {
       const slot = d.admission.acquire(req.signal);
       holds.add(slot instanceof Promise ? await slot : slot);
       const bytes = await readBody(req, d.config.maxPayloadSize);
-      const rr = extractRouteRequest(endpoint, parseJson(bytes), req.headers, {
+      const body = parseJson(bytes);
+      const rr = extractRouteRequest(endpoint, body, req.headers, {
         routingKeyHeaders: d.config.routingKeyHeaders,
         routingKeyOverride: d.config.routingKeyOverride,
       });
       series = this.#pm.route(rr, d.policies.forModel(rr.model).name);
       series.requests[rr.stream ? 1 : 0].inc();
-      const res = await this.#dispatch(req, rr, bytes, ctx, holds, start, series);
+      const res = await this.#dispatch(req, rr, body, bytes, ctx, holds, start, series);
       const ms = d.clock.now() - start;
       if (res.status < 400) series.duration.observe(ms / 1000);
       else this.#pm.error(series, res.status);
@@ -169,6 +169,7 @@ export class InferenceProxy {
   async #dispatch(
     req: Request,
     rr: RouteRequest,
+    body: unknown,
     bytes: Uint8Array<ArrayBuffer>,
     ctx: RequestContext,
     holds: Holds,
@@ -176,18 +177,6 @@ export class InferenceProxy {
     series: RouteSeries,
   ): Promise<Response> {
     const d = this.#d;
-    const candidates = d.registry.forModel(rr.model);
-    if (candidates.length === 0) {
-      if (d.registry.size === 0) {
-        throw new GatewayError(503, "no_available_workers", "no workers are registered", {
-          retryAfter: 1,
-        });
-      }
-      throw new GatewayError(404, "model_not_found", `no worker serves model '${rr.model}'`, {
-        param: "model",
-      });
-    }
-
     // One controller cancels the worker request: on client disconnect or at the deadline.
     const cancel = new AbortController();
     const onClientGone = () => cancel.abort(req.signal.reason);
@@ -202,6 +191,11 @@ export class InferenceProxy {
     });
     const signal = cancel.signal;
     const timedOut = () => signal.reason instanceof DeadlineExceeded;
+    const call: CallContext = { req, rr, ctx, holds, start, series, signal, timedOut };
+    if (this.#pd) return await this.#pd.dispatch(call, body as Record<string, unknown>);
+
+    const candidates = d.registry.forModel(rr.model);
+    if (candidates.length === 0) throw noCandidates(d, rr);
 
     const attempts = maxAttempts(d.config.retry);
     const failed = new Set<string>();
@@ -218,21 +212,18 @@ export class InferenceProxy {
           break;
         }
       }
-      const worker = this.#select(candidates, failed, rr, last !== null);
+      const worker = selectWorker(
+        d,
+        candidates,
+        failed,
+        rr,
+        last !== null,
+        d.policies.forModel(rr.model),
+      );
       if (!worker) break;
       series.selection.inc();
-      const result = await this.#attempt(
-        req,
-        worker,
-        rr,
-        bytes,
-        signal,
-        timedOut,
-        ctx,
-        holds,
-        start,
-        series,
-      );
+      const sent = await this.#calls.send(call, worker, bytes);
+      const result = "res" in sent ? await this.#calls.respond(call, worker, sent) : sent;
       if ("response" in result) return result.response;
       failed.add(worker.id);
       last = result.failure;
@@ -251,188 +242,4 @@ export class InferenceProxy {
     if (last?.retryable && attempts > 1) d.metrics.retriesExhausted.with("regular", ep).inc();
     return finalResponse(last!, ctx.requestId);
   }
-
-  /** Eligible candidates that have not failed this request, then the policy's pick. */
-  #select(
-    candidates: readonly Worker[],
-    failed: ReadonlySet<string>,
-    rr: RouteRequest,
-    retrying: boolean,
-  ): Worker | null {
-    const d = this.#d;
-    const now = d.clock.now();
-    const eligible: Worker[] = [];
-    let overloaded = 0;
-    for (const w of candidates) {
-      if (failed.has(w.id)) continue;
-      if (w.available(now)) eligible.push(w);
-      else if (w.overloaded) overloaded++;
-    }
-    if (eligible.length === 0) {
-      if (retrying) return null;
-      if (overloaded > 0 && overloaded === candidates.length) {
-        d.metrics.overloadShed.with("selection").inc();
-        throw new GatewayError(
-          503,
-          "no_available_workers",
-          "every worker for this model is overloaded",
-          {
-            retryAfter: d.config.loadMonitor.intervalSecs,
-          },
-        );
-      }
-      throw new GatewayError(
-        503,
-        "no_available_workers",
-        `all ${candidates.length} workers for model '${
-          rr.model ?? "any"
-        }' are unavailable (unhealthy or circuit open)`,
-        { retryAfter: 1 },
-      );
-    }
-    const policy = d.policies.forModel(rr.model);
-    const worker = policy.select(eligible, rr);
-    if (!worker) {
-      if (retrying) return null;
-      throw new GatewayError(
-        503,
-        "no_available_workers",
-        `policy ${policy.name} found no worker`,
-        {
-          retryAfter: 1,
-        },
-      );
-    }
-    return worker;
-  }
-
-  #record(worker: Worker, outcome: Outcome): void {
-    worker.breaker.record(outcome, this.#d.clock.now());
-    const s = this.#pm.worker(worker);
-    s.outcome[outcome].inc();
-    s.cbFailures.set(worker.breaker.consecutiveFailures);
-  }
-
-  async #attempt(
-    req: Request,
-    worker: Worker,
-    rr: RouteRequest,
-    bytes: Uint8Array<ArrayBuffer>,
-    signal: AbortSignal,
-    timedOut: () => boolean,
-    ctx: RequestContext,
-    holds: Holds,
-    start: number,
-    series: RouteSeries,
-  ): Promise<Attempt> {
-    const d = this.#d;
-    const ws = this.#pm.worker(worker);
-    worker.inFlight++;
-    worker.requestsTotal++;
-    ws.active.set(worker.inFlight);
-    const releaseKey = rr.stickyKey === null ? null : worker.holdKey(rr.stickyKey);
-    let held = true;
-    const release = () => {
-      if (!held) return;
-      held = false;
-      worker.inFlight--;
-      releaseKey?.();
-      ws.active.set(worker.inFlight);
-    };
-    const failure = (e: unknown, what: string): Attempt => {
-      release();
-      if (req.signal.aborted) {
-        return { response: new Response(null, { status: CLIENT_CLOSED }) };
-      }
-      this.#record(worker, "failure");
-      const late = timedOut();
-      d.metrics.workerErrors.with(worker.type, "http", late ? "timeout" : "transport").inc();
-      d.metrics.upstreamResponses.with("http", late ? "504" : "502", "call_upstream_failed").inc();
-      if (late) return { failure: { retryable: false, error: timeoutError(this.#timeoutMs) } };
-      const msg = `worker ${worker.url} ${what}: ${(e as Error)?.message ?? String(e)}`;
-      return {
-        failure: { retryable: true, error: new GatewayError(502, "call_upstream_failed", msg) },
-      };
-    };
-
-    let res: Response;
-    try {
-      res = await d.fetch(worker.url + ENDPOINT_PATHS[rr.endpoint], {
-        method: "POST",
-        headers: upstreamHeaders(req.headers, ctx.requestId, worker.apiKey),
-        body: bytes,
-        signal,
-      });
-    } catch (e) {
-      return failure(e, "unreachable");
-    }
-    const status = res.status;
-    this.#pm.upstream(status);
-    const outcome = classifyStatus(status);
-    if (isRetryableStatus(status)) {
-      let body = new ArrayBuffer(0);
-      try {
-        body = await res.arrayBuffer();
-      } catch { /* the status is what matters */ }
-      release();
-      this.#record(worker, outcome);
-      if (status >= 500) d.metrics.workerErrors.with(worker.type, "http", "status").inc();
-      return { failure: { retryable: true, worker: { status, headers: res.headers, body } } };
-    }
-
-    if (rr.stream && status < 300 && res.body) {
-      const reader = res.body.getReader();
-      let first: Uint8Array;
-      try {
-        const r = await reader.read();
-        first = r.done ? new Uint8Array() : r.value;
-      } catch (e) {
-        reader.cancel().catch(() => {});
-        return failure(e, "stream broke before its first byte");
-      }
-      this.#record(worker, outcome);
-      series.ttft.observe((d.clock.now() - start) / 1000);
-      const body = relaySse(first, reader, worker.url, (how, err) => {
-        if (how !== "error" || timedOut()) return;
-        this.#record(worker, "failure");
-        d.log.warn("worker stream broke; client got an error event", {
-          request_id: ctx.requestId,
-          worker: worker.url,
-          err,
-        });
-      });
-      holds.add(release);
-      return {
-        response: new Response(body, {
-          status,
-          headers: clientHeaders(res.headers, ctx.requestId, worker.id, true),
-        }),
-      };
-    }
-
-    this.#record(worker, outcome);
-    holds.add(release);
-    return {
-      response: new Response(res.body, {
-        status,
-        headers: clientHeaders(res.headers, ctx.requestId, worker.id, false),
-      }),
-    };
-  }
-}
-
-function timeoutError(ms: number): GatewayError {
-  return new GatewayError(504, "request_timeout", `request did not finish within ${ms / 1000}s`);
-}
-
-function finalResponse(f: Failure, requestId: string): Response {
-  if (f.worker) {
-    const h = new Headers(f.worker.headers);
-    h.delete("content-length");
-    h.delete("content-encoding");
-    h.delete("transfer-encoding");
-    h.set("x-request-id", requestId);
-    return new Response(f.worker.body, { status: f.worker.status, headers: h });
-  }
-  return errorResponse(f.error!, requestId);
 }

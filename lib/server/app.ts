@@ -149,6 +149,27 @@ export class Gateway {
       }
     });
 
+    const pd = config.pd.enabled
+      ? {
+        prefill: createPolicy(
+          config.pd.prefillPolicy ?? config.policy,
+          policyDeps,
+          "--prefill-policy",
+        ),
+        decode: createPolicy(
+          config.pd.decodePolicy ?? config.policy,
+          policyDeps,
+          "--decode-policy",
+        ),
+      }
+      : undefined;
+    if (pd) {
+      const legRemoved = (w: { id: string }) => {
+        pd.prefill.onWorkerRemoved?.(w.id);
+        pd.decode.onWorkerRemoved?.(w.id);
+      };
+      registry.subscribe((e) => e.kind === "removed" && legRemoved(e.worker));
+    }
     const proxy = this.#proxy = new InferenceProxy({
       config,
       registry,
@@ -159,11 +180,13 @@ export class Gateway {
       random,
       fetch: fetchFn,
       admission: new Admission(config.admission, metrics),
+      pd,
     });
     const infoDeps: info.InfoApiDeps = {
       registry,
       fetch: fetchFn,
       draining: () => this.#draining,
+      pd: config.pd.enabled,
       timeoutMs: config.health.timeoutSecs * 1000,
       clock,
     };
@@ -258,13 +281,18 @@ export class Gateway {
 
   /** Registers the start-up workers and starts the health and load loops. */
   start(): void {
-    for (const url of this.config.workerUrls) {
+    const c = this.config;
+    const common = { apiKey: c.apiKey, disableHealthCheck: c.health.disabled };
+    for (const url of c.workerUrls) this.manager.add({ url, ...common });
+    for (const p of c.pd.prefill) {
       this.manager.add({
-        url,
-        apiKey: this.config.apiKey,
-        disableHealthCheck: this.config.health.disabled,
+        url: p.url,
+        workerType: "prefill",
+        bootstrapPort: p.bootstrapPort,
+        ...common,
       });
     }
+    for (const url of c.pd.decode) this.manager.add({ url, workerType: "decode", ...common });
     const signal = this.#loops.signal;
     this.#tasks = [this.checker.run(signal), this.monitor.run(signal)];
   }

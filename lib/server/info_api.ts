@@ -19,6 +19,8 @@ export interface InfoApiDeps {
   fetch: FetchFn;
   /** Whether the gateway is shutting down. */
   draining: () => boolean;
+  /** PD mode: ready needs a ready prefill and a ready decode worker. */
+  pd?: boolean;
   /** Timeout for pass-through and fan-out calls, in ms. */
   timeoutMs: number;
   /** Clock. */
@@ -28,16 +30,20 @@ export interface InfoApiDeps {
 /** `GET /readiness`: 200 with counts when a worker is ready, else 503 with the reason. */
 export function readiness(d: InfoApiDeps): Response {
   const total = d.registry.size;
-  const healthy = d.registry.all().filter((w) => w.status === "ready").length;
+  const ready = d.registry.all().filter((w) => w.status === "ready");
+  const healthy = ready.length;
   if (d.draining()) {
     return Response.json({ status: "not ready", reason: "draining" }, { status: 503 });
   }
-  if (healthy === 0) {
+  const enough = d.pd
+    ? ready.some((w) => w.type === "prefill") && ready.some((w) => w.type === "decode")
+    : healthy > 0;
+  if (!enough) {
     return Response.json(
       {
         status: "not ready",
         reason: "insufficient healthy workers",
-        healthy_workers: 0,
+        healthy_workers: healthy,
         total_workers: total,
       },
       { status: 503 },
