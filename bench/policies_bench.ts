@@ -28,8 +28,19 @@ const KEYED: Partial<Record<string, RouteRequest>> = {
   consistent_hashing: { ...request, routingKey: "conv-1" },
 };
 
+/** bucket routes only the PD prefill leg (elsewhere it picks at random): bench its buckets. */
+const ROLE: Partial<Record<string, WorkerView["type"]>> = { bucket: "prefill" };
+
+/** bucket keeps a 5 s window of requests: time passes 1 ms a call so it expires and adapts. */
+const CLOCK: Partial<Record<string, () => () => number>> = {
+  bucket: () => {
+    let t = 0;
+    return () => t++;
+  },
+};
+
 /** Every worker has a fresh load report, as with the load monitor running (the usual case). */
-function fleet(n: number): WorkerView[] {
+function fleet(n: number, type: WorkerView["type"] = "regular"): WorkerView[] {
   return Array.from({ length: n }, (_, i) => ({
     id: crypto.randomUUID(),
     seq: i + 1,
@@ -50,7 +61,7 @@ function fleet(n: number): WorkerView[] {
     loadAt: 0,
     keyInFlight: () => 0,
     activeKeys: 0,
-    type: "regular" as const,
+    type,
   }));
 }
 
@@ -58,11 +69,11 @@ for (const name of AVAILABLE_POLICIES) {
   for (const n of [8, 64, 512]) {
     const policy = createPolicy(name, {
       random: seededRandom(1),
-      now: () => 0,
+      now: CLOCK[name]?.() ?? (() => 0),
       log: silentLogger,
       config: defaultConfig(),
     });
-    const workers = fleet(n);
+    const workers = fleet(n, ROLE[name]);
     const req = KEYED[name] ?? request;
     Deno.bench({ name: `${name} select, ${n} workers`, group: `${n} workers` }, () => {
       policy.select(workers, req);

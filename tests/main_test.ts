@@ -29,7 +29,7 @@ Deno.test("main: bad configuration fails at start with one line and exit code 2"
     [["--retry-jitter-factor", "2"], /--retry-jitter-factor: invalid value '2'; allowed: 0..1/],
     [
       ["--policy", "bucket"],
-      /--policy: policy 'bucket' is not available in this build yet/,
+      /--policy: invalid value 'bucket'; bucket routes the PD prefill leg only; use --prefill-policy bucket/,
     ],
     [["--queue-size", "5", "--queue-timeout-secs", "0"], /--queue-timeout-secs/],
   ];

@@ -116,6 +116,14 @@ export function validateConfig(c: GatewayConfig): void {
 
 /** SMG's checks of the policy flags (reference policies.md §10). */
 function validatePolicies(c: GatewayConfig): void {
+  // SMG's Rust CLI accepts it and then routes at random; its Python launcher refuses it (SPEC §5).
+  if (c.policy === "bucket") {
+    throw badValue(
+      "--policy",
+      "bucket",
+      "bucket routes the PD prefill leg only; use --prefill-policy bucket with --pd-disaggregation",
+    );
+  }
   const b = c.cacheBoundaries;
   if (b.length > 0 && b[0] <= 0) {
     throw badValue("--cache-boundaries", b.join(","), "Boundaries must be > 0");

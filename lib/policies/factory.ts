@@ -17,6 +17,7 @@ import { PowerOfTwoPolicy } from "./power_of_two.ts";
 import { ConsistentHashingPolicy } from "./consistent_hashing.ts";
 import { PrefixHashPolicy } from "./prefix_hash.ts";
 import { CacheAwarePolicy } from "./cache_aware/cache_aware.ts";
+import { BucketPolicy } from "./bucket.ts";
 
 const BUILDERS: Partial<Record<PolicyName, (deps: PolicyDeps) => Policy>> = {
   random: (d) => new RandomPolicy(d),
@@ -28,6 +29,7 @@ const BUILDERS: Partial<Record<PolicyName, (deps: PolicyDeps) => Policy>> = {
   consistent_hashing: (d) => new ConsistentHashingPolicy(d),
   prefix_hash: (d) => new PrefixHashPolicy(d),
   cache_aware: (d) => new CacheAwarePolicy(d),
+  bucket: (d) => new BucketPolicy(d),
 };
 
 /** Policy names this build can run. */

@@ -14,3 +14,4 @@ export { ConsistentHashingPolicy } from "./consistent_hashing.ts";
 export { PrefixHashPolicy } from "./prefix_hash.ts";
 export { CandidateRing, HashRing } from "./hash_ring.ts";
 export { CacheAwarePolicy } from "./cache_aware/cache_aware.ts";
+export { BUCKET_ADJUST_INTERVAL_MS, BucketPolicy, type BucketRange } from "./bucket.ts";
