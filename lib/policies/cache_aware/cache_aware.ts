@@ -31,6 +31,7 @@ import {
   freshLoad,
   reportMaxAgeMs,
   sanitizeTuning,
+  SinceReportCredit,
 } from "../expected_wait.ts";
 import type { Policy, PolicyDeps } from "../policy.ts";
 import { HashIndex, headKeys } from "./hash_index.ts";
@@ -60,6 +61,7 @@ export class CacheAwarePolicy implements Policy {
   readonly #boundaries: number[];
   readonly #models = new Map<string, ModelTrees>();
   readonly #urls = new Map<string, string>();
+  readonly #credit = new SinceReportCredit();
   #sink: InsertSink | null = null;
   #nextEviction: number;
 
@@ -95,7 +97,7 @@ export class CacheAwarePolicy implements Policy {
     if (this.#pressured(candidates, now)) {
       const w = candidates[argminUniform(waits(), this.#d.random)];
       this.#record(model, trees, request, w.url, now);
-      return this.#decide("pressure", w);
+      return this.#decide("pressure", w, promptTokens(request));
     }
     if (this.#c.cacheIndex === "hash") {
       return this.#selectHashed(candidates, request, trees, now, waits);
@@ -103,6 +105,8 @@ export class CacheAwarePolicy implements Policy {
 
     const tokens = request.tokens && request.tokens.length > 0 ? request.tokens : null;
     let branch: CacheAwareBranch = "miss";
+    let uncached = promptTokens(request);
+    const perToken = tokens ? 1 : CHARS_PER_TOKEN;
     const choose = (match: { matched: number; total: number; tenants: string[] }): string => {
       const ratio = match.total === 0 ? 0 : match.matched / match.total;
       this.#d.observer?.matchRatio?.("cache_aware", ratio);
@@ -112,9 +116,11 @@ export class CacheAwarePolicy implements Policy {
         if (holders.length > 0) {
           pick = this.#leastBusy(holders, now, match.total);
           branch = "hit";
+          uncached = Math.ceil((match.total - match.matched) / perToken);
           if (this.#gated(pick, candidates)) {
             pick = null;
             branch = "spill";
+            uncached = promptTokens(request);
           }
         }
       }
@@ -127,7 +133,7 @@ export class CacheAwarePolicy implements Policy {
     const chosen = candidates.find((w) => w.url === url) ??
       candidates[randomIndex(this.#d.random, candidates.length)];
     if (url !== null) this.#sink?.(model, tokens ?? request.text, url);
-    return this.#decide(url === null ? "fallback" : branch, chosen);
+    return this.#decide(url === null ? "fallback" : branch, chosen, uncached);
   }
 
   #selectHashed<W extends WorkerView>(
@@ -152,7 +158,7 @@ export class CacheAwarePolicy implements Policy {
     }
     pick ??= candidates[argminUniform(waits(), this.#d.random)];
     trees.hash.record(keys, pick.url, now);
-    return this.#decide(branch, pick);
+    return this.#decide(branch, pick, branch === "hit" ? 0 : promptTokens(request));
   }
 
   /** Drops a removed worker from every tree and index. */
@@ -160,6 +166,7 @@ export class CacheAwarePolicy implements Policy {
     const url = this.#urls.get(workerId);
     if (url === undefined) return;
     this.#urls.delete(workerId);
+    this.#credit.forget(workerId);
     if ([...this.#urls.values()].includes(url)) return;
     for (const t of this.#models.values()) {
       t.text.removeTenant(url);
@@ -223,14 +230,17 @@ export class CacheAwarePolicy implements Policy {
     }
   }
 
-  #decide<W extends WorkerView>(branch: CacheAwareBranch, w: W): W {
+  #decide<W extends WorkerView>(branch: CacheAwareBranch, w: W, uncachedTokens: number): W {
     this.#d.observer?.decision("cache_aware", branch);
+    // Work sent since the worker's last load report counts in its expected wait, so misses
+    // between two reports spread instead of all landing on the momentary argmin.
+    this.#credit.add(w, uncachedTokens);
     return w;
   }
 
   #waits(candidates: readonly WorkerView[], now: number): number[] {
     const loads = candidates.map((w) => freshLoad(w, now, this.#maxAgeMs));
-    return expectedWaits(candidates, loads, () => 0, this.#tuning).scores;
+    return expectedWaits(candidates, loads, (w) => this.#credit.tokens(w), this.#tuning).scores;
   }
 
   /**
@@ -290,6 +300,15 @@ export class CacheAwarePolicy implements Policy {
     if (max === -Infinity) return false;
     return max > c.overloadTokenUsageThreshold || max - min > c.balanceTokenUsageThreshold;
   }
+}
+
+/** Characters per token when only text is known (as prefix_hash and the hash index assume). */
+const CHARS_PER_TOKEN = 4;
+
+/** The request's prompt size in tokens: its token ids, else its text at 4 characters a token. */
+function promptTokens(request: RouteRequest): number {
+  const n = request.tokens?.length ?? 0;
+  return n > 0 ? n : Math.ceil(request.text.length / CHARS_PER_TOKEN);
 }
 
 /** Samples an index with weights exp((s′ − 1)/t), s′ the min-max normalised score. */

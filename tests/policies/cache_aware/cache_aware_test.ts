@@ -185,3 +185,30 @@ Deno.test("cache_aware: decisions exported from one gateway route the same on an
   for (const e of a.export("m")) b.apply("m", e.key, e.tenant);
   assert.equal(b.select([w("u1", 4), w("u2")], request(text + "q2"))?.id, "u1");
 });
+
+Deno.test("cache_aware: misses between two load reports spread by the work already sent", () => {
+  const { p, clock } = policy();
+  clock.t = 500;
+  // a reports an empty queue, b 10 queued tokens: a is the argmin until work sent to it counts.
+  const a = w("a", 0, {
+    load: load({ genThroughput: 100, waitingUncachedTokens: 0 }),
+    loadAt: 500,
+  });
+  const b = w("b", 0, {
+    load: load({ genThroughput: 100, waitingUncachedTokens: 10 }),
+    loadAt: 500,
+  });
+  const prompt = (c: string) => c.repeat(400); // ~100 tokens of new work each, no shared prefix
+  assert.equal(p.select([a, b], request(prompt("x")))?.id, "a");
+  assert.equal(
+    p.select([a, b], request(prompt("y")))?.id,
+    "b",
+    "a's credited work now outweighs b's queue",
+  );
+  // A newer report from a resets its credit.
+  const fresh = w("a", 0, {
+    load: load({ genThroughput: 100, waitingUncachedTokens: 0 }),
+    loadAt: 600,
+  });
+  assert.equal(p.select([fresh, b], request(prompt("z")))?.id, "a");
+});
