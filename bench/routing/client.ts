@@ -30,6 +30,8 @@ export interface DriveOptions {
   drainMs: number;
   /** Model name sent in every request. */
   model: string;
+  /** Headers added to each request of a session, on top of the plan's (`ref:oracle`'s route). */
+  extraHeaders?: (s: Session, planned: Record<string, string>) => Record<string, string>;
   /** Called once when the measured window opens (e.g. to snapshot worker counters). */
   onMeasureStart?: () => Promise<void>;
   /** Aborts everything (SIGINT). */
@@ -84,6 +86,8 @@ export async function drive(baseUrl: string, w: Workload, o: DriveOptions): Prom
   /** Runs `s` to its end; `think` says whether to honour think times. */
   const runSession = async (s: Session, think: boolean) => {
     const replies: string[] = [];
+    const planned = w.headers(s);
+    const headers = o.extraHeaders ? { ...planned, ...o.extraHeaders(s, planned) } : planned;
     for (let t = 0; t < s.turns.length; t++) {
       const turn = s.turns[t];
       if (think && turn.thinkMs > 0) {
@@ -98,7 +102,7 @@ export async function drive(baseUrl: string, w: Workload, o: DriveOptions): Prom
         model: o.model,
         messages: w.messages(s, t, replies),
         maxTokens: turn.maxTokens,
-        headers: w.headers(s),
+        headers,
         signal,
       });
       const { text, ...rest } = r;

@@ -72,16 +72,45 @@ export async function startGateway(policy: string, c: TargetContext): Promise<Ch
   }
 }
 
-/** Whether this build runs `policy`: "ok", or the reason it does not (the gateway's message). */
+/** A probe that lost its port to another process: worth another try on fresh ports. */
+const PORT_TAKEN = /AddrInUse|address already in use/i;
+
+/**
+ * Whether this build runs `policy`: "ok", or the reason it does not (the gateway's message).
+ * Probes run in parallel on ports picked beforehand, so a start that fails because its port was
+ * taken meanwhile is retried on fresh ports (up to 3 tries) rather than reported as the reason.
+ */
 export async function probePolicy(
   policy: string,
   dir: string,
   root: string,
   cpu: number,
 ): Promise<"ok" | string> {
+  let why = "";
+  for (let attempt = 0; attempt < 3; attempt++) {
+    why = await probeOnce(policy, dir, root, cpu);
+    if (!PORT_TAKEN.test(why)) return why;
+  }
+  return why;
+}
+
+async function probeOnce(
+  policy: string,
+  dir: string,
+  root: string,
+  cpu: number,
+): Promise<"ok" | string> {
   const [port, promPort] = freePorts(2);
-  // A worker URL nothing listens on: the policy is built at start, before any worker matters.
-  const args = gatewayArgs(root, policy, port, promPort, [`http://${HOST}:9`], 0);
+  // Worker URLs nothing listens on: the policy is built at start, before any worker matters.
+  // Two of them, since power_of_two refuses to start with fewer.
+  const args = gatewayArgs(
+    root,
+    policy,
+    port,
+    promPort,
+    [`http://${HOST}:9`, `http://${HOST}:7`],
+    0,
+  );
   const child = await spawn(`probe-${policy}`, cpu, [Deno.execPath(), ...args], dir, root);
   try {
     for (let i = 0; i < 300; i++) {
@@ -92,7 +121,8 @@ export async function probePolicy(
           log = await Deno.readTextFile(child.log).catch(() => "");
           if (!log) await new Promise((r) => setTimeout(r, 50));
         }
-        const line = log.split("\n").find((l) => /not available|policy/i.test(l)) ?? log;
+        const line = log.split("\n").find((l) => PORT_TAKEN.test(l)) ??
+          log.split("\n").find((l) => /not available|policy/i.test(l)) ?? log;
         return line.trim().slice(0, 300) || `exited with ${(await child.proc.status).code}`;
       }
       // Any answer (503 included: its worker never comes up) means it started with the policy.

@@ -2,6 +2,8 @@
  * One measurement: a fresh fleet, one target in front of it, one request through it to prove the
  * path, the workload at one load point, then the workers' counters and both CPUs' busy share over
  * the measured window, summarised. Every process it starts is stopped before it returns.
+ * `ref:upper-bound` is a fleet of one scaled worker that the client talks to directly;
+ * `ref:oracle` adds its `X-SMG-Target-Worker` header to every request (`references.ts`).
  */
 
 import { busyPct, type CpuSample, sampleCpu } from "../overhead/cpu.ts";
@@ -10,6 +12,7 @@ import { drive } from "./client.ts";
 import { delta, readCounters, startFleet, type WorkerCounters } from "./fleet.ts";
 import type { LoadPoint, Options } from "./options.ts";
 import { summarise, type Summary } from "./report.ts";
+import { oracleAssignment, oracleRoute, upperBoundKnobs } from "./references.ts";
 import { streamChat } from "./stream.ts";
 import { startTarget, type TargetSpec } from "./targets.ts";
 import type { Workload } from "./workload.ts";
@@ -41,23 +44,30 @@ export async function measureOne(
   tag: string,
 ): Promise<Summary> {
   const o = c.options;
-  const fleet = await startFleet(o.workers, c.simKnobs, tag, c.dir, c.root, c.signal);
+  const direct = target.kind === "ref" && target.ref === "upper-bound";
+  const fleet = direct
+    ? await startFleet(1, upperBoundKnobs(c.simKnobs, o.workers), tag, c.dir, c.root, c.signal)
+    : await startFleet(o.workers, c.simKnobs, tag, c.dir, c.root, c.signal);
   const children: Child[] = [...fleet.children];
   try {
-    const [port] = freePorts(1);
-    c.signal.throwIfAborted();
-    children.push(
-      await startTarget(target, {
-        port,
-        workers: fleet.urls,
-        seed: o.seed,
-        tag,
-        dir: c.dir,
-        root: c.root,
-        cpu: TARGET_CPU,
-      }),
-    );
-    const url = `http://${HOST}:${port}`;
+    let url = fleet.urls[0];
+    if (!direct) {
+      const [port] = freePorts(1);
+      c.signal.throwIfAborted();
+      children.push(
+        await startTarget(target, {
+          port,
+          workers: fleet.urls,
+          seed: o.seed,
+          tag,
+          dir: c.dir,
+          root: c.root,
+          cpu: TARGET_CPU,
+        }),
+      );
+      url = `http://${HOST}:${port}`;
+    }
+    const oracle = target.kind === "ref" && target.ref === "oracle";
     const probe = await streamChat({
       baseUrl: url,
       model: "sim-model",
@@ -78,6 +88,9 @@ export async function measureOne(
       drainMs: o.drain * 1000,
       model: "sim-model",
       signal: c.signal,
+      extraHeaders: oracle
+        ? oracleRoute(oracleAssignment(c.workload, o.workers), fleet.urls)
+        : undefined,
       onMeasureStart: async () => {
         [before, cpuBefore] = await Promise.all([readCounters(fleet.urls), sampleCpu(null)]);
       },

@@ -78,9 +78,9 @@ export const USAGE = `usage: deno task bench:routing [options]
   --warmup S         seconds of unrecorded warm-up before it (default 4; 2 with --quick)
   --drain S          seconds to wait for requests in flight afterwards (default 15)
   --requests N       also stop a window after N measured requests
-  --targets LIST     comma list of smg:<policy>, haproxy:<variant>, nginx:<variant>, or the
-                     kinds smg, haproxy, nginx, or all (default: all, policies this build lacks
-                     skipped)
+  --targets LIST     comma list of ref:upper-bound, ref:oracle, smg:<policy>, haproxy:<variant>,
+                     nginx:<variant>, or the kinds ref, smg, haproxy, nginx, or all (default:
+                     all, policies this build lacks skipped)
   --tenants N        tenants with their own system prompt (default 24)
   --seed N           seed of the workload, workers and gateway (default 0)
   --sim "FLAGS"      extra sim-worker flags, after the defaults (e.g. "--kv-tokens 65536")

@@ -1,13 +1,15 @@
 /**
  * The routing benchmark's report: one measurement's client records and worker counter deltas in,
  * one summary row out (ok/failed, throughput, TTFT and end-to-end percentiles, cluster cache-hit
- * rate from the workers' own counters, load spread), then a markdown table per load point and
- * the JSON file written by `--json`.
+ * rate from the workers' own counters, load spread), then a markdown table per load point (with
+ * each row's cache hit ÷ the upper bound's and TTFT ÷ the oracle's, `verdict.ts`) and the JSON
+ * file written by `--json`.
  */
 
 import { round } from "../overhead/stats.ts";
 import type { DriveResult } from "./client.ts";
 import type { WorkerCounters } from "./fleet.ts";
+import { type PointVerdict, relative } from "./verdict.ts";
 
 /** One (target, load point) measurement, summarised. */
 export interface Summary {
@@ -126,6 +128,9 @@ export function markdown(point: string, rows: Summary[]): string {
     "E2E p50 ms",
     "E2E p99 ms",
     "cache hit",
+    "hit ÷ UB",
+    "p50 ÷ oracle",
+    "p99 ÷ oracle",
     "spread tokens",
     "spread reqs",
     "CPU0/CPU1 %",
@@ -137,6 +142,7 @@ export function markdown(point: string, rows: Summary[]): string {
     `|${head.map((_, i) => i < 1 ? "---" : "---:").join("|")}|`,
   ];
   for (const s of rows.filter((r) => r.point === point)) {
+    const rel = relative(s, rows);
     lines.push(
       `| ${
         [
@@ -151,6 +157,9 @@ export function markdown(point: string, rows: Summary[]): string {
           fmt(s.e2eP50Ms),
           fmt(s.e2eP99Ms),
           s.cacheHitRate === null ? "–" : `${(s.cacheHitRate * 100).toFixed(1)} %`,
+          fmt(rel.hitOfUpper, 2),
+          fmt(rel.p50VsOracle, 2),
+          fmt(rel.p99VsOracle, 2),
           fmt(s.spreadTokens, 2),
           fmt(s.spreadRequests, 2),
           s.cpuBusyPct.map((x) => x ?? "?").join("/"),
@@ -169,8 +178,12 @@ export interface Results {
   settings: Record<string, unknown>;
   /** Targets skipped, with the reason. */
   skipped: Record<string, string>;
+  /** Seconds all the measurements took. */
+  elapsedS: number;
   /** One row per (load point, target). */
   summary: Summary[];
+  /** `smg:cache_aware` against the references, per load point. */
+  verdict: PointVerdict[];
 }
 
 /** Writes `results` to `path` as indented JSON. */

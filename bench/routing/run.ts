@@ -2,7 +2,9 @@
  * Routing-quality benchmark: the same seeded multi-tenant, multi-turn chat workload sent through
  * our gateway (one run per available policy), HAProxy (roundrobin, leastconn, consistent hash of
  * `X-Session-Id`) and nginx (random two least_conn, consistent hash), each fronting a fresh fleet
- * of simulated workers, at a light load and near the fleet's saturation.
+ * of simulated workers, at a light load and near the fleet's saturation; and two references on
+ * the same workload (`references.ts`): the upper bound (one worker with the fleet's capacity) and
+ * an oracle that pins each tenant to its own worker.
  *
  *   deno task bench:routing [--workers 4] [--rate 4,16] [--duration 12] [--quick] [--json out.json]
  *
@@ -12,14 +14,17 @@
  *   of that measurement is stopped.
  * - Reported per target: requests ok/failed, throughput, client-side TTFT and end-to-end p50/p99,
  *   the cluster cache-hit rate Σcached/Σprompt tokens from the workers' own counters, and the
- *   load spread (max/mean of per-worker prompt tokens and requests).
+ *   load spread (max/mean of per-worker prompt tokens and requests); beside them cache hit ÷ the
+ *   upper bound's and TTFT p50/p99 ÷ the oracle's; then a verdict on `smg:cache_aware` against
+ *   issue 5's targets (`verdict.ts`).
  * - Policies this build does not implement yet are skipped with a note. Needs `taskset`;
  *   HAProxy and nginx targets are skipped when the tool is missing. Every child is killed at the
  *   end, on error and on SIGINT/SIGTERM too. Traffic goes to 127.0.0.1 only.
  *
  * Pieces: flags (`options.ts`), the plan (`workload.ts`), the client (`client.ts`, `stream.ts`),
  * the fleet (`fleet.ts`), the targets (`targets.ts`, `gateway.ts`, `peers.ts`), one measurement
- * (`measure.ts`) and the report (`report.ts`); children come from `../overhead/processes.ts`.
+ * (`measure.ts`), the references (`references.ts`) and the report (`report.ts`, `verdict.ts`);
+ * children come from `../overhead/processes.ts`.
  */
 
 import { killAll, run } from "../overhead/processes.ts";
@@ -28,8 +33,10 @@ import { gatewayArgs, probePolicy } from "./gateway.ts";
 import { measureOne, TARGET_CPU } from "./measure.ts";
 import { parseOptions, SIM_KNOBS } from "./options.ts";
 import { haproxyConfig, nginxConfig } from "./peers.ts";
+import { oracleAssignment, upperBoundKnobs } from "./references.ts";
 import { markdown, type Summary, writeJson } from "./report.ts";
 import { describeTarget, resolveTargets } from "./targets.ts";
+import { pointVerdict, verdictMarkdown } from "./verdict.ts";
 import { Workload } from "./workload.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -62,7 +69,14 @@ async function main(args: string[]): Promise<number> {
   // The client shares CPU 0 with the target, as wrk does in the overhead benchmark.
   await run("taskset", ["-a", "-p", "-c", String(TARGET_CPU), String(Deno.pid)]);
 
-  const policies = resolved.targets.flatMap((t) => t.kind === "smg" ? [t] : []);
+  // ref:oracle runs our gateway with consistent_hashing: it needs that policy too.
+  const policies = resolved.targets.flatMap((t) =>
+    t.kind === "smg"
+      ? [{ ...t }]
+      : t.kind === "ref" && t.ref === "oracle"
+      ? [{ name: t.name, policy: "consistent_hashing" }]
+      : []
+  );
   const probes = await Promise.all(policies.map((t) => probePolicy(t.policy, tmpDir, ROOT, 0)));
   policies.forEach((t, i) => {
     if (probes[i] !== "ok") skipped[t.name] = probes[i];
@@ -84,6 +98,7 @@ async function main(args: string[]): Promise<number> {
       } min); logs in ${tmpDir}`,
   );
 
+  const started = performance.now();
   const rows: Summary[] = [];
   for (const [pi, point] of o.points.entries()) {
     for (const t of targets) {
@@ -111,8 +126,11 @@ async function main(args: string[]): Promise<number> {
     }
   }
   await killAll();
+  const elapsedS = Math.round((performance.now() - started) / 1000);
 
   const w = workload.config;
+  const upperKnobs = upperBoundKnobs(simKnobs, o.workers);
+  const oracle = oracleAssignment(workload, o.workers);
   console.log(
     `Fleet: ${o.workers} × \`smg sim-worker ${simKnobs.join(" ")}\`. Workload: seed ${w.seed}, ` +
       `${w.tenants} tenants (system prompts ${
@@ -120,9 +138,18 @@ async function main(args: string[]): Promise<number> {
       } tokens, Zipf ${w.tenantSkew}), ` +
       `${w.oneOffShare * 100} % one-off prompts, conversations of ${w.turns.join("–")} turns, ` +
       `user messages ${w.userTokens.join("–")} tokens, max_tokens ${w.outputTokens.join("–")}, ` +
-      `think time ${w.thinkMs} ms (exp.); ${o.warmup} s warm-up + ${o.duration} s measured.\n`,
+      `think time ${w.thinkMs} ms (exp.); ${o.warmup} s warm-up + ${o.duration} s measured; ` +
+      `${rows.length} measurements in ${Math.floor(elapsedS / 60)} min ${elapsedS % 60} s.\n`,
+  );
+  console.log(
+    `References: ref:upper-bound = 1 × \`smg sim-worker ${upperKnobs.join(" ")}\`, sent the ` +
+      `workload directly. ref:oracle = our gateway --policy consistent_hashing, X-SMG-Target-Worker ` +
+      `by tenant: ${
+        oracle.worker.map((wi, k) => `t${k}→w${wi + 1}`).join(" ")
+      } (expected load per worker ${oracle.share.map((x) => (x * 100).toFixed(1)).join("/")} %).\n`,
   );
   for (const point of o.points) console.log(markdown(point.label, rows) + "\n");
+  verdictMarkdown(rows, o.points.map((p) => p.label)).forEach((l) => console.log(l));
   for (const [name, why] of Object.entries(skipped)) console.log(`- skipped ${name}: ${why}`);
 
   if (o.json) {
@@ -143,12 +170,17 @@ async function main(args: string[]): Promise<number> {
         workload: w,
         targets: Object.fromEntries(targets.map((t) => [t.name, describeTarget(t)])),
         simWorker: `deno ${simWorkerArgs(ROOT, simKnobs).join(" ")} --host 127.0.0.1 --port P`,
+        upperBoundWorker: `deno ${simWorkerArgs(ROOT, upperKnobs).join(" ")} --host 127.0.0.1 ` +
+          `--port P`,
+        oracle,
         gateway: `deno ${gatewayArgs(ROOT, "POLICY", 0, 0, ports, o.seed).join(" ")}`,
         haproxy: haproxyConfig("roundrobin", 0, ports),
         nginx: nginxConfig("hash-session", 0, ports, "PREFIX"),
       },
       skipped,
+      elapsedS,
       summary: rows,
+      verdict: o.points.flatMap((p) => pointVerdict(rows, p.label) ?? []),
     });
     note(`wrote ${o.json}`);
   }

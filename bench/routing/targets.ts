@@ -1,5 +1,6 @@
 /**
- * The targets of the routing benchmark, by name: `smg:<policy>` for every policy name SMG knows,
+ * The targets of the routing benchmark, by name: the references `ref:upper-bound` and
+ * `ref:oracle` (`references.ts`), `smg:<policy>` for every policy name SMG knows,
  * `haproxy:<variant>` and `nginx:<variant>`; the `--targets` list resolved against them; and
  * starting one target in front of a fleet.
  */
@@ -15,9 +16,11 @@ import {
   startHaproxy,
   startNginx,
 } from "./peers.ts";
+import { type Reference, REFERENCES } from "./references.ts";
 
 /** One target, by kind. */
 export type TargetSpec =
+  | { name: string; kind: "ref"; ref: Reference }
   | { name: string; kind: "smg"; policy: string }
   | { name: string; kind: "haproxy"; variant: HaproxyVariant }
   | { name: string; kind: "nginx"; variant: NginxVariant };
@@ -28,9 +31,14 @@ export const NOT_BY_DEFAULT: Record<string, string> = {
     "smg:passthrough left out by default: it sends everything to the first worker (meant for one worker); name it in --targets to include it",
 };
 
-/** Every target there is, in report order: our policies, then HAProxy, then nginx. */
+/** Every target there is, in report order: the references, our policies, HAProxy, nginx. */
 export function allTargets(): TargetSpec[] {
   return [
+    ...(Object.keys(REFERENCES) as Reference[]).map((ref) => ({
+      name: `ref:${ref}`,
+      kind: "ref" as const,
+      ref,
+    })),
     ...POLICY_NAMES.map((policy) => ({ name: `smg:${policy}`, kind: "smg" as const, policy })),
     ...(Object.keys(HAPROXY_VARIANTS) as HaproxyVariant[]).map((variant) => ({
       name: `haproxy:${variant}`,
@@ -47,7 +55,7 @@ export function allTargets(): TargetSpec[] {
 
 /**
  * The targets a `--targets` list names (null: the default list). An entry is a full name
- * (`smg:round_robin`), a kind (`smg`, `haproxy`, `nginx`: all of that kind but the ones left
+ * (`smg:round_robin`), a kind (`ref`, `smg`, `haproxy`, `nginx`: all of that kind but the ones left
  * out by default) or `all`. Throws on a name that matches nothing.
  */
 export function resolveTargets(list: string[] | null): { targets: TargetSpec[]; notes: string[] } {
@@ -92,9 +100,16 @@ export interface TargetContext {
   cpu: number;
 }
 
-/** Starts `t` as `c` says and resolves once it routes to every worker. */
+/**
+ * Starts `t` as `c` says and resolves once it routes to every worker. `ref:oracle` is our gateway
+ * with `consistent_hashing` (the client names each request's worker); `ref:upper-bound` has no
+ * process in front of its single worker, and throws here.
+ */
 export function startTarget(t: TargetSpec, c: TargetContext): Promise<Child> {
   switch (t.kind) {
+    case "ref":
+      if (t.ref === "oracle") return startGateway("consistent_hashing", c);
+      throw new Error(`${t.name} is sent the workload directly`);
     case "smg":
       return startGateway(t.policy, c);
     case "haproxy":
@@ -107,6 +122,8 @@ export function startTarget(t: TargetSpec, c: TargetContext): Promise<Child> {
 /** What each target is, for the report. */
 export function describeTarget(t: TargetSpec): string {
   switch (t.kind) {
+    case "ref":
+      return REFERENCES[t.ref];
     case "smg":
       return `our gateway, --policy ${t.policy}`;
     case "haproxy":

@@ -200,9 +200,18 @@ export class Workload {
     return m;
   }
 
-  /** The routing headers every request of `s` carries. */
+  /**
+   * The headers every request of `s` carries: its conversation id as `X-SMG-Routing-Key` and
+   * `X-Session-Id`, and its tenant index as `X-Tenant-Id` (read by `ref:oracle` only).
+   */
   headers(s: Session): Record<string, string> {
-    return { "x-smg-routing-key": s.id, "x-session-id": s.id };
+    return { "x-smg-routing-key": s.id, "x-session-id": s.id, "x-tenant-id": String(s.tenant) };
+  }
+
+  /** Tenant `k`'s share of sessions (Zipf weight over the sum of all). */
+  popularity(k: number): number {
+    const prev = k === 0 ? 0 : this.#cumulative[k - 1];
+    return (this.#cumulative[k] - prev) / this.#cumulative[this.#cumulative.length - 1];
   }
 
   /** Exponential gaps (ms) of a Poisson process at `perSecond`, seeded by `stream`. */
