@@ -51,10 +51,13 @@ export function simWorkerArgs(root: string, knobs: string[]): string[] {
   ];
 }
 
-/** Starts `n` workers with `knobs` (sim-worker flags) and waits until each answers /health. */
+/**
+ * Starts `n` workers with `knobs` (sim-worker flags, the same for all or per worker index) and
+ * waits until each answers /health.
+ */
 export async function startFleet(
   n: number,
-  knobs: string[],
+  knobs: string[] | ((i: number) => string[]),
   tag: string,
   logDir: string,
   root: string,
@@ -71,7 +74,7 @@ export async function startFleet(
           FLEET_CPU,
           [
             Deno.execPath(),
-            ...simWorkerArgs(root, knobs),
+            ...simWorkerArgs(root, typeof knobs === "function" ? knobs(i) : knobs),
             "--host",
             HOST,
             "--port",
