@@ -169,7 +169,7 @@ export async function drive(baseUrl: string, w: Workload, o: DriveOptions): Prom
 }
 
 /** Resolves at `at` (performance.now() time) or at `limit`, whichever is first, or on abort. */
-function sleepUntil(at: number, limit: number, signal?: AbortSignal): Promise<void> {
+export function sleepUntil(at: number, limit: number, signal?: AbortSignal): Promise<void> {
   const ms = Math.min(at, limit) - performance.now();
   if (ms <= 0 || signal?.aborted) return Promise.resolve();
   return new Promise((resolve) => {

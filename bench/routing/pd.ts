@@ -42,7 +42,8 @@ import { round } from "../overhead/stats.ts";
 import { delta, readCounters, startFleet, type WorkerCounters } from "./fleet.ts";
 import { TARGET_CPU } from "./measure.ts";
 import { SIM_KNOBS } from "./options.ts";
-import { percentile } from "./report.ts";
+import { fmt, maxOverMean, percentile } from "./report.ts";
+import { sleepUntil } from "./client.ts";
 import { streamChat } from "./stream.ts";
 import { mix, words } from "./workload.ts";
 
@@ -201,12 +202,6 @@ export interface PdSummary {
   errors: string[];
 }
 
-/** Max ÷ mean of `xs`, or null when the mean is 0. */
-export function spread(xs: number[]): number | null {
-  const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
-  return xs.length && mean > 0 ? round(Math.max(...xs) / mean, 3) : null;
-}
-
 /** The gateway command line after `deno`. */
 export function pdGatewayArgs(
   port: number,
@@ -247,21 +242,6 @@ interface Cell {
   rate: number;
   policy: string;
   seed: number;
-}
-
-/** Resolves at `at` (performance.now() time) or on abort. */
-function sleepUntil(at: number, signal: AbortSignal): Promise<void> {
-  const ms = at - performance.now();
-  if (ms <= 0 || signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal.removeEventListener("abort", done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal.addEventListener("abort", done, { once: true });
-  });
 }
 
 /** One run: a fresh PD fleet and gateway, the stream of prompts, the counters read back. */
@@ -343,10 +323,10 @@ async function measure(
       at += -Math.log(1 - gaps()) * 1000 / c.rate;
       if (at >= stopAt || signal.aborted) break;
       if (before === null && at >= measureAt) {
-        await sleepUntil(measureAt, all);
+        await sleepUntil(measureAt, Infinity, all);
         [before, cpuBefore] = await Promise.all([readCounters(prefill.urls), sampleCpu(null)]);
       }
-      await sleepUntil(at, all);
+      await sleepUntil(at, Infinity, all);
       const measured = at >= measureAt;
       const p = prompt(c.workload, c.seed, n);
       const req = streamChat({
@@ -365,9 +345,9 @@ async function measure(
     if (before === null) {
       [before, cpuBefore] = await Promise.all([readCounters(prefill.urls), sampleCpu(null)]);
     }
-    await sleepUntil(stopAt, all);
+    await sleepUntil(stopAt, Infinity, all);
     const drained = Promise.all(running);
-    await Promise.race([drained, sleepUntil(performance.now() + o.drain * 1000, all)]);
+    await Promise.race([drained, sleepUntil(performance.now() + o.drain * 1000, Infinity, all)]);
     cutter.abort();
     await drained;
     const [after, cpuAfter] = await Promise.all([readCounters(prefill.urls), sampleCpu(null)]);
@@ -393,8 +373,8 @@ async function measure(
       e2eP50Ms: r1(percentile(ok.map((r) => r.e2e), 0.5)),
       e2eP99Ms: r1(percentile(ok.map((r) => r.e2e), 0.99)),
       prefillTokens,
-      spreadTokens: spread(prefillTokens),
-      spreadRequests: spread(d.map((w) => w.requests)),
+      spreadTokens: maxOverMean(prefillTokens, 3),
+      spreadRequests: maxOverMean(d.map((w) => w.requests)),
       cpuBusyPct: ["cpu0", "cpu1"].map((n) => busyPct(cpuBefore!.load, cpuAfter.load, n)),
       errors: [...new Set(measured.filter((r) => !r.ok).map((r) => r.error ?? "?"))].slice(0, 3),
     };
@@ -402,12 +382,6 @@ async function measure(
     await stop(children);
   }
 }
-
-const fmt = (v: number | null, digits = 0) =>
-  v === null ? "–" : v.toLocaleString("en-US", {
-    minimumFractionDigits: digits,
-    maximumFractionDigits: digits,
-  });
 
 /** The markdown table of one (workload, rate): a row per policy and seed. */
 export function pdMarkdown(rows: PdSummary[]): string {

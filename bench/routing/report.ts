@@ -58,9 +58,10 @@ export function percentile(xs: number[], q: number): number | null {
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
 }
 
-function maxOverMean(xs: number[]): number | null {
+/** Max ÷ mean of `xs` to `digits` places (1.00: perfectly even), or null when the mean is 0. */
+export function maxOverMean(xs: number[], digits = 2): number | null {
   const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
-  return xs.length && mean > 0 ? round(Math.max(...xs) / mean, 2) : null;
+  return xs.length && mean > 0 ? round(Math.max(...xs) / mean, digits) : null;
 }
 
 /** Summarises one measurement. */
@@ -108,7 +109,8 @@ export function summarise(
   };
 }
 
-const fmt = (v: number | null, digits = 0) =>
+/** `v` with thousands separators and `digits` decimals, or "–" for null. */
+export const fmt = (v: number | null, digits = 0) =>
   v === null ? "–" : v.toLocaleString("en-US", {
     minimumFractionDigits: digits,
     maximumFractionDigits: digits,

@@ -117,12 +117,14 @@ export class SimEngine {
     }
     let privateTokens = 0;
     for (const s of this.#running) privateTokens += kvLength(s) - s.pinned * bs;
-    const usedTokens = this.#cache.blockTokens + privateTokens;
+    const residentTokens = this.#cache.blockTokens + privateTokens;
+    const usedTokens = residentTokens - this.#cache.evictableTokens;
     return {
       running: this.#running.length,
       waiting: this.#waiting.length,
       waitingUncachedTokens: waitingUncached,
       usedTokens,
+      residentTokens,
       maxTokens: this.#cfg.kvTokens,
       tokenUsage: usedTokens / this.#cfg.kvTokens,
       genThroughput: this.#throughput.value(this.#deps.now()),

@@ -63,8 +63,14 @@ export interface EngineStats {
   waiting: number;
   /** Uncached prompt tokens of the waiting requests. */
   waitingUncachedTokens: number;
-  /** KV tokens in use (cached blocks plus running requests' unblocked tokens). */
+  /**
+   * KV tokens in use, as sglang counts them: capacity − free − evictable, i.e. the blocks pinned
+   * by running requests plus their unblocked tokens. Cached blocks nobody runs on are free to
+   * evict and do not count (sglang's `token_usage` falls back to ~0 on an idle engine).
+   */
   usedTokens: number;
+  /** KV tokens resident: every cached block plus running requests' unblocked tokens. */
+  residentTokens: number;
   /** KV capacity in tokens. */
   maxTokens: number;
   /** usedTokens / maxTokens. */

@@ -5,9 +5,9 @@
  */
 
 import assert from "node:assert/strict";
-import { prompt, SIZES, spread } from "../../bench/routing/pd.ts";
+import { prompt, SIZES } from "../../bench/routing/pd.ts";
 import { oracleAssignment, oracleRoute, upperBoundKnobs } from "../../bench/routing/references.ts";
-import type { Summary } from "../../bench/routing/report.ts";
+import { maxOverMean, type Summary } from "../../bench/routing/report.ts";
 import { advantageGrows, pointVerdict, relative } from "../../bench/routing/verdict.ts";
 import { simTokens, Workload } from "../../bench/routing/workload.ts";
 
@@ -104,7 +104,11 @@ Deno.test("verdict: ratios to the references, targets met or not, the advantage'
     row("smg:round_robin", "heavy", 0.55, 160, 3000),
     row("nginx:hash-session", "heavy", 0.8, 35, 900),
   ];
-  assert.deepEqual(relative(rows[2], rows), { hitOfUpper: 0.93, p50VsOracle: 1.1, p99VsOracle: 1.14 });
+  assert.deepEqual(relative(rows[2], rows), {
+    hitOfUpper: 0.93,
+    p50VsOracle: 1.1,
+    p99VsOracle: 1.14,
+  });
   const light = pointVerdict(rows, "light")!;
   assert.equal(light.hitMet, true);
   assert.equal(light.p50Met, true);
@@ -134,6 +138,7 @@ Deno.test("pd bench: prompts are seeded, sized as drawn and unique from the firs
   const long = sizes.filter((s) => s === 4096).length / sizes.length;
   assert.ok(Math.abs(long - 0.2) < 0.03, `long share ${long}`);
   assert.deepEqual(Object.keys(SIZES), ["mixed", "two-size"]);
-  assert.equal(spread([1, 1, 2]), 1.5);
-  assert.equal(spread([0, 0]), null);
+  assert.equal(maxOverMean([1, 1, 2]), 1.5);
+  assert.equal(maxOverMean([1, 1, 1, 4], 3), 2.286);
+  assert.equal(maxOverMean([0, 0]), null);
 });

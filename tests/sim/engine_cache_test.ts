@@ -59,11 +59,12 @@ Deno.test("engine cache: under pressure the least recently used prefix is evicte
   const [a, b, c] = [prompt(1, 100), prompt(2, 100), prompt(3, 100)]; // 6 blocks each
   await run(sim, a, 1);
   await run(sim, b, 1);
-  assert.equal(sim.engine.stats().usedTokens, 12 * 16);
+  assert.equal(sim.engine.stats().residentTokens, 12 * 16);
+  assert.equal(sim.engine.stats().usedTokens, 0, "idle: every cached block is evictable");
   await run(sim, c, 1); // needs 101 tokens of room: 3 of A's blocks go, its tail first
   assert.equal((await run(sim, b, 1)).result.cachedTokens, 96);
   assert.equal((await run(sim, a, 1)).result.cachedTokens, 48);
-  assert.ok(sim.engine.stats().usedTokens <= 256);
+  assert.ok(sim.engine.stats().residentTokens <= 256);
 });
 
 Deno.test("engine cache: a prefix pinned by a running request is not evicted; others wait", async () => {
@@ -77,6 +78,7 @@ Deno.test("engine cache: a prefix pinned by a running request is not evicted; ot
   const [rd, rf] = await Promise.all([d, f]);
   assert.equal(rd.result.cachedTokens, 96);
   assert.deepEqual([during!.running, during!.waiting, during!.waitingUncachedTokens], [1, 1, 200]);
+  assert.ok(during!.usedTokens >= 6 * 16, "the runner's pinned prefix is in use");
   near(rf.result.queueMs, rd.at[rd.at.length - 1] - t0, 1e-6);
   assert.equal(rf.result.finishReason, "length");
 });
@@ -86,7 +88,7 @@ Deno.test("engine cache: an empty engine admits a prompt larger than the whole c
   const { result } = await run(sim, prompt(1, 1000), 3);
   assert.equal(result.finishReason, "length");
   near(result.ttftMs!, 125);
-  assert.equal(sim.engine.stats().usedTokens, 256, "the cache keeps what fits");
+  assert.equal(sim.engine.stats().residentTokens, 256, "the cache keeps what fits");
   assert.equal((await run(sim, prompt(1, 1000), 1)).result.cachedTokens, 256);
 });
 
@@ -96,8 +98,8 @@ Deno.test("engine cache: flush refuses while busy, then empties the cache", asyn
   let busy: boolean | null = null;
   await run(sim, p, 3, { onToken: () => (busy ??= sim.engine.flushCache()) });
   assert.equal(busy, false);
-  assert.ok(sim.engine.stats().usedTokens > 0);
+  assert.ok(sim.engine.stats().residentTokens > 0);
   assert.equal(sim.engine.flushCache(), true);
-  assert.equal(sim.engine.stats().usedTokens, 0);
+  assert.equal(sim.engine.stats().residentTokens, 0);
   assert.equal((await run(sim, p, 1)).result.cachedTokens, 0);
 });

@@ -130,7 +130,8 @@ Deno.test("engine: abort frees the batch slot at once; a queued abort never runs
   });
   // Nothing running: all that is left is the whole blocks A (80 + 2) and B (80 + 1) computed.
   assert.equal(s.running, 0);
-  assert.equal(s.usedTokens, 10 * 16);
+  assert.equal(s.residentTokens, 10 * 16);
+  assert.equal(s.usedTokens, 0, "cached blocks nobody runs on are evictable, not in use");
 });
 
 Deno.test("engine: abort returns the KV reservation, letting a waiting request in", async () => {
@@ -203,6 +204,7 @@ Deno.test("engine: stats agree with the batch, the queue and the KV pool", async
   // Prompt blocks (6 + 12) are cached and pinned. Private: r1 has 4 prompt tokens and 10 of its
   // 11 tokens (the newest has no KV yet); r2, not yet at its 11th token, 8 and 9.
   assert.equal(s.usedTokens, (6 + 12) * 16 + (4 + 10) + (8 + 9));
+  assert.equal(s.residentTokens, s.usedTokens, "every cached block is pinned by a runner");
   assert.equal(s.tokenUsage, s.usedTokens / 65536);
   assert.equal(s.maxTokens, 65536);
   assert.equal(s.maxRunning, 2);
@@ -215,7 +217,9 @@ Deno.test("engine: stats agree with the batch, the queue and the KV pool", async
     generatedTokens: 105,
     aborted: 0,
   });
-  assert.equal(end.usedTokens % 16, 0, "only whole cached blocks remain");
+  assert.equal(end.residentTokens % 16, 0, "only whole cached blocks remain");
+  assert.ok(end.residentTokens > 0);
+  assert.equal(end.usedTokens, 0, "and none is in use");
   sim.clock.t += 20_000;
   assert.ok(sim.engine.stats().genThroughput < 0.01, "throughput decays while idle");
 });
