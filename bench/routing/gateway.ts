@@ -25,6 +25,25 @@ export function gatewayArgs(
   workers: string[],
   seed: number,
 ): string[] {
+  return gatewayCommand(root, port, promPort, seed, [
+    "--worker-urls",
+    ...workers,
+    "--policy",
+    policy,
+  ]);
+}
+
+/**
+ * `main.ts` listening on `port` (metrics on `promPort`) with `--random-seed seed`, warn-level
+ * logs and the gateway flags `flags` (workers and policy), after `deno`.
+ */
+export function gatewayCommand(
+  root: string,
+  port: number,
+  promPort: number,
+  seed: number,
+  flags: string[],
+): string[] {
   return [
     "run",
     "--unstable-no-legacy-abort",
@@ -37,10 +56,7 @@ export function gatewayArgs(
     String(port),
     "--prometheus-port",
     String(promPort),
-    "--worker-urls",
-    ...workers,
-    "--policy",
-    policy,
+    ...flags,
     "--random-seed",
     String(seed),
     "--log-level",

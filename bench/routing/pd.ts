@@ -40,6 +40,7 @@ import {
 } from "../overhead/processes.ts";
 import { round } from "../overhead/stats.ts";
 import { delta, readCounters, startFleet, type WorkerCounters } from "./fleet.ts";
+import { gatewayCommand } from "./gateway.ts";
 import { TARGET_CPU } from "./measure.ts";
 import { SIM_KNOBS } from "./options.ts";
 import { fmt, maxOverMean, percentile } from "./report.ts";
@@ -202,7 +203,7 @@ export interface PdSummary {
   errors: string[];
 }
 
-/** The gateway command line after `deno`. */
+/** The PD gateway command line after `deno`. */
 export function pdGatewayArgs(
   port: number,
   promPort: number,
@@ -211,18 +212,7 @@ export function pdGatewayArgs(
   policy: string,
   seed: number,
 ): string[] {
-  return [
-    "run",
-    "--unstable-no-legacy-abort",
-    "--allow-net",
-    "--allow-env=RUST_LOG,SMG_LOG",
-    `${ROOT}main.ts`,
-    "--host",
-    HOST,
-    "--port",
-    String(port),
-    "--prometheus-port",
-    String(promPort),
+  return gatewayCommand(ROOT, port, promPort, seed, [
     "--pd-disaggregation",
     ...prefill.flatMap((p) => ["--prefill", p.url, String(p.bootstrapPort)]),
     ...decode.flatMap((u) => ["--decode", u]),
@@ -230,11 +220,7 @@ export function pdGatewayArgs(
     policy,
     "--decode-policy",
     "round_robin",
-    "--random-seed",
-    String(seed),
-    "--log-level",
-    "warn",
-  ];
+  ]);
 }
 
 interface Cell {

@@ -5,7 +5,8 @@
  */
 
 import assert from "node:assert/strict";
-import { prompt, SIZES } from "../../bench/routing/pd.ts";
+import { parseGatewayArgs } from "../../lib/config/cli.ts";
+import { pdGatewayArgs, prompt, SIZES } from "../../bench/routing/pd.ts";
 import { oracleAssignment, oracleRoute, upperBoundKnobs } from "../../bench/routing/references.ts";
 import { maxOverMean, type Summary } from "../../bench/routing/report.ts";
 import { advantageGrows, pointVerdict, relative } from "../../bench/routing/verdict.ts";
@@ -141,4 +142,23 @@ Deno.test("pd bench: prompts are seeded, sized as drawn and unique from the firs
   assert.equal(maxOverMean([1, 1, 2]), 1.5);
   assert.equal(maxOverMean([1, 1, 1, 4], 3), 2.286);
   assert.equal(maxOverMean([0, 0]), null);
+});
+
+Deno.test("pd bench: its gateway command line is one the gateway accepts, as meant", () => {
+  const args = pdGatewayArgs(
+    8080,
+    29000,
+    [{ url: "http://127.0.0.1:31001", bootstrapPort: 8998 }],
+    ["http://127.0.0.1:31002"],
+    "bucket",
+    7,
+  );
+  const flags = args.slice(args.findIndex((a) => a.endsWith("main.ts")) + 1);
+  const c = parseGatewayArgs(flags);
+  assert.equal(c.pd.enabled, true);
+  assert.deepEqual(c.pd.prefill, [{ url: "http://127.0.0.1:31001", bootstrapPort: 8998 }]);
+  assert.deepEqual(c.pd.decode, ["http://127.0.0.1:31002"]);
+  assert.equal(c.pd.prefillPolicy, "bucket");
+  assert.equal(c.pd.decodePolicy, "round_robin");
+  assert.equal(c.port, 8080);
 });
