@@ -127,7 +127,8 @@ export class SimEngine {
       residentTokens,
       maxTokens: this.#cfg.kvTokens,
       tokenUsage: usedTokens / this.#cfg.kvTokens,
-      genThroughput: this.#throughput.value(this.#deps.now()),
+      // Held while idle, as sglang's: a decayed reading would make an idle worker look slow.
+      genThroughput: this.#throughput.last(),
       cacheHitRate: this.#hitRate ?? 0,
       maxRunning: this.#cfg.maxRunning,
       totals: { ...this.#totals },

@@ -1,7 +1,7 @@
 /**
  * Smoothed figures for the engine's load report: an event rate per second that decays in
- * continuous time (so it falls to zero when the engine idles, with no timer), and an EWMA of
- * per-request samples.
+ * continuous time between events (so a gap counts against the next reading, with no timer), and
+ * an EWMA of per-request samples.
  */
 
 /** An exponentially weighted moving average: `sample` itself when there is no previous value. */
@@ -28,6 +28,14 @@ export class RateMeter {
   add(count: number, nowMs: number): void {
     this.#rate = this.value(nowMs) + (count * 1000) / this.tauMs;
     this.#at = nowMs;
+  }
+
+  /**
+   * The rate as of the last event (0 before any): what sglang's `gen_throughput` shows, which is
+   * updated by decode steps and held while the engine idles.
+   */
+  last(): number {
+    return this.#rate;
   }
 
   /** The smoothed rate per second at time `nowMs` (not before the last `add`). */

@@ -75,7 +75,7 @@ export interface EngineStats {
   maxTokens: number;
   /** usedTokens / maxTokens. */
   tokenUsage: number;
-  /** Decode tokens per wall second, smoothed. */
+  /** Decode tokens per wall second, smoothed, as of the last decode step (held while idle). */
   genThroughput: number;
   /** Smoothed cached/prompt ratio over admitted requests. */
   cacheHitRate: number;

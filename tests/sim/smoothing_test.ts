@@ -16,4 +16,8 @@ Deno.test("RateMeter: reads zero, converges on a steady rate, decays when events
   assert.ok(m.value(11_000) < 80 && m.value(11_000) > 70, "e^-1 of it a second later");
   assert.ok(m.value(30_000) < 0.001);
   assert.equal(m.value(5_000), m.value(10_000), "no growth when read in the past");
+  assert.equal(m.last(), m.value(10_000), "last(): the rate at the last event, held");
+  m.add(2, 20_000); // after a 10 s gap the next event reads low
+  assert.ok(m.last() < 3, String(m.last()));
+  assert.equal(new RateMeter().last(), 0);
 });
