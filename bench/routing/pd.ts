@@ -230,6 +230,48 @@ interface Cell {
   seed: number;
 }
 
+/**
+ * A fresh PD fleet (prefill workers with their bootstrap ports, decode workers) and our gateway in
+ * front of it with `c.policy` on the prefill leg, ready; every process started goes into
+ * `children`.
+ */
+async function startPd(
+  o: PdOptions,
+  c: Cell,
+  tag: string,
+  dir: string,
+  signal: AbortSignal,
+  children: Child[],
+): Promise<{ url: string; prefillUrls: string[] }> {
+  const boot = freePorts(o.prefill);
+  const knobs = [...SIM_KNOBS, "--seed", String(c.seed)];
+  const prefillKnobs = (i: number) => [
+    ...knobs,
+    "--role",
+    "prefill",
+    "--bootstrap-port",
+    String(boot[i]),
+  ];
+  const prefill = await startFleet(o.prefill, prefillKnobs, `${tag}-prefill`, dir, ROOT, signal);
+  children.push(...prefill.children);
+  const decodeKnobs = [...knobs, "--role", "decode"];
+  const decode = await startFleet(o.decode, decodeKnobs, `${tag}-decode`, dir, ROOT, signal);
+  children.push(...decode.children);
+  const [port, promPort] = freePorts(2);
+  const prefillSpecs = prefill.urls.map((url, i) => ({ url, bootstrapPort: boot[i] }));
+  const args = pdGatewayArgs(port, promPort, prefillSpecs, decode.urls, c.policy, c.seed);
+  const gw = await spawn(`${tag}-smg`, TARGET_CPU, [Deno.execPath(), ...args], dir, ROOT);
+  children.push(gw);
+  const url = `http://${HOST}:${port}`;
+  await waitFor(
+    `gateway --prefill-policy ${c.policy}`,
+    gw,
+    `${url}/readiness`,
+    (s, b) => s === 200 && JSON.parse(b).healthy_workers === o.prefill + o.decode,
+  );
+  return { url, prefillUrls: prefill.urls };
+}
+
 /** One run: a fresh PD fleet and gateway, the stream of prompts, the counters read back. */
 async function measure(
   o: PdOptions,
@@ -238,55 +280,9 @@ async function measure(
   signal: AbortSignal,
 ): Promise<PdSummary> {
   const tag = `${c.workload}-${c.rate}-${c.policy}-${c.seed}`;
-  const boot = freePorts(o.prefill);
   const children: Child[] = [];
   try {
-    const prefill = await startFleet(
-      o.prefill,
-      (
-        i,
-      ) => [
-        ...SIM_KNOBS,
-        "--seed",
-        String(c.seed),
-        "--role",
-        "prefill",
-        "--bootstrap-port",
-        String(boot[i]),
-      ],
-      `${tag}-prefill`,
-      dir,
-      ROOT,
-      signal,
-    );
-    children.push(...prefill.children);
-    const decode = await startFleet(
-      o.decode,
-      [...SIM_KNOBS, "--seed", String(c.seed), "--role", "decode"],
-      `${tag}-decode`,
-      dir,
-      ROOT,
-      signal,
-    );
-    children.push(...decode.children);
-    const [port, promPort] = freePorts(2);
-    const args = pdGatewayArgs(
-      port,
-      promPort,
-      prefill.urls.map((url, i) => ({ url, bootstrapPort: boot[i] })),
-      decode.urls,
-      c.policy,
-      c.seed,
-    );
-    const gw = await spawn(`${tag}-smg`, TARGET_CPU, [Deno.execPath(), ...args], dir, ROOT);
-    children.push(gw);
-    const url = `http://${HOST}:${port}`;
-    await waitFor(
-      `gateway --prefill-policy ${c.policy}`,
-      gw,
-      `${url}/readiness`,
-      (s, b) => s === 200 && JSON.parse(b).healthy_workers === o.prefill + o.decode,
-    );
+    const { url, prefillUrls } = await startPd(o, c, tag, dir, signal, children);
 
     const records: {
       measured: boolean;
@@ -310,7 +306,7 @@ async function measure(
       if (at >= stopAt || signal.aborted) break;
       if (before === null && at >= measureAt) {
         await sleepUntil(measureAt, Infinity, all);
-        [before, cpuBefore] = await Promise.all([readCounters(prefill.urls), sampleCpu(null)]);
+        [before, cpuBefore] = await Promise.all([readCounters(prefillUrls), sampleCpu(null)]);
       }
       await sleepUntil(at, Infinity, all);
       const measured = at >= measureAt;
@@ -329,14 +325,14 @@ async function measure(
       req.finally(() => running.delete(req));
     }
     if (before === null) {
-      [before, cpuBefore] = await Promise.all([readCounters(prefill.urls), sampleCpu(null)]);
+      [before, cpuBefore] = await Promise.all([readCounters(prefillUrls), sampleCpu(null)]);
     }
     await sleepUntil(stopAt, Infinity, all);
     const drained = Promise.all(running);
     await Promise.race([drained, sleepUntil(performance.now() + o.drain * 1000, Infinity, all)]);
     cutter.abort();
     await drained;
-    const [after, cpuAfter] = await Promise.all([readCounters(prefill.urls), sampleCpu(null)]);
+    const [after, cpuAfter] = await Promise.all([readCounters(prefillUrls), sampleCpu(null)]);
     for (const ch of children) {
       if (await exited(ch, 0)) {
         throw new Error(`${ch.name} exited during the run:\n${tail(ch.log)}`);
