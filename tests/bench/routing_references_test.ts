@@ -6,7 +6,8 @@
 
 import assert from "node:assert/strict";
 import { parseGatewayArgs } from "../../lib/config/cli.ts";
-import { pdGatewayArgs, prompt, SIZES } from "../../bench/routing/pd.ts";
+import { pdGatewayArgs } from "../../bench/routing/pd.ts";
+import { prompt, SIZES } from "../../bench/routing/pd_options.ts";
 import { oracleAssignment, oracleRoute, upperBoundKnobs } from "../../bench/routing/references.ts";
 import { maxOverMean, type Summary } from "../../bench/routing/report.ts";
 import { advantageGrows, pointVerdict, relative } from "../../bench/routing/verdict.ts";
