@@ -10,7 +10,7 @@
  *                      [--policies bucket,round_robin,random] [--duration 30] [--warmup 10]
  *                      [--seeds 0] [--json out.json]
  *
- * - Workloads (`SIZES`): `mixed`, prompt sizes log-uniform over 64–8,192 tokens; `two-size`, 80 %
+ * - Workloads (`SIZES` in `pd_options.ts`): `mixed`, prompt sizes log-uniform over 64–8,192 tokens; `two-size`, 80 %
  *   of 256 tokens and 20 % of 4,096. Every prompt starts with its own words, so nothing is cached
  *   and every prompt token is prefill work. `max_tokens` 8 keeps the decode leg light.
  * - The warm-up (10 s by default) covers bucket's first adaptations (every 5 s); the measured
