@@ -1,0 +1,110 @@
+/**
+ * The mesh's Prometheus metrics, registered in the gateway's registry. SMG's three keep SMG's
+ * semantics (reference/mesh.md §9): `router_mesh_peer_connections` is set by the router that
+ * accepts a stream (1 with `peer=""` at accept, left at 1, then 1 for the learned name and 0
+ * when the stream ends, kept after the peer is gone), `router_mesh_peer_reconnects_total`
+ * counts accepted streams that ended, and `router_mesh_sync_round_duration_seconds` is observed
+ * by the opener for each round's sending. The rest are ours.
+ */
+
+import type client from "prom-client";
+import { FastCounter, FastGauge, FastHistogram } from "../metrics/fast.ts";
+import { DURATION_BUCKETS } from "../metrics/metrics.ts";
+
+/** Round-trip buckets for probes, 0.5 ms to 10 s. */
+const RTT_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10];
+
+/** Every mesh metric. */
+export class MeshMetrics {
+  /** router_mesh_peer_connections{peer} */
+  readonly peerConnections: FastGauge;
+  /** router_mesh_peer_reconnects_total{peer} */
+  readonly peerReconnects: FastCounter;
+  /** router_mesh_sync_round_duration_seconds{peer} */
+  readonly syncRound: FastHistogram;
+  /** router_mesh_members{status} (ours): members this router knows, by status, itself included */
+  readonly members: FastGauge;
+  /** router_mesh_probes_total{result} (ours): result = ack | indirect_ack | failed */
+  readonly probes: FastCounter;
+  /** router_mesh_probe_rtt_seconds (ours): direct probe round trips */
+  readonly probeRtt: FastHistogram;
+  /** router_mesh_ping_reqs_total{role} (ours): role = sent | served */
+  readonly pingReqs: FastCounter;
+  /** router_mesh_suspicions_total (ours): members this router moved to SUSPECTED */
+  readonly suspicions: FastCounter;
+  /** router_mesh_refutations_total (ours): suspicions of this router it refuted */
+  readonly refutations: FastCounter;
+  /** router_mesh_dropped_frames_total{peer,direction} (ours): stream queue overflows */
+  readonly droppedFrames: FastCounter;
+  /** router_mesh_rejected_total{reason} (ours): peer input refused */
+  readonly rejected: FastCounter;
+  /** router_mesh_local_health (ours): Lifeguard score, 0 is healthy */
+  readonly localHealth: FastGauge;
+
+  /** Registers the mesh metrics in `r`. */
+  constructor(r: client.Registry) {
+    this.peerConnections = new FastGauge(
+      r,
+      "router_mesh_peer_connections",
+      "Sync streams this router accepted, by peer (1 open, 0 closed)",
+      ["peer"],
+    );
+    this.peerReconnects = new FastCounter(
+      r,
+      "router_mesh_peer_reconnects_total",
+      "Accepted sync streams that ended",
+      ["peer"],
+    );
+    this.syncRound = new FastHistogram(
+      r,
+      "router_mesh_sync_round_duration_seconds",
+      "Time to build and queue one round of a stream this router opened",
+      ["peer"],
+      DURATION_BUCKETS,
+    );
+    this.members = new FastGauge(r, "router_mesh_members", "Known mesh members by status", [
+      "status",
+    ]);
+    this.probes = new FastCounter(r, "router_mesh_probes_total", "Probes by result", ["result"]);
+    this.probeRtt = new FastHistogram(
+      r,
+      "router_mesh_probe_rtt_seconds",
+      "Round-trip time of direct probes that were acked",
+      [],
+      RTT_BUCKETS,
+    );
+    this.pingReqs = new FastCounter(r, "router_mesh_ping_reqs_total", "Indirect probes", [
+      "role",
+    ]);
+    this.suspicions = new FastCounter(
+      r,
+      "router_mesh_suspicions_total",
+      "Members this router moved to SUSPECTED",
+      [],
+    );
+    this.refutations = new FastCounter(
+      r,
+      "router_mesh_refutations_total",
+      "Suspicions of this router that it refuted",
+      [],
+    );
+    this.droppedFrames = new FastCounter(
+      r,
+      "router_mesh_dropped_frames_total",
+      "Sync-stream frames dropped on a full queue",
+      ["peer", "direction"],
+    );
+    this.rejected = new FastCounter(
+      r,
+      "router_mesh_rejected_total",
+      "Mesh input refused (malformed, oversized, flood, name_conflict, identity, unknown_frame, bind)",
+      ["reason"],
+    );
+    this.localHealth = new FastGauge(
+      r,
+      "router_mesh_local_health",
+      "Lifeguard local-health score; timeouts are stretched by score + 1",
+      [],
+    );
+  }
+}

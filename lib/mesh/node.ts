@@ -1,0 +1,296 @@
+/**
+ * A mesh router: the thin shell around the SWIM reducer. It feeds the reducer transport
+ * events and timer wake-ups one at a time (events raised while effects run are queued, so
+ * the reducer never re-enters), performs its effects (requests, answers, logs, metrics),
+ * keeps the sync streams in step with membership, and exposes status and membership changes.
+ */
+
+import type { Logger } from "../core/log.ts";
+import { MEMBER_STATUSES, type MemberStatus } from "./member.ts";
+import type { MeshMetrics } from "./mesh_metrics.ts";
+import type { Scheduler } from "./scheduler.ts";
+import { type StreamConfig, StreamManager } from "./streams.ts";
+import { step } from "./swim.ts";
+import type { SwimConfig } from "./swim_config.ts";
+import {
+  createSwimState,
+  type MemberRecord,
+  peers,
+  selfRecord,
+  type SwimEffect,
+  type SwimEvent,
+  type SwimState,
+} from "./swim_state.ts";
+import type { MeshTransport } from "./transport/transport.ts";
+import type { AckMessage } from "./wire.ts";
+
+/** What a router needs. */
+export interface MeshNodeOptions {
+  /** This router's unique name. */
+  name: string;
+  /** Its advertised mesh address, `host:port`. */
+  address: string;
+  /** Seed addresses to join through (`--mesh-peer-urls`). */
+  seeds: string[];
+  /** SWIM timing. */
+  swim: SwimConfig;
+  /** Stream timing. */
+  streams: Omit<StreamConfig, "roundMs">;
+  /** Network. */
+  transport: MeshTransport;
+  /** Time (real or fake). */
+  scheduler: Scheduler;
+  /** Logger. */
+  log: Logger;
+  /** Metrics. */
+  metrics: MeshMetrics;
+  /** Seed of the SWIM core's randomness. */
+  randomSeed: number;
+  /** Log the `Status:` line at least this often (30 s); it is also logged on every change. */
+  statusLogMs?: number;
+}
+
+/** One member in `/mesh/status`. */
+export interface MemberStatusView {
+  /** Name. */
+  name: string;
+  /** Advertised address. */
+  address: string;
+  /** Status. */
+  status: MemberStatus;
+  /** Incarnation. */
+  incarnation: number;
+  /** Whether a sync stream with it is open. */
+  stream: boolean;
+}
+
+/** A membership change. */
+export type MemberListener = (m: MemberRecord, previous: MemberStatus | null | "forgotten") => void;
+
+/** One router in the mesh. */
+export class MeshNode {
+  /** Sync streams (part 2 sends envelopes through them). */
+  readonly streams: StreamManager;
+  readonly #o: MeshNodeOptions;
+  readonly #state: SwimState;
+  readonly #queue: SwimEvent[] = [];
+  #busy = false;
+  #cancelWake: () => void = () => {};
+  #wakeAt = Infinity;
+  #requestId = 0;
+  readonly #responders = new Map<number, (ack: AckMessage) => void>();
+  readonly #listeners: MemberListener[] = [];
+  readonly #inflight = new Set<number>();
+  #flushed: (() => void) | null = null;
+  #stopped = false;
+  #changed = true;
+  #lastStatusLog = -Infinity;
+
+  /** Builds the router; nothing runs until `start()`. */
+  constructor(o: MeshNodeOptions) {
+    this.#o = o;
+    this.#state = createSwimState({
+      config: o.swim,
+      name: o.name,
+      address: o.address,
+      seeds: o.seeds,
+      seed: o.randomSeed,
+      now: o.scheduler.now(),
+    });
+    this.streams = new StreamManager({
+      self: o.name,
+      transport: o.transport,
+      scheduler: o.scheduler,
+      log: o.log,
+      metrics: o.metrics,
+      config: { ...o.streams, roundMs: o.swim.probeIntervalMs },
+      alivePeers: () => peers(this.#state, ["ALIVE"]),
+      onLost: (peer) => this.#dispatch({ type: "streamLost", name: peer }),
+    });
+  }
+
+  /** This router's name. */
+  get name(): string {
+    return this.#o.name;
+  }
+
+  /** Serves the mesh port and starts gossiping; rejects when the port cannot be bound. */
+  async start(): Promise<void> {
+    await this.#o.transport.serve({
+      onRequest: (req, respond) => {
+        const id = ++this.#requestId;
+        this.#responders.set(id, respond);
+        this.#dispatch({ type: "request", id, req });
+      },
+      onStream: (conn) => this.streams.accept(conn),
+      onRejected: (reason, detail) => {
+        this.#o.metrics.rejected.with(reason).inc();
+        this.#o.log.warn("refused mesh input", { reason, detail });
+      },
+    });
+    this.#dispatch({ type: "tick" });
+  }
+
+  /** Subscribes to membership changes. */
+  onMember(fn: MemberListener): void {
+    this.#listeners.push(fn);
+  }
+
+  /** Every member, this router included, sorted by name. */
+  members(): MemberStatusView[] {
+    return [...this.#state.members.values()]
+      .map((m) => ({
+        name: m.name,
+        address: m.address,
+        status: m.status,
+        incarnation: m.incarnation,
+        stream: this.streams.isOpen(m.name),
+      }))
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /** This router's own status. */
+  get status(): MemberStatus {
+    return selfRecord(this.#state).status;
+  }
+
+  /** The Lifeguard local-health score. */
+  get localHealth(): number {
+    return this.#state.awareness;
+  }
+
+  /**
+   * Announces LEAVING to every ALIVE peer and waits (up to the broadcast timeout) for their
+   * acks, then closes the streams. Call before the gateway drains.
+   */
+  async leave(): Promise<void> {
+    if (this.#stopped) return;
+    const done = new Promise<void>((resolve) => (this.#flushed = resolve));
+    this.#dispatch({ type: "leave" });
+    if (this.#inflight.size === 0) this.#flushed?.();
+    await done;
+    this.streams.closeAll();
+  }
+
+  /** Stops timers, streams and the transport. */
+  async stop(): Promise<void> {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#cancelWake();
+    this.streams.closeAll();
+    for (const [, respond] of this.#responders) {
+      respond({
+        seq: 0,
+        from: this.#o.name,
+        nack: true,
+        updates: [],
+        fullState: false,
+        error: "leaving",
+      });
+    }
+    this.#responders.clear();
+    await this.#o.transport.close();
+  }
+
+  #dispatch(ev: SwimEvent): void {
+    if (this.#stopped) return;
+    this.#queue.push(ev);
+    if (this.#busy) return;
+    this.#busy = true;
+    try {
+      while (this.#queue.length > 0) {
+        const out = step(this.#state, this.#queue.shift()!, this.#o.scheduler.now());
+        for (const e of out.effects) this.#perform(e);
+        this.#schedule(out.wakeAt);
+      }
+    } finally {
+      this.#busy = false;
+    }
+    this.#statusLog();
+  }
+
+  #schedule(at: number): void {
+    if (at === this.#wakeAt || this.#stopped) return;
+    this.#cancelWake();
+    this.#wakeAt = at;
+    if (!Number.isFinite(at)) return;
+    const delay = Math.max(0, at - this.#o.scheduler.now());
+    this.#cancelWake = this.#o.scheduler.after(delay, () => {
+      this.#wakeAt = Infinity;
+      this.#dispatch({ type: "tick" });
+    });
+  }
+
+  #perform(e: SwimEffect): void {
+    const o = this.#o;
+    switch (e.type) {
+      case "send": {
+        const seq = e.req.seq;
+        this.#inflight.add(seq);
+        o.transport.request(e.to, e.req, e.timeoutMs, (err, reply) => {
+          this.#inflight.delete(seq);
+          if (err) this.#dispatch({ type: "failed", seq, code: err.code });
+          else this.#dispatch({ type: "reply", seq, ack: reply! });
+          if (this.#inflight.size === 0) this.#flushed?.();
+        });
+        return;
+      }
+      case "respond": {
+        const respond = this.#responders.get(e.id);
+        this.#responders.delete(e.id);
+        respond?.(e.ack);
+        return;
+      }
+      case "member":
+        this.#changed = true;
+        if (
+          e.member.name !== o.name && (e.member.status === "DOWN" || e.member.status === "LEAVING")
+        ) {
+          this.streams.drop(e.member.name, e.member.status);
+        }
+        for (const l of this.#listeners) l(e.member, e.previous);
+        return;
+      case "forget":
+        this.#changed = true;
+        this.streams.drop(e.member.name, "forgotten");
+        o.transport.forget(e.member.address);
+        for (const l of this.#listeners) l(e.member, "forgotten");
+        return;
+      case "probed": {
+        o.metrics.probes.with(e.ok ? (e.indirect ? "indirect_ack" : "ack") : "failed").inc();
+        if (e.rttMs !== null) o.metrics.probeRtt.with().observe(e.rttMs / 1000);
+        const m = this.#state.members.get(e.name);
+        if (e.ok && !e.indirect && m?.status === "ALIVE") this.streams.ensure(m.name, m.address);
+        return;
+      }
+      case "count":
+        if (e.what === "ping_req_sent") o.metrics.pingReqs.with("sent").inc();
+        else if (e.what === "ping_req_served") o.metrics.pingReqs.with("served").inc();
+        else if (e.what === "suspicion") o.metrics.suspicions.with().inc();
+        else if (e.what === "refutation") o.metrics.refutations.with().inc();
+        else o.metrics.rejected.with(e.what).inc();
+        return;
+      case "log":
+        o.log[e.level](e.msg, e.fields as Record<string, unknown>);
+        return;
+    }
+  }
+
+  /** The `Status:` line: on every change, and every `statusLogMs` regardless. */
+  #statusLog(): void {
+    const now = this.#o.scheduler.now();
+    const every = this.#o.statusLogMs ?? 30_000;
+    if (!this.#changed && now - this.#lastStatusLog < every) return;
+    this.#changed = false;
+    this.#lastStatusLog = now;
+    const counts = new Map<MemberStatus, number>(MEMBER_STATUSES.map((s) => [s, 0]));
+    const parts: string[] = [];
+    for (const m of this.members()) {
+      counts.set(m.status, counts.get(m.status)! + 1);
+      parts.push(`${m.name}=${m.status}#${m.incarnation}${m.stream ? "+stream" : ""}`);
+    }
+    for (const [s, n] of counts) this.#o.metrics.members.with(s).set(n);
+    this.#o.metrics.localHealth.with().set(this.#state.awareness);
+    this.#o.log.info(`Status: ${parts.join(" ")}`, { name: this.#o.name });
+  }
+}

@@ -1,0 +1,338 @@
+/**
+ * The SWIM core as a reducer: `step(state, event, now)` updates the state it is given (in place,
+ * for speed at hundreds of members) and returns the effects to perform and when to be woken. It
+ * does no I/O, reads no clock and draws randomness only from the state, so a state and an
+ * event sequence reproduce a run exactly. Shells (`node.ts`) perform the effects.
+ *
+ * Beyond memberlist: a broken sync stream triggers an immediate probe of its peer (a crashed
+ * router is suspected within milliseconds, not in turn), and an isolated router keeps retrying
+ * its seeds so a restarted or partitioned one finds its way back.
+ */
+
+import { isLive } from "./member.ts";
+import { applyUpdate, broadcast, expireSuspicions, setStatus } from "./swim_merge.ts";
+import {
+  advanceProbes,
+  answerRelay,
+  directFailed,
+  expireRelays,
+  finishProbe,
+  indirectAnswered,
+  scheduleProbes,
+  startProbe,
+} from "./swim_probe.ts";
+import {
+  peers,
+  pick,
+  piggyback,
+  selfRecord,
+  sendRequest,
+  type SwimEffect,
+  type SwimEvent,
+  type SwimOutput,
+  type SwimState,
+  toUpdate,
+} from "./swim_state.ts";
+import type { AckMessage, MeshRequest, PingMessage } from "./wire.ts";
+
+/** Applies one event at time `now`. */
+export function step(s: SwimState, ev: SwimEvent, now: number): SwimOutput {
+  const out: SwimEffect[] = [];
+  switch (ev.type) {
+    case "request":
+      onRequest(s, out, ev.id, ev.req, now);
+      break;
+    case "reply":
+      onReply(s, out, ev.seq, ev.ack, now);
+      break;
+    case "failed":
+      onFailed(s, out, ev.seq, now);
+      break;
+    case "leave":
+      leave(s, out, now);
+      break;
+    case "streamLost": {
+      const m = s.members.get(ev.name);
+      if (m && m.name !== s.self && isLive(m.status) && !s.probes.has(m.name) && !s.leaving) {
+        startProbe(s, out, m.name, now, true);
+      }
+      break;
+    }
+    case "tick":
+      break;
+  }
+  advance(s, out, now);
+  return { effects: out, wakeAt: wakeAt(s) };
+}
+
+/** Everything driven by time. */
+function advance(s: SwimState, out: SwimEffect[], now: number): void {
+  advanceProbes(s, out, now);
+  expireRelays(s, out, now);
+  expireSuspicions(s, out, now);
+  scheduleProbes(s, out, now);
+  join(s, out, now);
+  if (s.leaving) return;
+  exchange(s, out, now);
+  reap(s, out, now);
+}
+
+/** The earliest deadline in the state. */
+function wakeAt(s: SwimState): number {
+  let t = s.leaving ? Infinity : Math.min(s.nextProbeAt, s.nextPushPullAt, s.nextReconnectAt);
+  if (needsJoin(s) && s.joinInFlight === 0) t = Math.min(t, s.nextJoinAt);
+  for (const p of s.probes.values()) {
+    t = Math.min(t, p.indirectStarted ? p.endDeadline : p.directDeadline);
+  }
+  for (const r of s.relays.values()) t = Math.min(t, r.nackAt);
+  for (const sp of s.suspicions.values()) t = Math.min(t, sp.deadline);
+  for (const m of s.members.values()) {
+    if (m.status === "DOWN" || m.status === "LEAVING") {
+      t = Math.min(t, m.changedAt + s.config.reapMs);
+    }
+  }
+  return t;
+}
+
+function needsJoin(s: SwimState): boolean {
+  if (s.seeds.length === 0 || s.leaving) return false;
+  return !s.joined || peers(s, ["ALIVE", "SUSPECTED"]).length === 0;
+}
+
+/** Contacts every seed with a full-state exchange, backing off while none answers. */
+function join(s: SwimState, out: SwimEffect[], now: number): void {
+  if (!needsJoin(s) || s.joinInFlight > 0 || now < s.nextJoinAt) return;
+  const c = s.config;
+  const backoff = Math.min(c.joinMaxBackoffMs, c.joinBackoffMs * 2 ** Math.min(s.joinAttempt, 30));
+  s.joinAttempt++;
+  s.nextJoinAt = now + backoff;
+  for (const address of s.seeds) {
+    sendFullState(s, out, address, "", { kind: "join", address });
+    s.joinInFlight++;
+  }
+}
+
+/** Push-pull with a random live peer, and a reconnect attempt to a random DOWN one. */
+function exchange(s: SwimState, out: SwimEffect[], now: number): void {
+  const c = s.config;
+  if (c.pushPullIntervalMs > 0 && now >= s.nextPushPullAt) {
+    s.nextPushPullAt = now + c.pushPullIntervalMs;
+    const [p] = pick(s, peers(s, ["ALIVE"]), 1);
+    if (p) sendFullState(s, out, p.address, p.name, { kind: "pushPull", name: p.name });
+  }
+  if (c.reconnectIntervalMs > 0 && now >= s.nextReconnectAt) {
+    s.nextReconnectAt = now + c.reconnectIntervalMs;
+    const [p] = pick(s, peers(s, ["DOWN"]), 1);
+    if (p) sendFullState(s, out, p.address, p.name, { kind: "pushPull", name: p.name });
+  }
+}
+
+function sendFullState(
+  s: SwimState,
+  out: SwimEffect[],
+  address: string,
+  to: string,
+  purpose: { kind: "join"; address: string } | { kind: "pushPull"; name: string },
+): void {
+  const self = selfRecord(s);
+  sendRequest(
+    s,
+    out,
+    address,
+    (seq) => ({
+      kind: "ping",
+      seq,
+      from: s.self,
+      fromAddress: self.address,
+      to,
+      updates: fullTable(s),
+      fullState: true,
+    }),
+    s.config.broadcastTimeoutMs,
+    purpose,
+  );
+}
+
+/** The whole table as gossip; this router's INIT record goes out as ALIVE. */
+function fullTable(s: SwimState) {
+  return [...s.members.values()].map((m) => {
+    const u = toUpdate(m);
+    if (u.status === "INIT") u.status = "ALIVE";
+    return u;
+  });
+}
+
+/** Forgets members DOWN or LEAVING for longer than the reap interval. */
+function reap(s: SwimState, out: SwimEffect[], now: number): void {
+  for (const m of [...s.members.values()]) {
+    if (m.name === s.self || (m.status !== "DOWN" && m.status !== "LEAVING")) continue;
+    if (now - m.changedAt < s.config.reapMs) continue;
+    s.members.delete(m.name);
+    s.suspicions.delete(m.name);
+    s.queue.remove(m.name);
+    out.push({ type: "forget", member: m });
+  }
+}
+
+/** Announces LEAVING to every ALIVE peer and stops probing. */
+function leave(s: SwimState, out: SwimEffect[], now: number): void {
+  if (s.leaving) return;
+  const self = selfRecord(s);
+  setStatus(s, out, self, "LEAVING", self.incarnation + 1, "", now);
+  s.leaving = true;
+  broadcast(s, out, toUpdate(self));
+}
+
+/**
+ * The first contact with a peer makes a joining router ALIVE; it then announces itself to
+ * every member it learned of, so the whole mesh knows it within one round trip.
+ */
+function markJoined(s: SwimState, out: SwimEffect[], now: number): void {
+  const first = !s.joined || selfRecord(s).status === "INIT";
+  s.joined = true;
+  s.joinAttempt = 0;
+  if (!first) return;
+  const self = selfRecord(s);
+  if (self.status === "INIT") setStatus(s, out, self, "ALIVE", self.incarnation, "", now);
+  broadcast(s, out, toUpdate(self));
+}
+
+function ack(s: SwimState, seq: number, extra: Partial<AckMessage> = {}): AckMessage {
+  return { seq, from: s.self, nack: false, updates: [], fullState: false, error: "", ...extra };
+}
+
+function onRequest(s: SwimState, out: SwimEffect[], id: number, req: MeshRequest, now: number) {
+  const respond = (a: AckMessage) => out.push({ type: "respond", id, ack: a });
+  const self = selfRecord(s);
+  if (s.leaving) return respond(ack(s, req.seq, { error: "leaving", updates: [toUpdate(self)] }));
+  if (req.from === s.self) {
+    out.push({ type: "count", what: "name_conflict" });
+    out.push({
+      type: "log",
+      level: "warn",
+      msg: "refused a mesh peer that uses this router's name",
+      fields: { name: req.from },
+    });
+    return respond(ack(s, req.seq, { error: "name_conflict" }));
+  }
+  if (req.kind === "ping" && req.to !== "" && req.to !== s.self) {
+    out.push({ type: "count", what: "wrong_node" });
+    return respond(ack(s, req.seq, { error: "wrong_node" }));
+  }
+  if (req.kind === "ping" && req.fullState && conflicts(s, req)) {
+    out.push({ type: "count", what: "name_conflict" });
+    out.push({
+      type: "log",
+      level: "warn",
+      msg: "refused a mesh join: the name belongs to a live member at another address",
+      fields: { name: req.from, address: req.fromAddress },
+    });
+    return respond(ack(s, req.seq, { error: "name_conflict" }));
+  }
+  const fullState = req.kind === "ping" && req.fullState;
+  for (const u of req.updates) applyUpdate(s, out, u, now, fullState);
+  markJoined(s, out, now);
+  if (req.kind === "pingReq") {
+    out.push({ type: "count", what: "ping_req_served" });
+    const relaySeq = sendRequest(
+      s,
+      out,
+      req.target.address,
+      (seq) => ({
+        kind: "ping",
+        seq,
+        from: s.self,
+        fromAddress: self.address,
+        to: req.target.name,
+        updates: [],
+        fullState: false,
+      }),
+      s.config.probeTimeoutMs,
+      { kind: "relay", relaySeq: 0 },
+    );
+    s.outstanding.set(relaySeq, { kind: "relay", relaySeq });
+    s.relays.set(relaySeq, {
+      requestId: id,
+      requesterSeq: req.seq,
+      nackAt: now + 0.8 * s.config.probeTimeoutMs,
+    });
+    return;
+  }
+  if (fullState) return respond(ack(s, req.seq, { updates: fullTable(s), fullState: true }));
+  const updates = piggyback(s);
+  // A sender we hold as suspected or down is told so, and can refute.
+  const sender = s.members.get(req.from);
+  if (sender && !updates.some((u) => u.name === sender.name) && sender.status !== "ALIVE") {
+    updates.push(toUpdate(sender));
+  }
+  respond(ack(s, req.seq, { updates }));
+}
+
+/** A join from a name held by a live member at another address. */
+function conflicts(s: SwimState, req: PingMessage): boolean {
+  const m = s.members.get(req.from);
+  return !!m && isLive(m.status) && m.address !== req.fromAddress;
+}
+
+function onReply(s: SwimState, out: SwimEffect[], seq: number, a: AckMessage, now: number) {
+  const purpose = s.outstanding.get(seq);
+  if (!purpose) return;
+  s.outstanding.delete(seq);
+  if (a.error === "name_conflict") {
+    out.push({ type: "count", what: "name_conflict" });
+    out.push({
+      type: "log",
+      level: "error",
+      msg: "a mesh peer refused this router's name: another live router uses it",
+      fields: { name: s.self, peer: a.from },
+    });
+  }
+  if (a.error !== "name_conflict") {
+    for (const u of a.updates) applyUpdate(s, out, u, now, a.fullState);
+  }
+  const good = a.error === "";
+  if (good) markJoined(s, out, now);
+  switch (purpose.kind) {
+    case "probe": {
+      const run = s.probes.get(purpose.target);
+      if (!run || run.seq !== seq) return;
+      if (good) return finishProbe(s, out, run, true, false, now);
+      const m = s.members.get(purpose.target);
+      if (!m || !isLive(m.status)) return void s.probes.delete(purpose.target);
+      return directFailed(s, out, purpose.target, now);
+    }
+    case "indirect":
+      return indirectAnswered(s, out, purpose.target, good && !a.nack ? "ack" : "nack", now);
+    case "relay":
+      return answerRelay(s, out, purpose.relaySeq, good);
+    case "join":
+      s.joinInFlight--;
+      return;
+    case "broadcast":
+    case "pushPull":
+      return;
+  }
+}
+
+function onFailed(s: SwimState, out: SwimEffect[], seq: number, now: number) {
+  const purpose = s.outstanding.get(seq);
+  if (!purpose) return;
+  s.outstanding.delete(seq);
+  switch (purpose.kind) {
+    case "probe": {
+      const run = s.probes.get(purpose.target);
+      if (run && run.seq === seq) directFailed(s, out, purpose.target, now);
+      return;
+    }
+    case "indirect":
+      return indirectAnswered(s, out, purpose.target, "none", now);
+    case "relay":
+      return answerRelay(s, out, purpose.relaySeq, false);
+    case "join":
+      s.joinInFlight--;
+      return;
+    case "broadcast":
+    case "pushPull":
+      return;
+  }
+}
