@@ -96,6 +96,15 @@ export class Cluster {
     return names;
   }
 
+  /** Cuts `name` off without closing anything (a hung host: no resets, just silence). */
+  isolate(name: string): void {
+    const a = this.nodes.get(name)!.address;
+    this.net.partition(
+      [a],
+      [...this.nodes.values()].filter((c) => c.name !== name).map((c) => c.address),
+    );
+  }
+
   /** Crashes `name`: no leave, its connections drop. */
   async kill(name: string): Promise<void> {
     const c = this.nodes.get(name)!;
@@ -111,8 +120,7 @@ export class Cluster {
 
   /** What `observer` believes about `subject` (null when unknown). */
   statusOf(observer: string, subject: string): MemberStatus | null {
-    const m = this.nodes.get(observer)!.node.members().find((x) => x.name === subject);
-    return m?.status ?? null;
+    return this.nodes.get(observer)!.node.statusOf(subject);
   }
 
   /** Running routers. */

@@ -85,6 +85,7 @@ export class MeshNode {
   #stopped = false;
   #changed = true;
   #lastStatusLog = -Infinity;
+  #statusTimer: (() => void) | null = null;
 
   /** Builds the router; nothing runs until `start()`. */
   constructor(o: MeshNodeOptions) {
@@ -106,6 +107,10 @@ export class MeshNode {
       config: { ...o.streams, roundMs: o.swim.probeIntervalMs },
       alivePeers: () => peers(this.#state, ["ALIVE"]),
       onLost: (peer) => this.#dispatch({ type: "streamLost", name: peer }),
+      onChange: () => {
+        this.#changed = true;
+        if (!this.#busy) this.#statusLog();
+      },
     });
   }
 
@@ -128,6 +133,7 @@ export class MeshNode {
         this.#o.log.warn("refused mesh input", { reason, detail });
       },
     });
+    this.streams.start();
     this.#dispatch({ type: "tick" });
   }
 
@@ -147,6 +153,11 @@ export class MeshNode {
         stream: this.streams.isOpen(m.name),
       }))
       .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /** What this router believes about `name` (null when unknown); cheap, for polling. */
+  statusOf(name: string): MemberStatus | null {
+    return this.#state.members.get(name)?.status ?? null;
   }
 
   /** This router's own status. */
@@ -177,6 +188,7 @@ export class MeshNode {
     if (this.#stopped) return;
     this.#stopped = true;
     this.#cancelWake();
+    this.#statusTimer?.();
     this.streams.closeAll();
     for (const [, respond] of this.#responders) {
       respond({
@@ -276,11 +288,25 @@ export class MeshNode {
     }
   }
 
-  /** The `Status:` line: on every change, and every `statusLogMs` regardless. */
+  /**
+   * The `Status:` line: soon after every change (at most once a second, so a churning mesh
+   * of hundreds does not flood the log), and every `statusLogMs` regardless.
+   */
   #statusLog(): void {
+    if (this.#stopped) return;
     const now = this.#o.scheduler.now();
     const every = this.#o.statusLogMs ?? 30_000;
-    if (!this.#changed && now - this.#lastStatusLog < every) return;
+    const since = now - this.#lastStatusLog;
+    if (!this.#changed && since < every) return;
+    if (since < 1000) {
+      if (!this.#statusTimer) {
+        this.#statusTimer = this.#o.scheduler.after(1000 - since, () => {
+          this.#statusTimer = null;
+          this.#statusLog();
+        });
+      }
+      return;
+    }
     this.#changed = false;
     this.#lastStatusLog = now;
     const counts = new Map<MemberStatus, number>(MEMBER_STATUSES.map((s) => [s, 0]));

@@ -44,6 +44,8 @@ interface Stream {
   seq: number;
   closed: boolean;
   ownClose: boolean;
+  /** The peer answered (an opened stream is open only then). */
+  confirmed: boolean;
 }
 
 /** What the manager needs from its owner. */
@@ -64,6 +66,8 @@ export interface StreamDeps {
   alivePeers(): { name: string; address: string }[];
   /** A stream broke without anyone closing it. */
   onLost(peer: string): void;
+  /** A stream opened (confirmed by the peer) or closed. */
+  onChange(): void;
 }
 
 /** Owns every sync stream of one router. */
@@ -76,20 +80,24 @@ export class StreamManager {
   #cancelRound: () => void = () => {};
   #stopped = false;
 
-  /** Starts the round timer. */
+  /** Builds the manager; `start()` starts its round timer. */
   constructor(deps: StreamDeps) {
     this.#d = deps;
-    this.#scheduleRound();
   }
 
-  /** Whether a stream with `peer` is open (either role). */
+  /** Starts heartbeats, idle checks and reopens. */
+  start(): void {
+    if (!this.#stopped) this.#scheduleRound();
+  }
+
+  /** Whether a stream with `peer` is open (either role) and the other side has answered. */
   isOpen(peer: string): boolean {
-    return this.#byPeer.has(peer);
+    return this.#byPeer.get(peer)?.confirmed ?? false;
   }
 
   /** Peers with an open stream. */
   openPeers(): string[] {
-    return [...this.#byPeer.keys()];
+    return [...this.#byPeer.values()].filter((s) => s.confirmed).map((s) => s.peer);
   }
 
   /** Subscribes to envelopes from every peer. */
@@ -158,6 +166,7 @@ export class StreamManager {
       seq: 0,
       closed: false,
       ownClose: false,
+      confirmed: false,
     };
     conn.listen({
       onFrame: (f) => this.#onFrame(s, f),
@@ -196,7 +205,11 @@ export class StreamManager {
     s.lastIn = this.#d.scheduler.now();
     if (s.peer === "") return this.#bind(s, f);
     if (f.from !== s.peer) return this.#reject(s, "identity", `frame from '${f.from}'`);
-    if (s.role === "opener") this.#backoff.delete(s.peer);
+    if (!s.confirmed) {
+      s.confirmed = true;
+      this.#backoff.delete(s.peer);
+      this.#d.onChange();
+    }
     switch (f.body.kind) {
       case "envelope":
         return this.#enqueue(s, f.body.type, f.body.payload);
@@ -219,9 +232,11 @@ export class StreamManager {
     const old = this.#byPeer.get(f.from);
     if (old) this.#close(old, true);
     s.peer = f.from;
+    s.confirmed = true;
     this.#byPeer.set(s.peer, s);
     this.#d.metrics.peerConnections.with(s.peer).set(1);
     this.#send(s, { kind: "heartbeat" });
+    this.#d.onChange();
     this.#d.log.debug("accepted mesh sync stream", { peer: s.peer, remote: s.conn.remote });
   }
 
@@ -268,6 +283,7 @@ export class StreamManager {
       this.#d.metrics.peerConnections.with(s.peer).set(0);
       this.#d.metrics.peerReconnects.with(s.peer).inc();
     }
+    if (s.confirmed && !this.#stopped) this.#d.onChange();
     if (s.ownClose || s.peer === "" || this.#stopped) return;
     if (s.role === "opener") {
       const b = this.#backoff.get(s.peer) ?? { attempt: 0, nextAt: 0 };

@@ -22,6 +22,7 @@ import {
   startProbe,
 } from "./swim_probe.ts";
 import {
+  liveCount,
   peers,
   pick,
   piggyback,
@@ -86,17 +87,12 @@ function wakeAt(s: SwimState): number {
   }
   for (const r of s.relays.values()) t = Math.min(t, r.nackAt);
   for (const sp of s.suspicions.values()) t = Math.min(t, sp.deadline);
-  for (const m of s.members.values()) {
-    if (m.status === "DOWN" || m.status === "LEAVING") {
-      t = Math.min(t, m.changedAt + s.config.reapMs);
-    }
-  }
-  return t;
+  return Math.min(t, s.nextReapAt);
 }
 
 function needsJoin(s: SwimState): boolean {
   if (s.seeds.length === 0 || s.leaving) return false;
-  return !s.joined || peers(s, ["ALIVE", "SUSPECTED"]).length === 0;
+  return !s.joined || liveCount(s) <= 1;
 }
 
 /** Contacts every seed with a full-state exchange, backing off while none answers. */
@@ -164,12 +160,19 @@ function fullTable(s: SwimState) {
 
 /** Forgets members DOWN or LEAVING for longer than the reap interval. */
 function reap(s: SwimState, out: SwimEffect[], now: number): void {
+  if (now < s.nextReapAt) return;
+  s.nextReapAt = Infinity;
   for (const m of [...s.members.values()]) {
     if (m.name === s.self || (m.status !== "DOWN" && m.status !== "LEAVING")) continue;
-    if (now - m.changedAt < s.config.reapMs) continue;
+    const due = m.changedAt + s.config.reapMs;
+    if (now < due) {
+      s.nextReapAt = Math.min(s.nextReapAt, due);
+      continue;
+    }
     s.members.delete(m.name);
     s.suspicions.delete(m.name);
     s.queue.remove(m.name);
+    s.version++;
     out.push({ type: "forget", member: m });
   }
 }

@@ -37,6 +37,10 @@ export function setStatus(
   if (previous === status) return;
   m.status = status;
   m.changedAt = now;
+  s.version++;
+  if (status === "DOWN" || status === "LEAVING") {
+    s.nextReapAt = Math.min(s.nextReapAt, now + s.config.reapMs);
+  }
   if (status !== "SUSPECTED") s.suspicions.delete(m.name);
   if (status === "SUSPECTED") out.push({ type: "count", what: "suspicion" });
   out.push({ type: "member", member: m, previous });
@@ -197,6 +201,7 @@ function applyAlive(s: SwimState, out: SwimEffect[], u: MemberUpdate, now: numbe
       changedAt: now,
     };
     s.members.set(u.name, rec);
+    s.version++;
     out.push({ type: "member", member: rec, previous: null });
     s.queue.push(toUpdate(rec));
     return;

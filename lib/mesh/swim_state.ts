@@ -172,6 +172,14 @@ export interface SwimState {
   nextReconnectAt: number;
   /** LEAVING was announced: no more probes. */
   leaving: boolean;
+  /** Bumped on every membership change; keys the cached counts. */
+  version: number;
+  /** Live members (this router included) at `countedAt`. */
+  liveCached: number;
+  /** The `version` `liveCached` was computed at. */
+  countedAt: number;
+  /** Earliest time a DOWN or LEAVING member is due to be forgotten. */
+  nextReapAt: number;
 }
 
 /** A fresh state: this router INIT (ALIVE at once when it has no seeds), nobody else known. */
@@ -215,6 +223,10 @@ export function createSwimState(opts: {
     nextPushPullAt: opts.now + opts.config.pushPullIntervalMs,
     nextReconnectAt: opts.now + opts.config.reconnectIntervalMs,
     leaving: false,
+    version: 0,
+    liveCached: 1,
+    countedAt: 0,
+    nextReapAt: Infinity,
   };
 }
 
@@ -252,10 +264,13 @@ export function peers(s: SwimState, statuses: readonly MemberStatus[]): MemberRe
   return out;
 }
 
-/** Members counted for timeouts: live ones, this router included. */
+/** Members counted for timeouts: live ones, this router included (cached per version). */
 export function liveCount(s: SwimState): number {
+  if (s.countedAt === s.version) return s.liveCached;
   let n = 0;
   for (const m of s.members.values()) if (isLive(m.status) || m.name === s.self) n++;
+  s.liveCached = n;
+  s.countedAt = s.version;
   return n;
 }
 

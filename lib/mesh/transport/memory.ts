@@ -43,7 +43,7 @@ export class MemoryNetwork {
   readonly #serving = new Map<string, TransportHandlers>();
   readonly #blocked = new Set<string>();
   readonly #slow = new Map<string, number>();
-  readonly #conns = new Set<MemoryConn>();
+  readonly #conns = new Map<string, Set<MemoryConn>>();
   readonly #stats = new Map<string, EndpointStats>();
 
   /** A network on `scheduler`, its randomness seeded by `seed`. */
@@ -108,9 +108,7 @@ export class MemoryNetwork {
   /** @internal Stops serving `address` and closes its streams (a crash). */
   unserve(address: string): void {
     this.#serving.delete(address);
-    for (const c of [...this.#conns]) {
-      if (c.local === address || c.peerAddress === address) c.kill();
-    }
+    for (const c of [...(this.#conns.get(address) ?? [])]) c.kill();
   }
 
   /** @internal */
@@ -134,9 +132,12 @@ export class MemoryNetwork {
     return this.loss > 0 && this.#random() < this.loss;
   }
 
-  /** @internal */
-  count(from: string, to: string, msg: unknown): void {
-    const bytes = JSON.stringify(msg, (_k, v) => (v instanceof Uint8Array ? v.length : v)).length;
+  /** @internal Counts a message at roughly its protobuf size (fields plus a few bytes each). */
+  count(from: string, to: string, msg: MeshRequest | AckMessage | StreamFrame): void {
+    let bytes = 24;
+    if ("updates" in msg) {
+      for (const u of msg.updates) bytes += u.name.length + u.address.length + u.from.length + 10;
+    } else if (msg.body.kind === "envelope") bytes += msg.body.payload.length;
     const a = this.stats(from);
     a.sent++;
     a.bytesSent += bytes;
@@ -147,8 +148,12 @@ export class MemoryNetwork {
 
   /** @internal */
   track(c: MemoryConn, on: boolean): void {
-    if (on) this.#conns.add(c);
-    else this.#conns.delete(c);
+    for (const a of [c.local, c.peerAddress]) {
+      let set = this.#conns.get(a);
+      if (!set) this.#conns.set(a, set = new Set());
+      if (on) set.add(c);
+      else set.delete(c);
+    }
   }
 }
 
