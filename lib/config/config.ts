@@ -187,6 +187,58 @@ export interface AdmissionConfig {
   queueTimeoutSecs: number;
 }
 
+/** The HA mesh (SMG's flags, plus our timing flags with the seed's and memberlist's values). */
+export interface MeshConfig {
+  /** Join routers into a mesh (`--enable-mesh`, false). */
+  enabled: boolean;
+  /** Unique router name; null draws `Mesh_` + 4 characters at start (`--mesh-server-name`). */
+  serverName: string | null;
+  /** Mesh bind address (`--mesh-host`, 0.0.0.0). */
+  host: string;
+  /** Address peers dial; null uses `--mesh-host` (`--mesh-advertise-host`). */
+  advertiseHost: string | null;
+  /** Mesh port, bound and advertised (`--mesh-port`, 39527). */
+  port: number;
+  /** Routers to join through, `host:port`; every one is tried (`--mesh-peer-urls`, none). */
+  peerUrls: string[];
+  /** CA that signs every router's certificate; with cert and key, mTLS (`--mesh-tls-ca-cert`). */
+  tlsCaCert: string | null;
+  /** This router's certificate, PEM (`--mesh-tls-cert`). */
+  tlsCert: string | null;
+  /** Its private key, PEM (`--mesh-tls-key`). */
+  tlsKey: string | null;
+  /** Time between probe rounds, ms (`--mesh-probe-interval-ms`, 1000). */
+  probeIntervalMs: number;
+  /** Direct-ping timeout before ping-req, ms (`--mesh-probe-timeout-ms`, 500). */
+  probeTimeoutMs: number;
+  /** Peers asked to probe indirectly (`--mesh-indirect-checks`, 3). */
+  indirectChecks: number;
+  /** Suspicion = mult × max(1, log10 N) probe intervals (`--mesh-suspicion-mult`, 4). */
+  suspicionMult: number;
+  /** Unconfirmed suspicions last this many times longer (`--mesh-suspicion-max-timeout-mult`, 6). */
+  suspicionMaxTimeoutMult: number;
+  /** Piggyback retransmissions = mult × ceil(log10(N + 1)) (`--mesh-retransmit-mult`, 4). */
+  retransmitMult: number;
+  /** Lifeguard local-health ceiling on timeout stretching (`--mesh-awareness-max-multiplier`, 8). */
+  awarenessMaxMultiplier: number;
+  /** Full-state exchange with a random peer, seconds; 0 off (`--mesh-push-pull-interval-secs`, 30). */
+  pushPullIntervalSecs: number;
+  /** Retry one DOWN member, seconds; 0 off (`--mesh-reconnect-interval-secs`, 10). */
+  reconnectIntervalSecs: number;
+  /** Forget DOWN and LEAVING members after, seconds (`--mesh-reap-secs`, 300). */
+  reapSecs: number;
+  /** Status broadcasts and the leave wait for acks this long, ms (`--mesh-broadcast-timeout-ms`, 3000). */
+  broadcastTimeoutMs: number;
+  /** Cap on the seed retry backoff, seconds (`--mesh-join-max-backoff-secs`, 60). */
+  joinMaxBackoffSecs: number;
+  /** Heartbeat an idle sync stream after, seconds (`--mesh-heartbeat-secs`, 15). */
+  heartbeatSecs: number;
+  /** Close a sync stream silent this long, seconds (`--mesh-stream-idle-timeout-secs`, 60). */
+  streamIdleTimeoutSecs: number;
+  /** Frames each stream direction may queue before dropping (`--mesh-stream-queue-size`, 128). */
+  streamQueueSize: number;
+}
+
 /** The whole gateway configuration. */
 export interface GatewayConfig {
   /** Listen address (`--host`, 0.0.0.0). */
@@ -247,6 +299,8 @@ export interface GatewayConfig {
   loadMonitor: LoadMonitorConfig;
   /** Admission control. */
   admission: AdmissionConfig;
+  /** HA mesh. */
+  mesh: MeshConfig;
 }
 
 /** SMG's defaults. */
@@ -327,5 +381,31 @@ export function defaultConfig(): GatewayConfig {
       overloadTokenUsage: null,
     },
     admission: { maxConcurrentRequests: -1, queueSize: 100, queueTimeoutSecs: 60 },
+    mesh: {
+      enabled: false,
+      serverName: null,
+      host: "0.0.0.0",
+      advertiseHost: null,
+      port: 39527,
+      peerUrls: [],
+      tlsCaCert: null,
+      tlsCert: null,
+      tlsKey: null,
+      probeIntervalMs: 1000,
+      probeTimeoutMs: 500,
+      indirectChecks: 3,
+      suspicionMult: 4,
+      suspicionMaxTimeoutMult: 6,
+      retransmitMult: 4,
+      awarenessMaxMultiplier: 8,
+      pushPullIntervalSecs: 30,
+      reconnectIntervalSecs: 10,
+      reapSecs: 300,
+      broadcastTimeoutMs: 3000,
+      joinMaxBackoffSecs: 60,
+      heartbeatSecs: 15,
+      streamIdleTimeoutSecs: 60,
+      streamQueueSize: 128,
+    },
   };
 }

@@ -5,6 +5,7 @@
 
 import { LOG_LEVELS } from "../core/log.ts";
 import { type GatewayConfig, POLICY_NAMES } from "./config.ts";
+import { MESH_FLAGS } from "./mesh_flags.ts";
 import { ROUTING_FLAGS } from "./routing_flags.ts";
 
 /** How a flag's value is parsed. */
@@ -340,4 +341,5 @@ export const FLAGS: FlagSpec[] = [
     shown: (d) => d.admission.queueTimeoutSecs,
   },
   ...ROUTING_FLAGS,
+  ...MESH_FLAGS,
 ];

@@ -5,6 +5,7 @@
 
 import { badValue } from "../core/errors.ts";
 import type { GatewayConfig } from "./config.ts";
+import { validateMesh } from "./validate_mesh.ts";
 
 const WORKER_SCHEMES = new Set(["http:", "https:"]);
 
@@ -102,6 +103,7 @@ export function validateConfig(c: GatewayConfig): void {
 
   validatePolicies(c);
   validatePd(c);
+  validateMesh(c);
 
   const a = c.admission;
   if (a.maxConcurrentRequests !== -1 && a.maxConcurrentRequests < 1) {
