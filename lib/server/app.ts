@@ -23,6 +23,7 @@ import * as info from "./info_api.ts";
 import { policyObserver } from "./observers.ts";
 import { createEntry, INFERENCE_PATHS, type Route } from "./routes.ts";
 import * as workersApi from "./workers_api.ts";
+import { createMesh, type Mesh, meshStatus } from "./mesh_setup.ts";
 
 /** What a gateway is built from; everything but `config` and `log` has a production default. */
 export interface GatewayOptions {
@@ -73,6 +74,8 @@ export class Gateway {
   readonly policy: Policy;
   /** Which policy routes which model (worker `policy` labels). */
   readonly policies: PolicyRegistry;
+  /** The HA mesh (`--enable-mesh`), or null. */
+  readonly mesh: Mesh | null;
   /** The main port's handler: `(request, completed)`. */
   readonly handle: (req: Request, completed: Promise<unknown>) => Promise<Response>;
   readonly #log: Logger;
@@ -94,6 +97,9 @@ export class Gateway {
     this.#closeClient = (fetchFn as { close?: () => void }).close ?? (() => {});
     const metrics = this.metrics;
     const registry = this.registry;
+    this.mesh = config.mesh.enabled
+      ? createMesh(config.mesh, metrics, log, Math.floor(random() * 2 ** 32))
+      : null;
 
     const policyDeps = {
       random,
@@ -247,6 +253,12 @@ export class Gateway {
       },
       {
         method: "GET",
+        path: "/mesh/status",
+        protected: true,
+        handler: () => meshStatus(this.mesh),
+      },
+      {
+        method: "GET",
         path: "/workers",
         protected: true,
         handler: (req) => workersApi.listWorkers(wDeps, new URL(req.url)),
@@ -295,6 +307,18 @@ export class Gateway {
     for (const url of c.pd.decode) this.manager.add({ url, workerType: "decode", ...common });
     const signal = this.#loops.signal;
     this.#tasks = [this.checker.run(signal), this.monitor.run(signal)];
+    if (this.mesh) {
+      this.meshStarted = this.mesh.start();
+      this.#tasks.push(this.meshStarted);
+    }
+  }
+
+  /** Settles once the mesh has started, or stayed off after a bind failure (logged, counted). */
+  meshStarted: Promise<void> = Promise.resolve();
+
+  /** Announces LEAVING to the mesh and waits for the acks (no-op without a mesh). */
+  async leaveMesh(): Promise<void> {
+    await this.mesh?.node.leave();
   }
 
   /** Resolves once at least `n` workers are ready. */
@@ -324,6 +348,7 @@ export class Gateway {
   async stop(): Promise<void> {
     this.#loops.abort();
     await Promise.all([...this.#tasks, this.manager.stop()]);
+    await this.mesh?.node.stop();
     this.#proxy.close();
     this.#closeClient();
   }

@@ -57,6 +57,8 @@ export function serveGateway(gw: Gateway, log: Logger, opts: ServeOptions = {}):
     shuttingDown ??= (async () => {
       const graceMs = c.shutdownGracePeriodSecs * 1000;
       const settleMs = Math.min(graceMs / 2, 5000);
+      // LEAVING goes out first, so peers stop probing this router instead of suspecting it.
+      await gw.leaveMesh();
       log.info("shutting down: draining", { settle_ms: settleMs, grace_ms: graceMs });
       gw.drain();
       await new Promise((r) => setTimeout(r, settleMs));

@@ -13,13 +13,20 @@ export interface GatewayProcess {
   stderr: () => string;
   /** Resolves with the exit code. */
   exited: Promise<number>;
+  /**
+   * Resolves with the first match of `re` in stderr from offset `from` on (default 0); rejects
+   * after `limitMs` (default 30 s) so a broken test fails instead of hanging.
+   */
+  waitForOutput(re: RegExp, from?: number, limitMs?: number): Promise<RegExpExecArray>;
 }
 
 /** Permission and runtime flags the gateway runs with (the same as `deno task start`). */
 export const RUN_FLAGS = [
   "--unstable-no-legacy-abort",
   "--allow-net",
-  "--allow-env=RUST_LOG,SMG_LOG",
+  "--allow-env=RUST_LOG,SMG_LOG,GRPC_NODE_VERBOSITY,GRPC_VERBOSITY,GRPC_NODE_TRACE,GRPC_TRACE," +
+  "GRPC_SSL_CIPHER_SUITES,GRPC_DEFAULT_SSL_ROOTS_FILE_PATH,GRPC_NODE_USE_ALTERNATIVE_RESOLVER," +
+  "GRPC_NODE_DEBUG_SEND_ERROR_DETAILS,GRPC_EXPERIMENTAL_ENABLE_OUTLIER_DETECTION",
 ];
 
 /** Starts `deno run <script> <args>` in `cwd` and waits for its "smg listening" line. */
@@ -27,9 +34,10 @@ export async function spawnGateway(
   script: string,
   args: string[],
   cwd?: string,
+  extraFlags: string[] = [],
 ): Promise<GatewayProcess> {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", ...RUN_FLAGS, script, ...args],
+    args: ["run", ...RUN_FLAGS, ...extraFlags, script, ...args],
     cwd,
     stdout: "null",
     stderr: "piped",
@@ -37,12 +45,22 @@ export async function spawnGateway(
   }).spawn();
   let text = "";
   const dec = new TextDecoder();
+  const waiters: { re: RegExp; from: number; resolve: (m: RegExpExecArray) => void }[] = [];
+  const check = () => {
+    for (const w of [...waiters]) {
+      const m = w.re.exec(text.slice(w.from));
+      if (!m) continue;
+      waiters.splice(waiters.indexOf(w), 1);
+      w.resolve(m);
+    }
+  };
   const { promise: listening, resolve, reject } = Promise.withResolvers<string>();
   const pump = (async () => {
     for await (const chunk of child.stderr) {
       text += dec.decode(chunk);
       const m = /msg="smg listening" addr=(\S+)/.exec(text);
       if (m) resolve(m[1]);
+      check();
     }
     reject(new Error(`gateway exited before listening:\n${text}`));
   })();
@@ -51,5 +69,18 @@ export async function spawnGateway(
     return s.code;
   });
   const url = await listening;
-  return { child, url, stderr: () => text, exited };
+  const waitForOutput = (re: RegExp, from = 0, limitMs = 30_000) =>
+    new Promise<RegExpExecArray>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        waiters.splice(waiters.findIndex((w) => w.resolve === done), 1);
+        reject(new Error(`no ${re} in the gateway's output within ${limitMs} ms:\n${text}`));
+      }, limitMs);
+      const done = (m: RegExpExecArray) => {
+        clearTimeout(timer);
+        resolve(m);
+      };
+      waiters.push({ re, from, resolve: done });
+      check();
+    });
+  return { child, url, stderr: () => text, exited, waitForOutput };
 }

@@ -1,0 +1,196 @@
+/**
+ * The HA mesh's part of the composition root: from the mesh flags it builds the router's
+ * `MeshNode` on the gRPC transport (mTLS when configured), registers the mesh metrics in the
+ * gateway's registry, and answers `GET /mesh/status`. A mesh that cannot bind its port logs,
+ * counts and stays off; inference traffic is never affected.
+ */
+
+import type { MeshConfig } from "../config/config.ts";
+import { ConfigError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import { MeshMetrics } from "../mesh/mesh_metrics.ts";
+import { MeshNode } from "../mesh/node.ts";
+import { systemScheduler } from "../mesh/scheduler.ts";
+import { defaultSwimConfig, type SwimConfig } from "../mesh/swim_config.ts";
+import type { MeshTls } from "../mesh/transport/grpc.ts";
+import type {
+  FrameConn,
+  MeshTransport,
+  ReplyCallback,
+  TransportHandlers,
+} from "../mesh/transport/transport.ts";
+import type { MeshRequest } from "../mesh/wire.ts";
+import type { Metrics } from "../metrics/metrics.ts";
+
+const NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+
+/** SMG's default name: `Mesh_` and four random alphanumerics. */
+export function randomMeshName(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(4));
+  return "Mesh_" + [...bytes].map((b) => NAME_CHARS[b % NAME_CHARS.length]).join("");
+}
+
+/** The SWIM timing of the flags. */
+export function swimConfigOf(m: MeshConfig): SwimConfig {
+  return {
+    ...defaultSwimConfig(),
+    probeIntervalMs: m.probeIntervalMs,
+    probeTimeoutMs: m.probeTimeoutMs,
+    indirectChecks: m.indirectChecks,
+    suspicionMult: m.suspicionMult,
+    suspicionMaxTimeoutMult: m.suspicionMaxTimeoutMult,
+    retransmitMult: m.retransmitMult,
+    awarenessMaxMultiplier: m.awarenessMaxMultiplier,
+    pushPullIntervalMs: m.pushPullIntervalSecs * 1000,
+    reconnectIntervalMs: m.reconnectIntervalSecs * 1000,
+    reapMs: m.reapSecs * 1000,
+    broadcastTimeoutMs: m.broadcastTimeoutMs,
+    joinMaxBackoffMs: m.joinMaxBackoffSecs * 1000,
+  };
+}
+
+function readPem(flag: string, path: string): Uint8Array {
+  try {
+    return Deno.readFileSync(path);
+  } catch (e) {
+    const why = e instanceof Deno.errors.NotCapable
+      ? `no read permission (run with --allow-read=${path})`
+      : (e as Error).message;
+    throw new ConfigError(`${flag}: cannot read '${path}': ${why}`);
+  }
+}
+
+/** The mTLS material named by the flags, or null. Throws ConfigError when a file is unreadable. */
+export function meshTls(m: MeshConfig): MeshTls | null {
+  if (m.tlsCaCert === null || m.tlsCert === null || m.tlsKey === null) return null;
+  return {
+    caCert: readPem("--mesh-tls-ca-cert", m.tlsCaCert),
+    cert: readPem("--mesh-tls-cert", m.tlsCert),
+    key: readPem("--mesh-tls-key", m.tlsKey),
+  };
+}
+
+/**
+ * Loads grpc-js only when the mesh starts: a gateway without `--enable-mesh` never imports it
+ * (nor needs its environment variables allowed).
+ */
+class DeferredTransport implements MeshTransport {
+  #t: MeshTransport | null = null;
+  readonly #make: () => Promise<MeshTransport>;
+  constructor(make: () => Promise<MeshTransport>) {
+    this.#make = make;
+  }
+  async serve(h: TransportHandlers): Promise<void> {
+    this.#t = await this.#make();
+    await this.#t.serve(h);
+  }
+  request(address: string, req: MeshRequest, timeoutMs: number, done: ReplyCallback): void {
+    if (this.#t) return this.#t.request(address, req, timeoutMs, done);
+    queueMicrotask(() => done({ code: "closed", message: "mesh not started" }, null));
+  }
+  openStream(address: string): FrameConn {
+    if (!this.#t) throw new Error("mesh not started");
+    return this.#t.openStream(address);
+  }
+  forget(address: string): void {
+    this.#t?.forget(address);
+  }
+  async close(): Promise<void> {
+    await this.#t?.close();
+  }
+}
+
+/** A router's mesh, built but not started. */
+export interface Mesh {
+  /** The router. */
+  node: MeshNode;
+  /** Why the mesh is off although enabled (its port could not be bound), else null. */
+  failure: string | null;
+  /** Starts serving and gossiping; a bind failure is logged and counted, not thrown. */
+  start(): Promise<void>;
+}
+
+/** Builds the mesh of `m` (which must be enabled and validated). */
+export function createMesh(m: MeshConfig, metrics: Metrics, log: Logger, seed: number): Mesh {
+  const name = m.serverName ?? randomMeshName();
+  const address = `${m.advertiseHost ?? m.host}:${m.port}`;
+  const mm = new MeshMetrics(metrics.registry);
+  const mlog = log.child({ module: "mesh", name });
+  const tls = meshTls(m);
+  const transport = new DeferredTransport(async () => {
+    const { GrpcTransport } = await import("../mesh/transport/grpc.ts");
+    return new GrpcTransport({ host: m.host, port: m.port, tls });
+  });
+  const node = new MeshNode({
+    name,
+    address,
+    seeds: m.peerUrls,
+    swim: swimConfigOf(m),
+    streams: {
+      heartbeatMs: m.heartbeatSecs * 1000,
+      idleTimeoutMs: m.streamIdleTimeoutSecs * 1000,
+      queueSize: m.streamQueueSize,
+      reopenBackoffMs: 1000,
+    },
+    transport,
+    scheduler: systemScheduler,
+    log: mlog,
+    metrics: mm,
+    randomSeed: seed,
+  });
+  const mesh: Mesh = {
+    node,
+    failure: null,
+    async start() {
+      try {
+        await node.start();
+        mlog.info("mesh listening", {
+          bind: `${m.host}:${m.port}`,
+          advertise: address,
+          peers: m.peerUrls.join(" "),
+          tls: m.tlsCaCert !== null,
+        });
+      } catch (e) {
+        mm.rejected.with("bind").inc();
+        mesh.failure = `mesh server failed on ${m.host}:${m.port}: ${(e as Error).message}`;
+        mlog.error("mesh server failed; this router serves without the mesh", {
+          bind: `${m.host}:${m.port}`,
+          err: (e as Error).message,
+        });
+        await node.stop();
+      }
+    },
+  };
+  return mesh;
+}
+
+/** `GET /mesh/status`: this router's name and every member, itself included. */
+export function meshStatus(mesh: Mesh | null): Response {
+  if (!mesh) {
+    return Response.json({
+      error: {
+        message: "the mesh is off; start with --enable-mesh",
+        type: "Not Found",
+        code: "mesh_disabled",
+        param: null,
+      },
+    }, { status: 404, headers: { "x-smg-error-code": "mesh_disabled" } });
+  }
+  if (mesh.failure) {
+    return Response.json({
+      error: {
+        message: mesh.failure,
+        type: "Service Unavailable",
+        code: "mesh_unavailable",
+        param: null,
+      },
+    }, { status: 503, headers: { "x-smg-error-code": "mesh_unavailable" } });
+  }
+  const n = mesh.node;
+  return Response.json({
+    name: n.name,
+    status: n.status,
+    local_health: n.localHealth,
+    members: n.members(),
+  });
+}

@@ -1,0 +1,43 @@
+/**
+ * The seed's mesh alert rules in deploy/ are valid Prometheus rules (promtool, which .ci/run
+ * installs) and name only metrics the gateway exports.
+ */
+
+import assert from "node:assert/strict";
+import client from "prom-client";
+import { MeshMetrics } from "../../lib/mesh/mesh_metrics.ts";
+
+const RULES = new URL("../../deploy/prometheus/mesh-alerts.yml", import.meta.url).pathname;
+
+/** promtool comes with Debian's `prometheus` package; .ci/run installs it. */
+const hasPromtool = (() => {
+  try {
+    return new Deno.Command("promtool", { args: ["--version"], stdout: "null", stderr: "null" })
+      .outputSync().code === 0;
+  } catch {
+    return false;
+  }
+})();
+
+Deno.test({ name: "deploy: mesh alert rules pass promtool", ignore: !hasPromtool }, async () => {
+  const out = await new Deno.Command("promtool", {
+    args: ["check", "rules", RULES],
+    stdout: "piped",
+    stderr: "piped",
+  })
+    .output();
+  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
+  assert.equal(out.code, 0, text);
+  assert.match(text, /SUCCESS: 3 rules found/);
+});
+
+Deno.test("deploy: mesh alert rules use exported metric names", () => {
+  const r = new client.Registry();
+  new MeshMetrics(r);
+  const exported = new Set(r.getMetricsAsArray().map((m) => m.name));
+  const used = [...Deno.readTextFileSync(RULES).matchAll(/\b(router_mesh_[a-z_]+)/g)].map((m) =>
+    m[1]
+  );
+  assert.ok(used.length >= 3);
+  for (const name of used) assert.ok(exported.has(name), name);
+});

@@ -1,0 +1,103 @@
+/**
+ * The mesh inside real in-process gateways: `/mesh/status` with and without the mesh, a mesh
+ * port that cannot be bound (the gateway keeps serving), and mTLS (routers with certificates
+ * of the mesh CA join; one without cannot).
+ */
+
+import assert from "node:assert/strict";
+import type { MemberStatus } from "../../lib/mesh/member.ts";
+import { startGateway, type TestGateway } from "../support/gateway.ts";
+import { makeCerts } from "../mesh/transport/grpc_support.ts";
+import type { MeshConfig } from "../../lib/config/config.ts";
+import { defaultConfig } from "../../lib/config/config.ts";
+
+function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
+
+function meshOn(name: string, port: number, o: Partial<MeshConfig> = {}): MeshConfig {
+  return {
+    ...defaultConfig().mesh,
+    enabled: true,
+    serverName: name,
+    host: "127.0.0.1",
+    advertiseHost: "127.0.0.1",
+    port,
+    ...o,
+  };
+}
+
+/** Resolves once `gw`'s mesh holds `peer` in `status` (an event, not a poll). */
+function sees(t: TestGateway, peer: string, status: MemberStatus): Promise<void> {
+  const node = t.gw.mesh!.node;
+  if (node.statusOf(peer) === status) return Promise.resolve();
+  return new Promise((resolve) => {
+    node.onMember((m) => {
+      if (m.name === peer && m.status === status) resolve();
+    });
+  });
+}
+
+async function metric(t: TestGateway, line: RegExp): Promise<string | null> {
+  const text = await (await fetch(t.metricsUrl)).text();
+  return line.exec(text)?.[1] ?? null;
+}
+
+Deno.test("mesh: /mesh/status is 404 mesh_disabled without --enable-mesh", async () => {
+  const t = await startGateway([]);
+  try {
+    const res = await fetch(`${t.url}/mesh/status`);
+    assert.equal(res.status, 404);
+    assert.equal((await res.json()).error.code, "mesh_disabled");
+  } finally {
+    await t.close();
+  }
+});
+
+Deno.test("mesh: a mesh port in use leaves the gateway serving, with a count and a clear status", async () => {
+  const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (taken.addr as Deno.NetAddr).port;
+  const t = await startGateway([], { mesh: meshOn("a", port) });
+  try {
+    await t.gw.meshStarted;
+    assert.equal((await fetch(`${t.url}/health`)).status, 200);
+    const res = await fetch(`${t.url}/mesh/status`);
+    assert.equal(res.status, 503);
+    assert.match((await res.json()).error.message, /mesh server failed/);
+    assert.equal(await metric(t, /^router_mesh_rejected_total\{reason="bind"\} (\d+)/m), "1");
+  } finally {
+    await t.close();
+    taken.close();
+  }
+});
+
+Deno.test("mesh: routers with certificates of the mesh CA form a mesh over mTLS", async () => {
+  const certs = await makeCerts();
+  const dir = await Deno.makeTempDir({ dir: "/tmp", prefix: "smg-mesh-tls-" });
+  const files = async (who: "a" | "b") => {
+    await Deno.writeTextFile(`${dir}/${who}.crt`, certs[who].cert);
+    await Deno.writeTextFile(`${dir}/${who}.key`, certs[who].key);
+    return {
+      tlsCaCert: `${dir}/ca.crt`,
+      tlsCert: `${dir}/${who}.crt`,
+      tlsKey: `${dir}/${who}.key`,
+    };
+  };
+  await Deno.writeTextFile(`${dir}/ca.crt`, certs.ca);
+  const pa = freePort();
+  const a = await startGateway([], { mesh: meshOn("a", pa, await files("a")) });
+  const b = await startGateway([], {
+    mesh: meshOn("b", freePort(), { ...await files("b"), peerUrls: [`127.0.0.1:${pa}`] }),
+  });
+  try {
+    await Promise.all([sees(a, "b", "ALIVE"), sees(b, "a", "ALIVE")]);
+    const view = await (await fetch(`${a.url}/mesh/status`)).json();
+    assert.deepEqual(view.members.map((m: { name: string }) => m.name), ["a", "b"]);
+  } finally {
+    await Promise.all([a.close(), b.close()]);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
