@@ -43,6 +43,15 @@ Deno.test("cluster: a crash is suspected within a second and DOWN everywhere in 
   assert.ok(down !== null && down <= 6000, `DOWN everywhere after ${down} ms`);
   c.sched.advance(2000);
   assert.equal(streamCount(c), 6, "the dead router's streams are gone");
+  // r4 accepted r3's stream (r3 < r4): its series drops to 0 and stays after r3 is forgotten;
+  // the peer="" series set at accept stays 1, as SMG's does.
+  const gauge = (n: string) =>
+    Object.fromEntries(
+      c.nodes.get(n)!.metrics.peerConnections.get().values.map((v) => [v.labels.peer, v.value]),
+    );
+  assert.equal(gauge("r4").r3, 0);
+  assert.equal(gauge("r4")[""], 1);
+
   // It restarts with the same name and rejoins.
   await c.restart("r3", ["r1"]);
   assert.notEqual(c.waitFor(() => c.converged(), 10_000), null, "rejoined");
@@ -76,6 +85,13 @@ Deno.test("cluster: a graceful leave is LEAVING everywhere and nobody suspects i
   await c.kill("r2");
   c.sched.advance(20_000);
   assert.ok(c.allSee("r2", "LEAVING"));
+  // r3 accepted r2's stream; its series is 0 now and stays 0 after r2 is forgotten.
+  const r3 = () =>
+    c.nodes.get("r3")!.metrics.peerConnections.get().values.find((v) => v.labels.peer === "r2");
+  assert.equal(r3()?.value, 0);
+  c.sched.advance(300_000);
+  assert.equal(c.statusOf("r3", "r2"), null, "LEAVING members are reaped");
+  assert.equal(r3()?.value, 0);
   for (const x of c.live()) {
     assert.equal(x.metrics.suspicions.get().values.reduce((a, v) => a + v.value, 0), 0);
   }

@@ -10,6 +10,9 @@ import { startGateway, type TestGateway } from "../support/gateway.ts";
 import { makeCerts } from "../mesh/transport/grpc_support.ts";
 import type { MeshConfig } from "../../lib/config/config.ts";
 import { defaultConfig } from "../../lib/config/config.ts";
+import { GrpcTransport } from "../../lib/mesh/transport/grpc.ts";
+import type { PingMessage } from "../../lib/mesh/wire.ts";
+import { FakeWorker } from "../support/fake_worker.ts";
 
 function freePort(): number {
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -99,5 +102,58 @@ Deno.test("mesh: routers with certificates of the mesh CA form a mesh over mTLS"
   } finally {
     await Promise.all([a.close(), b.close()]);
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("mesh: a flood of pings and garbage on the mesh port is refused while inference flows", async () => {
+  const worker = new FakeWorker();
+  const port = freePort();
+  const t = await startGateway([worker.url], { mesh: meshOn("a", port) });
+  const flooder = new GrpcTransport({ host: "127.0.0.1", port: 0 });
+  try {
+    await t.gw.meshStarted;
+    const ping = (seq: number): PingMessage => ({
+      kind: "ping",
+      seq,
+      from: "flooder",
+      fromAddress: "127.0.0.1:1",
+      to: "a",
+      updates: [],
+      fullState: false,
+    });
+    // Garbage bytes first: not HTTP/2 at all.
+    const raw = await Deno.connect({ hostname: "127.0.0.1", port });
+    await raw.write(new TextEncoder().encode("GET / HTTP/1.1\r\n\r\n\x00\xff garbage"));
+    raw.close();
+    const results = await Promise.all(
+      Array.from(
+        { length: 3000 },
+        (_, i) =>
+          new Promise<string>((resolve) =>
+            flooder.request(
+              `127.0.0.1:${port}`,
+              ping(i + 1),
+              5000,
+              (err) => resolve(err ? err.code : "ok"),
+            )
+          ),
+      ),
+    );
+    assert.ok(results.filter((r) => r === "ok").length >= 1000, "the burst is served");
+    assert.ok(results.some((r) => r !== "ok"), "the rest is refused");
+    const res = await fetch(`${t.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "test-model", prompt: "hi" }),
+    });
+    assert.equal(res.status, 200);
+    await res.body?.cancel();
+    const flood = await metric(t, /^router_mesh_rejected_total\{reason="flood"\} (\d+)/m);
+    assert.ok(Number(flood) > 0, `flood counted: ${flood}`);
+    assert.equal(t.gw.mesh!.node.status, "ALIVE");
+  } finally {
+    await flooder.close();
+    await t.close();
+    await worker.close();
   }
 });
