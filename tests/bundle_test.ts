@@ -1,6 +1,7 @@
 /**
  * The bundled single file (`deno task bundle`) runs from an empty directory: nothing is read
- * from the source tree at run time. It serves a chat request and exits 0 on SIGTERM.
+ * from the source tree at run time (the mesh's proto is embedded, grpc-js is bundled). It serves
+ * a chat request and its mesh, and exits 0 on SIGTERM.
  */
 
 import assert from "node:assert/strict";
@@ -20,6 +21,9 @@ Deno.test("bundle: the single file serves from an empty directory and drains on 
     }).output();
     assert.equal(bundle.code, 0, new TextDecoder().decode(bundle.stderr));
 
+    const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+    const meshPort = (probe.addr as Deno.NetAddr).port;
+    probe.close();
     const gw = await spawnGateway(`${out}/smg.js`, [
       "--host",
       "127.0.0.1",
@@ -35,7 +39,22 @@ Deno.test("bundle: the single file serves from an empty directory and drains on 
       "round_robin",
       "--shutdown-grace-period-secs",
       "1",
+      "--enable-mesh",
+      "--mesh-server-name",
+      "solo",
+      "--mesh-host",
+      "127.0.0.1",
+      "--mesh-port",
+      String(meshPort),
     ], empty);
+    await gw.waitForOutput(/msg="mesh listening"/);
+    const mesh = await (await fetch(`${gw.url}/mesh/status`)).json();
+    assert.deepEqual(
+      mesh.members.map((m: { name: string; status: string }) => [m.name, m.status]),
+      [
+        ["solo", "ALIVE"],
+      ],
+    );
     // The worker is probed at start; wait for readiness rather than sleeping blindly.
     for (let i = 0; i < 100; i++) {
       const r = await fetch(`${gw.url}/readiness`);
