@@ -209,6 +209,9 @@ function onRequest(s: SwimState, out: SwimEffect[], id: number, req: MeshRequest
   const self = selfRecord(s);
   if (s.leaving) return respond(ack(s, req.seq, { error: "leaving", updates: [toUpdate(self)] }));
   if (req.from === s.self) {
+    // This router reached itself through a seed: answer, but it is no conflict.
+    const itself = req.kind === "ping" && req.fromAddress === self.address;
+    if (itself) return respond(ack(s, req.seq, { error: "name_conflict" }));
     out.push({ type: "count", what: "name_conflict" });
     out.push({
       type: "log",
@@ -281,6 +284,19 @@ function onReply(s: SwimState, out: SwimEffect[], seq: number, a: AckMessage, no
   const purpose = s.outstanding.get(seq);
   if (!purpose) return;
   s.outstanding.delete(seq);
+  if (purpose.kind === "join" && a.from === s.self) {
+    // The seed is this router under another spelling (a host name, another interface).
+    s.joinInFlight--;
+    s.seeds = s.seeds.filter((x) => x !== purpose.address);
+    out.push({
+      type: "log",
+      level: "info",
+      msg: "a mesh seed is this router itself; not joining through it",
+      fields: { seed: purpose.address },
+    });
+    if (s.seeds.length === 0) markJoined(s, out, now);
+    return;
+  }
   if (a.error === "name_conflict") {
     out.push({ type: "count", what: "name_conflict" });
     out.push({

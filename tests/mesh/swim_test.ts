@@ -372,3 +372,23 @@ Deno.test("swim: a lost stream probes its peer at once, outside the schedule", (
     "one at a time",
   );
 });
+
+Deno.test("swim: a seed that turns out to be this router is dropped, not reported as a conflict", () => {
+  const s = createSwimState({
+    config: defaultSwimConfig(),
+    name: "n",
+    address: "10.0.0.1:1",
+    seeds: ["localhost:1"],
+    seed: 3,
+    now: 0,
+  });
+  const [join] = sends(step(s, { type: "tick" }, 0).effects);
+  const fx = step(s, {
+    type: "reply",
+    seq: join.req.seq,
+    ack: ack(join.req.seq, "n", { error: "name_conflict" }),
+  }, 1).effects;
+  assert.deepEqual(s.seeds, []);
+  assert.equal(s.members.get("n")!.status, "ALIVE", "no seeds left: a mesh of one");
+  assert.equal(fx.some((e) => e.type === "count" && e.what === "name_conflict"), false);
+});
