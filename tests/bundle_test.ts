@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { FakeWorker } from "./support/fake_worker.ts";
-import { spawnGateway } from "./support/process.ts";
+import { freePort, spawnGateway } from "./support/process.ts";
 
 Deno.test("bundle: the single file serves from an empty directory and drains on SIGTERM", async () => {
   const out = await Deno.makeTempDir({ prefix: "smg-bundle-" });
@@ -21,9 +21,7 @@ Deno.test("bundle: the single file serves from an empty directory and drains on 
     }).output();
     assert.equal(bundle.code, 0, new TextDecoder().decode(bundle.stderr));
 
-    const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-    const meshPort = (probe.addr as Deno.NetAddr).port;
-    probe.close();
+    const meshPort = freePort();
     const gw = await spawnGateway(`${out}/smg.js`, [
       "--host",
       "127.0.0.1",

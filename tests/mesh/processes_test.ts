@@ -6,16 +6,9 @@
  */
 
 import assert from "node:assert/strict";
-import { type GatewayProcess, spawnGateway } from "../support/process.ts";
+import { freePort, type GatewayProcess, spawnGateway } from "../support/process.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
 
 interface Router {
   name: string;

@@ -13,13 +13,7 @@ import { defaultConfig } from "../../lib/config/config.ts";
 import { GrpcTransport } from "../../lib/mesh/transport/grpc.ts";
 import type { PingMessage } from "../../lib/mesh/wire.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
+import { freePort } from "../support/process.ts";
 
 function meshOn(name: string, port: number, o: Partial<MeshConfig> = {}): MeshConfig {
   return {

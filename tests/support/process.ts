@@ -84,3 +84,11 @@ export async function spawnGateway(
     });
   return { child, url, stderr: () => text, exited, waitForOutput };
 }
+
+/** A loopback port that was free a moment ago (for flags that cannot take 0). */
+export function freePort(): number {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (l.addr as Deno.NetAddr).port;
+  l.close();
+  return port;
+}
