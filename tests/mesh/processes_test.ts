@@ -17,7 +17,8 @@ interface Router {
   metrics: string;
 }
 
-async function router(name: string, meshPort: number, peers: number[]): Promise<Router> {
+/** `peers` are ports on 127.0.0.1, or `host:port` strings. */
+async function router(name: string, meshPort: number, peers: (number | string)[]): Promise<Router> {
   const metricsPort = freePort();
   const proc = await spawnGateway(MAIN, [
     "--host",
@@ -41,7 +42,9 @@ async function router(name: string, meshPort: number, peers: number[]): Promise<
     "127.0.0.1",
     "--mesh-port",
     String(meshPort),
-    ...(peers.length ? ["--mesh-peer-urls", ...peers.map((p) => `127.0.0.1:${p}`)] : []),
+    ...(peers.length
+      ? ["--mesh-peer-urls", ...peers.map((p) => typeof p === "number" ? `127.0.0.1:${p}` : p)]
+      : []),
   ]);
   return { name, meshPort, proc, metrics: `http://127.0.0.1:${metricsPort}/metrics` };
 }
@@ -87,7 +90,7 @@ Deno.test("mesh processes: three routers form, survive a SIGKILL, rejoin and lea
   const [pa, pb, pc] = [freePort(), freePort(), freePort()];
   const a = await router("a", pa, []);
   const b = await router("b", pb, [pa]);
-  const c = await router("c", pc, [pb]);
+  const c = await router("c", pc, [`localhost:${pb}`]); // a host name, resolved by the mesh
   const all = [a, b, c];
   try {
     const alive = { a: "ALIVE", b: "ALIVE", c: "ALIVE" };
