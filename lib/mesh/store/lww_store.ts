@@ -1,0 +1,188 @@
+/**
+ * The replicated key-value store under the mesh's durable namespaces (workers, pins): per key
+ * last-writer-wins by version (Lamport clock, then replica id), removals kept as tombstones so a
+ * delayed older write cannot bring a value back, and a change log ordered by a local sequence
+ * number, so a peer's sender asks "what changed since seq N" without scanning the store.
+ * Tombstones are collected only when older than a grace period and the caller says every peer
+ * has them. Bounded: values over `maxValueBytes` and new keys past `maxKeys` per namespace are
+ * refused (and counted by the caller). Pure data structure: no I/O, time passed in.
+ */
+
+import { compareVersions, type Version } from "./version.ts";
+
+/** One write, as it travels between routers. */
+export interface Op extends Version {
+  /** Namespace, e.g. `workers`. */
+  ns: string;
+  /** Key within the namespace. */
+  key: string;
+  /** The value, or null for a removal (tombstone). */
+  value: Uint8Array | null;
+}
+
+/** A stored write and when this router learned it. */
+export interface Entry extends Op {
+  /** Local sequence number of the change that stored it. */
+  seq: number;
+  /** Local time it was stored (for tombstone collection). */
+  storedAt: number;
+}
+
+/** Why a write was not stored. */
+export type Refusal = "too_large" | "too_many_keys" | "stale";
+
+/** Limits of one store. */
+export interface StoreLimits {
+  /** Largest value in bytes (default 1 MiB). */
+  maxValueBytes: number;
+  /** Most keys per namespace, tombstones included (default 1,000,000). */
+  maxKeys: number;
+}
+
+/** A change, as subscribers see it. */
+export type ChangeListener = (e: Entry, origin: "local" | "remote") => void;
+
+/** The store of one router. */
+export class LwwStore {
+  /** This router process's replica id. */
+  readonly replica: string;
+  readonly #limits: StoreLimits;
+  #clock = 0;
+  #seq = 0;
+  readonly #entries = new Map<string, Entry>();
+  readonly #counts = new Map<string, { live: number; tombstones: number }>();
+  /** [seq, id] in seq order; stale records (superseded or collected) are skipped and compacted. */
+  #log: { seq: number; id: string }[] = [];
+  readonly #listeners: ChangeListener[] = [];
+
+  /** An empty store for `replica`. */
+  constructor(replica: string, limits: Partial<StoreLimits> = {}) {
+    this.replica = replica;
+    this.#limits = { maxValueBytes: 1 << 20, maxKeys: 1_000_000, ...limits };
+  }
+
+  /** The Lamport clock. */
+  get clock(): number {
+    return this.#clock;
+  }
+
+  /** The last local sequence number. */
+  get seq(): number {
+    return this.#seq;
+  }
+
+  /** Subscribes to stored changes. */
+  onChange(fn: ChangeListener): void {
+    this.#listeners.push(fn);
+  }
+
+  /** The live value of `key`, if any. */
+  get(ns: string, key: string): Uint8Array | undefined {
+    return this.#entries.get(id(ns, key))?.value ?? undefined;
+  }
+
+  /** The stored entry (live or tombstone) of `key`. */
+  entry(ns: string, key: string): Entry | undefined {
+    return this.#entries.get(id(ns, key));
+  }
+
+  /** Live keys and values of a namespace. */
+  *live(ns: string): Generator<[string, Uint8Array]> {
+    for (const e of this.#entries.values()) {
+      if (e.ns === ns && e.value !== null) yield [e.key, e.value];
+    }
+  }
+
+  /** Every entry, tombstones included. */
+  all(): IterableIterator<Entry> {
+    return this.#entries.values();
+  }
+
+  /** Live and tombstone counts per namespace. */
+  counts(): Map<string, { live: number; tombstones: number }> {
+    return this.#counts;
+  }
+
+  /** Writes `value` (null removes) as this replica at a new clock; returns the op, or why not. */
+  write(ns: string, key: string, value: Uint8Array | null, now: number): Op | Refusal {
+    const current = this.#entries.get(id(ns, key));
+    if (value === null && (!current || current.value === null)) return "stale";
+    const op: Op = { ns, key, value, clock: this.#clock + 1, replica: this.replica };
+    const r = this.#store(op, now, "local");
+    return r === "applied" ? op : r;
+  }
+
+  /** Applies a peer's op; the clock moves past it either way. */
+  apply(op: Op, now: number): "applied" | Refusal {
+    this.#clock = Math.max(this.#clock, op.clock);
+    return this.#store(op, now, "remote");
+  }
+
+  /** Entries changed after local seq `since`, oldest change first. */
+  *changesSince(since: number): Generator<Entry> {
+    const log = this.#log;
+    let lo = 0;
+    let hi = log.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (log[mid].seq <= since) lo = mid + 1;
+      else hi = mid;
+    }
+    for (let i = lo; i < log.length; i++) {
+      const e = this.#entries.get(log[i].id);
+      if (e && e.seq === log[i].seq) yield e;
+    }
+  }
+
+  /**
+   * Forgets tombstones stored more than `graceMs` ago that `everyoneHas` confirms every peer
+   * holds (so no peer can send the older live value back as news). Returns how many went.
+   */
+  collect(now: number, graceMs: number, everyoneHas: (e: Entry) => boolean): number {
+    let n = 0;
+    for (const [k, e] of this.#entries) {
+      if (e.value !== null || now - e.storedAt < graceMs || !everyoneHas(e)) continue;
+      this.#entries.delete(k);
+      this.#count(e.ns, "tombstones", -1);
+      n++;
+    }
+    if (n > 0) this.#compact();
+    return n;
+  }
+
+  #store(op: Op, now: number, origin: "local" | "remote"): "applied" | Refusal {
+    if (op.value !== null && op.value.length > this.#limits.maxValueBytes) return "too_large";
+    const k = id(op.ns, op.key);
+    const current = this.#entries.get(k);
+    if (current && compareVersions(op, current) <= 0) return "stale";
+    if (
+      !current && (this.#counts.get(op.ns)?.live ?? 0) +
+            (this.#counts.get(op.ns)?.tombstones ?? 0) >= this.#limits.maxKeys
+    ) {
+      return "too_many_keys";
+    }
+    if (origin === "local") this.#clock = op.clock;
+    const e: Entry = { ...op, seq: ++this.#seq, storedAt: now };
+    if (current) this.#count(op.ns, current.value === null ? "tombstones" : "live", -1);
+    this.#count(op.ns, op.value === null ? "tombstones" : "live", 1);
+    this.#entries.set(k, e);
+    this.#log.push({ seq: e.seq, id: k });
+    if (this.#log.length > 64 && this.#log.length > 2 * this.#entries.size) this.#compact();
+    for (const l of this.#listeners) l(e, origin);
+    return "applied";
+  }
+
+  #count(ns: string, what: "live" | "tombstones", d: number): void {
+    let c = this.#counts.get(ns);
+    if (!c) this.#counts.set(ns, c = { live: 0, tombstones: 0 });
+    c[what] += d;
+  }
+
+  #compact(): void {
+    this.#log = this.#log.filter((r) => this.#entries.get(r.id)?.seq === r.seq);
+  }
+}
+
+function id(ns: string, key: string): string {
+  return `${ns}\u0000${key}`;
+}
