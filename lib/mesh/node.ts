@@ -260,6 +260,11 @@ export class MeshNode {
         ) {
           this.streams.drop(e.member.name, e.member.status);
         }
+        if (e.member.status === "ALIVE" && (e.previous === "DOWN" || e.previous === "LEAVING")) {
+          // Back from the dead (restarted): a connection to its old life may sit in reconnect
+          // backoff and fail every request at once; start afresh.
+          o.transport.forget(e.member.address);
+        }
         for (const l of this.#listeners) l(e.member, e.previous);
         return;
       case "forget":
