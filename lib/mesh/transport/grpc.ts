@@ -16,9 +16,9 @@
  * `node:tls` refuses an IP as the TLS server name, and the mesh CA signs only mesh routers, so
  * every client asks for the fixed name `smg-mesh` and ignores the name in the server's cert.
  *
- * Known gaps: a message over the size limit is refused by grpc-js itself (RESOURCE_EXHAUSTED,
- * after reading only its 5-byte header) without any hook, so `onRejected("oversized")` is never
- * reported. The rate limit is one bucket for all peers, not one per peer. `forget` leaves calls
+ * Known gaps: a message over 10 MiB is refused by grpc-js itself (RESOURCE_EXHAUSTED, after
+ * reading only its 5-byte header) without any hook, so only pings and ping-reqs between 2 and
+ * 10 MiB are reported as `oversized`. The rate limit is one bucket per remote host. `forget` leaves calls
  * and streams already open to finish. After a failed connect, grpc-js keeps an unref'd
  * reconnect-backoff timer (at most ~2.4 s) and may dial once more after its channel is closed;
  * nothing public cancels that, so `close()` cannot await it (see grpc_unreachable_test.ts).
@@ -31,7 +31,7 @@ import { MAX_MESSAGE_BYTES, type MeshRequest } from "../wire.ts";
 import * as codec from "./codec.ts";
 import type { Decoded } from "./codec.ts";
 import { deadConn, type DuplexCall, GrpcFrameConn } from "./grpc_stream.ts";
-import { TokenBucket } from "./token_bucket.ts";
+import { peerHost, PerHostBuckets } from "./token_bucket.ts";
 import type {
   FrameConn,
   MeshTransport,
@@ -137,7 +137,7 @@ export class GrpcTransport implements MeshTransport {
   #tls: MeshTls | null;
   #graceMs: number;
   #now: () => number;
-  #bucket: TokenBucket;
+  #buckets: PerHostBuckets;
   #clientCreds: grpc.ChannelCredentials;
   #channelOptions: grpc.ChannelOptions;
   #server: grpc.Server | null = null;
@@ -155,7 +155,10 @@ export class GrpcTransport implements MeshTransport {
     this.#tls = options.tls ?? null;
     this.#graceMs = options.shutdownGraceMs ?? 1000;
     this.#now = options.now ?? (() => performance.now());
-    this.#bucket = new TokenBucket(options.requestsPerSecond ?? 500, options.requestBurst ?? 1000);
+    this.#buckets = new PerHostBuckets(
+      options.requestsPerSecond ?? 500,
+      options.requestBurst ?? 1000,
+    );
     const t = this.#tls;
     this.#clientCreds = t
       ? grpc.credentials.createSsl(pem(t.caCert), pem(t.key), pem(t.cert), {
@@ -313,7 +316,11 @@ export class GrpcTransport implements MeshTransport {
   ): grpc.handleUnaryCall<Buffer, Buffer> {
     return (call, callback) => {
       const peer = call.getPeer();
-      if (!this.#bucket.take(this.#now())) {
+      if (call.request.length > MAX_REQUEST_BYTES) {
+        handlers.onRejected("oversized", `${call.request.length}-byte request from ${peer}`);
+        return callback({ code: grpc.status.RESOURCE_EXHAUSTED, details: "request too large" });
+      }
+      if (!this.#buckets.take(peerHost(peer), this.#now())) {
         handlers.onRejected("flood", `request from ${peer} over the inbound rate limit`);
         return callback({ code: grpc.status.RESOURCE_EXHAUSTED, details: "mesh rate limit" });
       }
@@ -336,6 +343,12 @@ export class GrpcTransport implements MeshTransport {
     };
   }
 }
+
+/**
+ * Largest ping or ping-req accepted (2 MiB): a whole member table of 10,000 routers is about
+ * 0.5 MiB; sync streams keep the full 10 MiB.
+ */
+export const MAX_REQUEST_BYTES = 2 * 1024 * 1024;
 
 const CLOSED: TransportError = { code: "closed", message: "mesh transport closed" };
 

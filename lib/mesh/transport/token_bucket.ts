@@ -30,3 +30,40 @@ export class TokenBucket {
     return true;
   }
 }
+
+/**
+ * One bucket per remote host, so a single flooding peer exhausts only its own allowance and
+ * the others' probes keep being answered. At most `maxHosts` buckets are kept (the oldest
+ * created goes first), so spoofed or many sources cannot grow memory.
+ */
+export class PerHostBuckets {
+  readonly #rate: number;
+  readonly #burst: number;
+  readonly #maxHosts: number;
+  readonly #buckets = new Map<string, TokenBucket>();
+
+  /** Buckets of `rate` per second and `burst` each, for at most `maxHosts` hosts. */
+  constructor(rate: number, burst: number, maxHosts = 4096) {
+    this.#rate = rate;
+    this.#burst = burst;
+    this.#maxHosts = maxHosts;
+  }
+
+  /** Takes a token from `host`'s bucket at `now` (ms). */
+  take(host: string, now: number): boolean {
+    let b = this.#buckets.get(host);
+    if (!b) {
+      if (this.#buckets.size >= this.#maxHosts) {
+        this.#buckets.delete(this.#buckets.keys().next().value!);
+      }
+      b = new TokenBucket(this.#rate, this.#burst);
+      this.#buckets.set(host, b);
+    }
+    return b.take(now);
+  }
+}
+
+/** The host part of a grpc-js peer string (`1.2.3.4:5678`, `[::1]:5678`, `ipv4:…`). */
+export function peerHost(peer: string): string {
+  return peer.replace(/^ipv[46]:/, "").replace(/:\d+$/, "");
+}

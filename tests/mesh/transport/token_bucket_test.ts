@@ -1,7 +1,7 @@
 /** The inbound rate limit's arithmetic, under fake time. */
 
 import assert from "node:assert/strict";
-import { TokenBucket } from "../../../lib/mesh/transport/token_bucket.ts";
+import { peerHost, PerHostBuckets, TokenBucket } from "../../../lib/mesh/transport/token_bucket.ts";
 
 Deno.test("token bucket: takes at the given times", () => {
   // [rate/s, burst, times of successive takes in ms, expected results]
@@ -19,4 +19,18 @@ Deno.test("token bucket: takes at the given times", () => {
     const bucket = new TokenBucket(rate, burst);
     assert.deepEqual(times.map((t) => bucket.take(t)), expected, `${rate}/s burst ${burst}`);
   }
+});
+
+Deno.test("per-host buckets: one host's flood leaves the others their allowance, and the map is bounded", () => {
+  const b = new PerHostBuckets(1, 2, 3);
+  assert.equal(b.take("10.0.0.1", 0), true);
+  assert.equal(b.take("10.0.0.1", 0), true);
+  assert.equal(b.take("10.0.0.1", 0), false, "flooder out of tokens");
+  assert.equal(b.take("10.0.0.2", 0), true, "another host unaffected");
+  b.take("10.0.0.3", 0);
+  b.take("10.0.0.4", 0); // evicts the oldest (10.0.0.1), which starts full again
+  assert.equal(b.take("10.0.0.1", 0), true);
+  assert.equal(peerHost("127.0.0.1:5678"), "127.0.0.1");
+  assert.equal(peerHost("ipv4:10.1.2.3:9"), "10.1.2.3");
+  assert.equal(peerHost("[::1]:5678"), "[::1]");
 });
