@@ -229,8 +229,16 @@ export interface MeshConfig {
   reapSecs: number;
   /** Status broadcasts and the leave wait for acks this long, ms (`--mesh-broadcast-timeout-ms`, 3000). */
   broadcastTimeoutMs: number;
+  /** First seed retry delay, ms, doubling (`--mesh-join-backoff-ms`, 1000). */
+  joinBackoffMs: number;
   /** Cap on the seed retry backoff, seconds (`--mesh-join-max-backoff-secs`, 60). */
   joinMaxBackoffSecs: number;
+  /** Updates piggybacked on one message (`--mesh-max-piggyback`, 32). */
+  maxPiggyback: number;
+  /** Members a router keeps at most (`--mesh-max-members`, 10000). */
+  maxMembers: number;
+  /** Forgotten members' addresses and seeds are retried this long, seconds (`--mesh-reconnect-timeout-secs`, 21600). */
+  reconnectTimeoutSecs: number;
   /** Heartbeat an idle sync stream after, seconds (`--mesh-heartbeat-secs`, 15). */
   heartbeatSecs: number;
   /** Close a sync stream silent this long, seconds (`--mesh-stream-idle-timeout-secs`, 60). */
@@ -402,7 +410,11 @@ export function defaultConfig(): GatewayConfig {
       reconnectIntervalSecs: 10,
       reapSecs: 300,
       broadcastTimeoutMs: 3000,
+      joinBackoffMs: 1000,
       joinMaxBackoffSecs: 60,
+      maxPiggyback: 32,
+      maxMembers: 10_000,
+      reconnectTimeoutSecs: 21_600,
       heartbeatSecs: 15,
       streamIdleTimeoutSecs: 60,
       streamQueueSize: 128,

@@ -82,7 +82,11 @@ export function validateMesh(c: GatewayConfig): void {
   atLeast("--mesh-reconnect-interval-secs", m.reconnectIntervalSecs, 0);
   atLeast("--mesh-reap-secs", m.reapSecs, 1);
   atLeast("--mesh-broadcast-timeout-ms", m.broadcastTimeoutMs, 1);
+  atLeast("--mesh-join-backoff-ms", m.joinBackoffMs, 1);
   atLeast("--mesh-join-max-backoff-secs", m.joinMaxBackoffSecs, 1);
+  atLeast("--mesh-reconnect-timeout-secs", m.reconnectTimeoutSecs, 0);
+  atLeast("--mesh-max-piggyback", m.maxPiggyback, 1);
+  atLeast("--mesh-max-members", m.maxMembers, 2);
   atLeast("--mesh-heartbeat-secs", m.heartbeatSecs, 1);
   atLeast("--mesh-stream-queue-size", m.streamQueueSize, 1);
   if (!(m.streamIdleTimeoutSecs > m.heartbeatSecs)) {

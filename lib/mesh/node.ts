@@ -80,8 +80,9 @@ export class MeshNode {
   #requestId = 0;
   readonly #responders = new Map<number, (ack: AckMessage) => void>();
   readonly #listeners: MemberListener[] = [];
-  readonly #inflight = new Set<number>();
-  #flushed: (() => void) | null = null;
+  /** Seqs of the LEAVING announcements not yet answered (null before `leave()`). */
+  #leaveWait: Set<number> | null = null;
+  #leaveDone: (() => void) | null = null;
   #stopped = false;
   #changed = true;
   #lastStatusLog = -Infinity;
@@ -106,6 +107,10 @@ export class MeshNode {
       metrics: o.metrics,
       config: { ...o.streams, roundMs: o.swim.probeIntervalMs },
       alivePeers: () => peers(this.#state, ["ALIVE"]),
+      isLive: (name) => {
+        const st = this.#state.members.get(name)?.status;
+        return st === "ALIVE" || st === "SUSPECTED";
+      },
       onLost: (peer) => this.#dispatch({ type: "streamLost", name: peer }),
       onChange: () => {
         this.#changed = true;
@@ -171,15 +176,18 @@ export class MeshNode {
   }
 
   /**
-   * Announces LEAVING to every ALIVE peer and waits (up to the broadcast timeout) for their
-   * acks, then closes the streams. Call before the gateway drains.
+   * Announces LEAVING to every ALIVE peer and waits for their acks (at most the broadcast
+   * timeout), then closes the streams. Call before the gateway drains.
    */
   async leave(): Promise<void> {
-    if (this.#stopped) return;
-    const done = new Promise<void>((resolve) => (this.#flushed = resolve));
+    if (this.#stopped || this.#leaveWait) return;
+    const done = new Promise<void>((resolve) => (this.#leaveDone = resolve));
+    this.#leaveWait = new Set();
     this.#dispatch({ type: "leave" });
-    if (this.#inflight.size === 0) this.#flushed?.();
+    const cap = this.#o.scheduler.after(this.#o.swim.broadcastTimeoutMs, () => this.#leaveDone?.());
+    if (this.#leaveWait.size === 0) this.#leaveDone?.();
     await done;
+    cap();
     this.streams.closeAll();
   }
 
@@ -210,9 +218,17 @@ export class MeshNode {
     if (this.#busy) return;
     this.#busy = true;
     try {
-      while (this.#queue.length > 0) {
-        const out = step(this.#state, this.#queue.shift()!, this.#o.scheduler.now());
-        for (const e of out.effects) this.#perform(e);
+      while (this.#queue.length > 0 && !this.#stopped) {
+        const next = this.#queue.shift()!;
+        const out = step(this.#state, next, this.#o.scheduler.now());
+        for (const e of out.effects) {
+          // One failing effect (a throwing listener) must not lose the rest, nor the timer.
+          try {
+            this.#perform(e, next.type === "leave");
+          } catch (err) {
+            this.#o.log.error("mesh effect failed", { effect: e.type, err: String(err) });
+          }
+        }
         this.#schedule(out.wakeAt);
       }
     } finally {
@@ -226,24 +242,33 @@ export class MeshNode {
     this.#cancelWake();
     this.#wakeAt = at;
     if (!Number.isFinite(at)) return;
-    const delay = Math.max(0, at - this.#o.scheduler.now());
-    this.#cancelWake = this.#o.scheduler.after(delay, () => {
+    const now = this.#o.scheduler.now();
+    const due = Math.max(at, now);
+    this.#cancelWake = this.#o.scheduler.after(due - now, () => {
       this.#wakeAt = Infinity;
+      // A wake-up far past its time means this process was paused or starved: deadlines move
+      // back first, so replies waiting in the sockets are not taken for silence.
+      const late = this.#o.scheduler.now() - due;
+      if (late > this.#o.swim.probeTimeoutMs) {
+        this.#o.log.warn("mesh timers ran late; this router was stalled", {
+          late_ms: Math.round(late),
+        });
+        this.#dispatch({ type: "lagged", ms: late });
+      }
       this.#dispatch({ type: "tick" });
     });
   }
 
-  #perform(e: SwimEffect): void {
+  #perform(e: SwimEffect, leaving: boolean): void {
     const o = this.#o;
     switch (e.type) {
       case "send": {
         const seq = e.req.seq;
-        this.#inflight.add(seq);
+        if (leaving) this.#leaveWait?.add(seq);
         o.transport.request(e.to, e.req, e.timeoutMs, (err, reply) => {
-          this.#inflight.delete(seq);
           if (err) this.#dispatch({ type: "failed", seq, code: err.code });
           else this.#dispatch({ type: "reply", seq, ack: reply! });
-          if (this.#inflight.size === 0) this.#flushed?.();
+          if (this.#leaveWait?.delete(seq) && this.#leaveWait.size === 0) this.#leaveDone?.();
         });
         return;
       }
@@ -265,13 +290,13 @@ export class MeshNode {
           // backoff and fail every request at once; start afresh.
           o.transport.forget(e.member.address);
         }
-        for (const l of this.#listeners) l(e.member, e.previous);
+        this.#notify(e.member, e.previous);
         return;
       case "forget":
         this.#changed = true;
         this.streams.drop(e.member.name, "forgotten");
         o.transport.forget(e.member.address);
-        for (const l of this.#listeners) l(e.member, "forgotten");
+        this.#notify(e.member, "forgotten");
         return;
       case "probed": {
         o.metrics.probes.with(e.ok ? (e.indirect ? "indirect_ack" : "ack") : "failed").inc();
@@ -290,6 +315,16 @@ export class MeshNode {
       case "log":
         o.log[e.level](e.msg, e.fields as Record<string, unknown>);
         return;
+    }
+  }
+
+  #notify(m: MemberRecord, previous: MemberStatus | null | "forgotten"): void {
+    for (const l of this.#listeners) {
+      try {
+        l(m, previous);
+      } catch (err) {
+        this.#o.log.error("mesh member listener failed", { member: m.name, err: String(err) });
+      }
     }
   }
 

@@ -28,6 +28,9 @@ export interface StreamConfig {
   reopenBackoffMs: number;
 }
 
+/** Accepted streams that have not said who they are yet, at most. */
+const MAX_UNBOUND = 64;
+
 /** A received envelope. */
 export type EnvelopeHandler = (peer: string, type: EnvelopeType, payload: Uint8Array) => void;
 
@@ -64,6 +67,8 @@ export interface StreamDeps {
   config: StreamConfig;
   /** ALIVE peers (name, address) this router should hold streams with. */
   alivePeers(): { name: string; address: string }[];
+  /** Whether `name` is a live member (only those may bind an accepted stream). */
+  isLive(name: string): boolean;
   /** A stream broke without anyone closing it. */
   onLost(peer: string): void;
   /** A stream opened (confirmed by the peer) or closed. */
@@ -116,6 +121,10 @@ export class StreamManager {
   /** A peer opened a stream to us; it is bound to a name by its hello frame. */
   accept(conn: FrameConn): void {
     if (this.#stopped) return conn.close();
+    if (this.#unbound.size >= MAX_UNBOUND) {
+      this.#d.metrics.rejected.with("stream_limit").inc();
+      return conn.close();
+    }
     const s = this.#stream("", "acceptor", conn);
     this.#unbound.add(s);
     this.#d.metrics.peerConnections.with("").set(1);
@@ -229,6 +238,10 @@ export class StreamManager {
       return this.#reject(s, "identity", `first frame ${f.body.kind} from '${f.from}'`);
     }
     if (f.from === this.#d.self) return this.#reject(s, "name_conflict", "peer uses our name");
+    // Unknown names would also grow the per-peer metric series without bound.
+    if (!this.#d.isLive(f.from)) {
+      return this.#reject(s, "identity", `'${f.from}' is not a live member`);
+    }
     const old = this.#byPeer.get(f.from);
     if (old) this.#close(old, true);
     s.peer = f.from;
@@ -316,7 +329,10 @@ export class StreamManager {
         this.#onClosed(s, "idle timeout");
         continue;
       }
-      if (now - s.lastOut >= c.heartbeatMs) this.#send(s, { kind: "heartbeat" });
+      // A blocked stream has frames waiting already; a heartbeat would only take their room.
+      if (now - s.lastOut >= c.heartbeatMs && !s.blocked && s.out.length === 0) {
+        this.#send(s, { kind: "heartbeat" });
+      }
       if (s.role === "opener") {
         this.#d.metrics.syncRound.with(s.peer).observe((performance.now() - t0) / 1000);
       }

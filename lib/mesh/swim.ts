@@ -12,6 +12,7 @@
 import { isLive } from "./member.ts";
 import { applyUpdate, broadcast, expireSuspicions, setStatus } from "./swim_merge.ts";
 import {
+  absorbLag,
   advanceProbes,
   answerRelay,
   directFailed,
@@ -23,6 +24,7 @@ import {
 } from "./swim_probe.ts";
 import {
   liveCount,
+  MAX_FORGOTTEN,
   peers,
   pick,
   piggyback,
@@ -59,6 +61,9 @@ export function step(s: SwimState, ev: SwimEvent, now: number): SwimOutput {
       }
       break;
     }
+    case "lagged":
+      absorbLag(s, ev.ms);
+      break;
     case "tick":
       break;
   }
@@ -87,7 +92,7 @@ function wakeAt(s: SwimState): number {
   }
   for (const r of s.relays.values()) t = Math.min(t, r.nackAt);
   for (const sp of s.suspicions.values()) t = Math.min(t, sp.deadline);
-  return Math.min(t, s.nextReapAt);
+  return s.leaving ? t : Math.min(t, s.nextReapAt);
 }
 
 function needsJoin(s: SwimState): boolean {
@@ -108,7 +113,11 @@ function join(s: SwimState, out: SwimEffect[], now: number): void {
   }
 }
 
-/** Push-pull with a random live peer, and a reconnect attempt to a random DOWN one. */
+/**
+ * Push-pull with a random live peer; and a reconnect attempt to one random address that may
+ * hold the other half of a partition: a DOWN member, a forgotten member's address (until the
+ * reconnect timeout), or a seed no live member answers at.
+ */
 function exchange(s: SwimState, out: SwimEffect[], now: number): void {
   const c = s.config;
   if (c.pushPullIntervalMs > 0 && now >= s.nextPushPullAt) {
@@ -118,9 +127,25 @@ function exchange(s: SwimState, out: SwimEffect[], now: number): void {
   }
   if (c.reconnectIntervalMs > 0 && now >= s.nextReconnectAt) {
     s.nextReconnectAt = now + c.reconnectIntervalMs;
-    const [p] = pick(s, peers(s, ["DOWN"]), 1);
-    if (p) sendFullState(s, out, p.address, p.name, { kind: "pushPull", name: p.name });
+    const [target] = pick(s, reconnectTargets(s, now), 1);
+    if (target) {
+      sendFullState(s, out, target.address, target.name, { kind: "pushPull", name: target.name });
+    }
   }
+}
+
+function reconnectTargets(s: SwimState, now: number): { name: string; address: string }[] {
+  const out: { name: string; address: string }[] = peers(s, ["DOWN"]);
+  const live = new Set<string>();
+  for (const m of s.members.values()) if (isLive(m.status)) live.add(m.address);
+  for (const [address, at] of s.forgotten) {
+    if (now - at > s.config.reconnectTimeoutMs) s.forgotten.delete(address);
+    else if (!live.has(address)) out.push({ name: "", address });
+  }
+  for (const address of s.seeds) {
+    if (!live.has(address) && !s.forgotten.has(address)) out.push({ name: "", address });
+  }
+  return out;
 }
 
 function sendFullState(
@@ -173,8 +198,16 @@ function reap(s: SwimState, out: SwimEffect[], now: number): void {
     s.suspicions.delete(m.name);
     s.queue.remove(m.name);
     s.version++;
+    if (m.status === "DOWN") remember(s, m.address, now);
     out.push({ type: "forget", member: m });
   }
+}
+
+/** Keeps a forgotten member's address for reconnection, the oldest dropped past the bound. */
+function remember(s: SwimState, address: string, now: number): void {
+  s.forgotten.delete(address);
+  s.forgotten.set(address, now);
+  if (s.forgotten.size > MAX_FORGOTTEN) s.forgotten.delete(s.forgotten.keys().next().value!);
 }
 
 /** Announces LEAVING to every ALIVE peer and stops probing. */
@@ -225,7 +258,7 @@ function onRequest(s: SwimState, out: SwimEffect[], id: number, req: MeshRequest
     out.push({ type: "count", what: "wrong_node" });
     return respond(ack(s, req.seq, { error: "wrong_node" }));
   }
-  if (req.kind === "ping" && req.fullState && conflicts(s, req)) {
+  if (req.kind === "ping" && conflicts(s, req)) {
     out.push({ type: "count", what: "name_conflict" });
     out.push({
       type: "log",
@@ -236,10 +269,15 @@ function onRequest(s: SwimState, out: SwimEffect[], id: number, req: MeshRequest
     return respond(ack(s, req.seq, { error: "name_conflict" }));
   }
   const fullState = req.kind === "ping" && req.fullState;
-  for (const u of req.updates) applyUpdate(s, out, u, now, fullState);
+  for (const u of capped(s, req.updates, fullState)) applyUpdate(s, out, u, now, fullState);
   markJoined(s, out, now);
   if (req.kind === "pingReq") {
     out.push({ type: "count", what: "ping_req_served" });
+    // Only members this router knows at that address: a peer cannot make it dial anywhere.
+    const t = s.members.get(req.target.name);
+    if (!t || t.address !== req.target.address) {
+      return respond(ack(s, req.seq, { nack: true, updates: piggyback(s) }));
+    }
     const relaySeq = sendRequest(
       s,
       out,
@@ -266,6 +304,10 @@ function onRequest(s: SwimState, out: SwimEffect[], id: number, req: MeshRequest
   }
   if (fullState) return respond(ack(s, req.seq, { updates: fullTable(s), fullState: true }));
   const updates = piggyback(s);
+  if (s.selfStale) {
+    s.selfStale = false;
+    if (!updates.some((u) => u.name === s.self)) updates.push(toUpdate(self));
+  }
   // A sender we hold as suspected or down is told so, and can refute.
   const sender = s.members.get(req.from);
   if (sender && !updates.some((u) => u.name === sender.name) && sender.status !== "ALIVE") {
@@ -274,7 +316,13 @@ function onRequest(s: SwimState, out: SwimEffect[], id: number, req: MeshRequest
   respond(ack(s, req.seq, { updates }));
 }
 
-/** A join from a name held by a live member at another address. */
+/** A peer's updates, at most a whole table's worth for a full state, else a few piggybacks. */
+function capped<T>(s: SwimState, updates: T[], fullState: boolean): T[] {
+  const max = fullState ? s.config.maxMembers : 4 * s.config.maxPiggyback;
+  return updates.length > max ? updates.slice(0, max) : updates;
+}
+
+/** A request from a name held by a live member at another address. */
 function conflicts(s: SwimState, req: PingMessage): boolean {
   const m = s.members.get(req.from);
   return !!m && isLive(m.status) && m.address !== req.fromAddress;
@@ -307,7 +355,7 @@ function onReply(s: SwimState, out: SwimEffect[], seq: number, a: AckMessage, no
     });
   }
   if (a.error !== "name_conflict") {
-    for (const u of a.updates) applyUpdate(s, out, u, now, a.fullState);
+    for (const u of capped(s, a.updates, a.fullState)) applyUpdate(s, out, u, now, a.fullState);
   }
   const good = a.error === "";
   if (good) markJoined(s, out, now);
@@ -321,7 +369,14 @@ function onReply(s: SwimState, out: SwimEffect[], seq: number, a: AckMessage, no
       return directFailed(s, out, purpose.target, now);
     }
     case "indirect":
-      return indirectAnswered(s, out, purpose.target, good && !a.nack ? "ack" : "nack", now);
+      return indirectAnswered(
+        s,
+        out,
+        purpose.target,
+        purpose.probeSeq,
+        good && !a.nack ? "ack" : "nack",
+        now,
+      );
     case "relay":
       return answerRelay(s, out, purpose.relaySeq, good);
     case "join":
@@ -344,7 +399,7 @@ function onFailed(s: SwimState, out: SwimEffect[], seq: number, now: number) {
       return;
     }
     case "indirect":
-      return indirectAnswered(s, out, purpose.target, "none", now);
+      return indirectAnswered(s, out, purpose.target, purpose.probeSeq, "none", now);
     case "relay":
       return answerRelay(s, out, purpose.relaySeq, false);
     case "join":

@@ -24,12 +24,19 @@ export interface SwimConfig {
   awarenessMaxMultiplier: number;
   /** Most updates piggybacked on one message (`--mesh-max-piggyback`, 32). */
   maxPiggyback: number;
+  /** Most members a router keeps; unknown names beyond are ignored (`--mesh-max-members`, 10000). */
+  maxMembers: number;
   /** Full-state exchange with one random peer this often; 0 is off (`--mesh-push-pull-interval-secs`, 30). */
   pushPullIntervalMs: number;
   /** Try one DOWN member this often, so healed partitions merge; 0 is off (`--mesh-reconnect-interval-secs`, 10). */
   reconnectIntervalMs: number;
   /** DOWN and LEAVING members are forgotten after this (`--mesh-reap-secs`, 300). */
   reapMs: number;
+  /**
+   * Forgotten members' addresses (and seeds) keep being retried this long, so partitions longer
+   * than the reap interval still heal (`--mesh-reconnect-timeout-secs`, 21600, as Serf's reconnect_timeout).
+   */
+  reconnectTimeoutMs: number;
   /** Status broadcasts and the leave announcement wait this long for acks (`--mesh-broadcast-timeout-ms`, 3000). */
   broadcastTimeoutMs: number;
   /** First retry of an unanswered join (`--mesh-join-backoff-ms`, 1000); doubles up to the max. */
@@ -49,9 +56,11 @@ export function defaultSwimConfig(): SwimConfig {
     retransmitMult: 4,
     awarenessMaxMultiplier: 8,
     maxPiggyback: 32,
+    maxMembers: 10_000,
     pushPullIntervalMs: 30_000,
     reconnectIntervalMs: 10_000,
     reapMs: 300_000,
+    reconnectTimeoutMs: 21_600_000,
     broadcastTimeoutMs: 3000,
     joinBackoffMs: 1000,
     joinMaxBackoffMs: 60_000,

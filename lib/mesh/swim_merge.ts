@@ -9,8 +9,10 @@
 
 import { applyAwareness } from "./awareness.ts";
 import type { MemberStatus, MemberUpdate } from "./member.ts";
+import { parseHostPort } from "../config/validate_mesh.ts";
 import {
   liveCount,
+  MAX_INCARNATION,
   type MemberRecord,
   peers,
   selfRecord,
@@ -81,6 +83,7 @@ export function broadcast(s: SwimState, out: SwimEffect[], u: MemberUpdate): voi
 /** Raises this router's incarnation past `seen` and tells everyone it is ALIVE. */
 export function refute(s: SwimState, out: SwimEffect[], seen: number, now: number): void {
   const self = selfRecord(s);
+  if (seen >= MAX_INCARNATION) return; // wellFormed keeps claims below; never overflow
   setStatus(s, out, self, "ALIVE", Math.max(self.incarnation, seen) + 1, "", now);
   broadcast(s, out, toUpdate(self));
 }
@@ -142,11 +145,13 @@ export function applyUpdate(
   now: number,
   fullState: boolean,
 ): void {
+  if (!wellFormed(u)) return void out.push({ type: "count", what: "malformed" });
   if (u.name === s.self) return applySelfClaim(s, out, u, now);
   const status = fullState && u.status === "DOWN" ? "SUSPECTED" : u.status;
   if (status === "ALIVE" || status === "INIT") return applyAlive(s, out, u, now);
   const m = s.members.get(u.name);
-  if (!m || u.incarnation < m.incarnation) return;
+  // A claim about another life of the member (another address) says nothing about this one.
+  if (!m || u.incarnation < m.incarnation || u.address !== m.address) return;
   if (status === "SUSPECTED") return applySuspect(s, out, m, u, now);
   if (status === "DOWN") {
     if (m.status === "DOWN" || m.status === "LEAVING") return;
@@ -157,6 +162,16 @@ export function applyUpdate(
   if (m.status === "LEAVING") return;
   setStatus(s, out, m, "LEAVING", u.incarnation, "", now);
   s.queue.push(toUpdate(m));
+}
+
+/**
+ * A name like `--mesh-server-name` allows, a `host:port` address, and an incarnation no
+ * refutation can overflow (a peer claiming 2^53 would otherwise lock this router out).
+ */
+function wellFormed(u: MemberUpdate): boolean {
+  return u.name !== "" && u.name.length <= 253 && !u.name.includes(":") &&
+    Number.isInteger(u.incarnation) && u.incarnation >= 0 && u.incarnation <= MAX_INCARNATION &&
+    parseHostPort(u.address) !== null;
 }
 
 function applySelfClaim(s: SwimState, out: SwimEffect[], u: MemberUpdate, now: number): void {
@@ -177,7 +192,12 @@ function applySelfClaim(s: SwimState, out: SwimEffect[], u: MemberUpdate, now: n
     if (u.incarnation > self.incarnation) refute(s, out, u.incarnation, now);
     return;
   }
-  if (u.incarnation < self.incarnation) return;
+  if (u.incarnation < self.incarnation) {
+    // The claimant missed our refutation: answer it with our record, and piggyback it again.
+    s.selfStale = true;
+    s.queue.push(toUpdate(self));
+    return;
+  }
   s.awareness = applyAwareness(s.awareness, 1, s.config.awarenessMaxMultiplier);
   out.push({ type: "count", what: "refutation" });
   out.push({
@@ -192,6 +212,10 @@ function applySelfClaim(s: SwimState, out: SwimEffect[], u: MemberUpdate, now: n
 function applyAlive(s: SwimState, out: SwimEffect[], u: MemberUpdate, now: number): void {
   const m = s.members.get(u.name);
   if (!m) {
+    if (s.members.size >= s.config.maxMembers) {
+      return void out.push({ type: "count", what: "member_limit" });
+    }
+    s.forgotten.delete(u.address);
     const rec: MemberRecord = {
       name: u.name,
       address: u.address,

@@ -123,7 +123,7 @@ function startIndirect(s: SwimState, out: SwimEffect[], run: ProbeRun, now: numb
         updates: piggyback(s),
       }),
       run.endDeadline - now,
-      { kind: "indirect", target: run.target },
+      { kind: "indirect", target: run.target, probeSeq: run.seq },
     );
     out.push({ type: "count", what: "ping_req_sent" });
   }
@@ -193,22 +193,39 @@ export function directFailed(s: SwimState, out: SwimEffect[], target: string, no
   if (run.indirectPending === 0) finishProbe(s, out, run, false, false, now);
 }
 
-/** An intermediary answered our ping-req (`ok` = the target acked through it). */
+/** An intermediary answered ping-req `probeSeq` (`ack`: the target acked through it). */
 export function indirectAnswered(
   s: SwimState,
   out: SwimEffect[],
   target: string,
+  probeSeq: number,
   result: "ack" | "nack" | "none",
   now: number,
 ): void {
   const run = s.probes.get(target);
-  if (!run) return;
+  // An answer about an earlier probe of the same member says nothing about this one.
+  if (!run || run.seq !== probeSeq) return;
   if (result === "ack") return finishProbe(s, out, run, true, true, now);
-  run.indirectPending--;
+  run.indirectPending = Math.max(0, run.indirectPending - 1);
   if (result === "nack") run.nacks++;
   if (run.direct === "failed" && run.indirectPending === 0) {
     finishProbe(s, out, run, false, false, now);
   }
+}
+
+/**
+ * After a stall of `ms` (a paused or starved process), every deadline moves back by as much:
+ * replies that sat in the sockets meanwhile are read before anyone is accused. The stall also
+ * costs a point of local health.
+ */
+export function absorbLag(s: SwimState, ms: number): void {
+  for (const run of s.probes.values()) {
+    run.directDeadline += ms;
+    run.endDeadline += ms;
+  }
+  for (const r of s.relays.values()) r.nackAt += ms;
+  for (const sp of s.suspicions.values()) sp.deadline += ms;
+  s.awareness = applyAwareness(s.awareness, 1, s.config.awarenessMaxMultiplier);
 }
 
 /** Answers nack for relays whose target did not ack within 80 % of the probe timeout. */

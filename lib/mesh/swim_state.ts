@@ -61,7 +61,7 @@ export interface ProbeRun {
 /** What an outgoing request was for. */
 export type Purpose =
   | { kind: "probe"; target: string }
-  | { kind: "indirect"; target: string }
+  | { kind: "indirect"; target: string; probeSeq: number }
   | { kind: "relay"; relaySeq: number }
   | { kind: "broadcast" }
   | { kind: "join"; address: string }
@@ -84,7 +84,11 @@ export type SwimCount =
   | "suspicion"
   | "refutation"
   | "name_conflict"
-  | "wrong_node";
+  | "wrong_node"
+  /** An update with a bad name, address or incarnation, ignored. */
+  | "malformed"
+  /** A new member ignored because the table is full (`maxMembers`). */
+  | "member_limit";
 
 /** Something the shell must do. */
 export type SwimEffect =
@@ -116,7 +120,12 @@ export type SwimEvent =
   /** Announce LEAVING and stop probing. */
   | { type: "leave" }
   /** The sync stream to `name` broke: probe it now rather than in turn. */
-  | { type: "streamLost"; name: string };
+  | { type: "streamLost"; name: string }
+  /**
+   * This router was not running for `ms` (paused, starved): its deadlines are pushed back by
+   * that much so replies that waited in its sockets count, and its local health drops.
+   */
+  | { type: "lagged"; ms: number };
 
 /** The reducer's result. */
 export interface SwimOutput {
@@ -180,7 +189,17 @@ export interface SwimState {
   countedAt: number;
   /** Earliest time a DOWN or LEAVING member is due to be forgotten. */
   nextReapAt: number;
+  /** Addresses of forgotten members, still retried until `reconnectTimeoutMs` (bounded). */
+  forgotten: Map<string, number>;
+  /** A peer holds an outdated claim about this router: put our own record in the next answer. */
+  selfStale: boolean;
 }
+
+/** Highest incarnation accepted or reached by refuting; above it a claim is ignored. */
+export const MAX_INCARNATION = 2 ** 31 - 1;
+
+/** Most forgotten addresses kept for reconnection. */
+export const MAX_FORGOTTEN = 256;
 
 /** A fresh state: this router INIT (ALIVE at once when it has no seeds), nobody else known. */
 export function createSwimState(opts: {
@@ -227,6 +246,8 @@ export function createSwimState(opts: {
     liveCached: 1,
     countedAt: 0,
     nextReapAt: Infinity,
+    forgotten: new Map(),
+    selfStale: false,
   };
 }
 

@@ -9,11 +9,11 @@ import type { MemberUpdate } from "./member.ts";
 /** The largest gRPC message either side sends or accepts (SMG's 10 MiB). */
 export const MAX_MESSAGE_BYTES = 10 * 1024 * 1024;
 
-/** Direct probe, status broadcast (seq 0) or full-state exchange (join, push-pull, reconnect). */
+/** Direct probe, status broadcast or full-state exchange (join, push-pull, reconnect). */
 export interface PingMessage {
   /** Discriminator. */
   kind: "ping";
-  /** Sender's sequence number, echoed in the ack; 0 for a broadcast nobody waits on. */
+  /** Sender's sequence number, echoed in the ack. */
   seq: number;
   /** Sender's name. */
   from: string;

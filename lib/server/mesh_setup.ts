@@ -45,7 +45,11 @@ export function swimConfigOf(m: MeshConfig): SwimConfig {
     reconnectIntervalMs: m.reconnectIntervalSecs * 1000,
     reapMs: m.reapSecs * 1000,
     broadcastTimeoutMs: m.broadcastTimeoutMs,
+    joinBackoffMs: m.joinBackoffMs,
     joinMaxBackoffMs: m.joinMaxBackoffSecs * 1000,
+    maxPiggyback: m.maxPiggyback,
+    maxMembers: m.maxMembers,
+    reconnectTimeoutMs: m.reconnectTimeoutSecs * 1000,
   };
 }
 

@@ -186,3 +186,28 @@ Deno.test("cluster: a second router with a taken name is refused and changes not
   await intruder.node.stop();
   await c.stop();
 });
+
+Deno.test("cluster: a partition longer than the reap interval still heals", async () => {
+  for (const split of [1, 2]) {
+    const { c, names } = await cluster(5);
+    const addr = (n: string) => c.nodes.get(n)!.address;
+    const a = names.slice(0, split);
+    const b = names.slice(split);
+    c.net.partition(a.map(addr), b.map(addr));
+    c.sched.advance(400_000); // past the 300 s reap: each side has forgotten the other
+    assert.equal(c.statusOf(a[0], b[0]), null, "forgotten");
+    c.net.heal();
+    assert.notEqual(c.waitFor(() => c.converged(), 120_000, 100), null, `split ${split}: merged`);
+    await c.stop();
+  }
+});
+
+Deno.test("cluster: a member listener that throws does not stop the mesh", async () => {
+  const { c } = await cluster(4);
+  c.nodes.get("r0")!.node.onMember(() => {
+    throw new Error("listener bug");
+  });
+  await c.kill("r2");
+  assert.notEqual(c.waitFor(() => c.allSee("r2", "DOWN"), 30_000), null);
+  await c.stop();
+});

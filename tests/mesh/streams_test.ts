@@ -64,6 +64,7 @@ function setup(self = "a", alive: { name: string; address: string }[] = []) {
       reopenBackoffMs: 1000,
     },
     alivePeers: () => alive,
+    isLive: (name) => name !== "mallory",
     onLost: (p) => lost.push(p),
     onChange: () => {},
   });
@@ -192,5 +193,28 @@ Deno.test("streams: closing on purpose (the peer went DOWN) is not reported as l
   m.drop("b", "DOWN");
   assert.equal(opened[0].closed, true);
   assert.deepEqual(lost, []);
+  m.closeAll();
+});
+
+Deno.test("streams: only live members may bind a stream; a blocked stream queues no heartbeats", () => {
+  const { m, metrics, opened, sched } = setup("b", [{ name: "c", address: "c:1" }]);
+  const conn = new ScriptedConn();
+  m.accept(conn);
+  conn.deliver("mallory", { kind: "hello", to: "b" });
+  assert.equal(conn.closed, true);
+  assert.equal(series(metrics.rejected).identity, 1);
+  assert.equal(series(metrics.peerConnections).mallory, undefined, "no series for strangers");
+  m.ensure("c", "c:1");
+  const c = opened[0];
+  c.deliver("c", { kind: "heartbeat" });
+  c.accepting = false;
+  m.send("c", "digest", new Uint8Array(1)); // now blocked
+  const before = c.sent.length;
+  for (let i = 0; i < 10; i++) {
+    sched.advance(15_000);
+    c.deliver("c", { kind: "heartbeat" });
+  }
+  assert.equal(c.sent.length, before, "nothing written while blocked");
+  assert.equal(series(metrics.droppedFrames)["c/out"], undefined, "and nothing dropped");
   m.closeAll();
 });

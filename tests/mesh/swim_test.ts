@@ -392,3 +392,118 @@ Deno.test("swim: a seed that turns out to be this router is dropped, not reporte
   assert.equal(s.members.get("n")!.status, "ALIVE", "no seeds left: a mesh of one");
   assert.equal(fx.some((e) => e.type === "count" && e.what === "name_conflict"), false);
 });
+
+Deno.test("swim: while leaving, a due reap does not make the wake time stay in the past", () => {
+  const s = world({ b: "ALIVE", c: "DOWN" });
+  step(s, { type: "leave" }, 0);
+  const out = step(s, { type: "tick" }, 400_000);
+  assert.ok(out.wakeAt > 400_000, `wakeAt ${out.wakeAt}`);
+});
+
+Deno.test("swim: claims that would overflow a refutation, bad names and bad addresses are ignored", () => {
+  const s = world({ b: "ALIVE" });
+  const fx = step(s, {
+    type: "request",
+    id: 1,
+    req: gossip("b", [
+      { name: "a", address: "a:1", status: "SUSPECTED", incarnation: 2 ** 53 - 1, from: "b" },
+      { name: "", address: "x:1", status: "ALIVE", incarnation: 1, from: "" },
+      { name: "x:y", address: "x:1", status: "ALIVE", incarnation: 1, from: "" },
+      { name: "z", address: "unix:/tmp/sock", status: "ALIVE", incarnation: 1, from: "" },
+    ]),
+  }, 0).effects;
+  assert.equal(s.members.get("a")!.incarnation, 1, "no refutation to 2^53");
+  assert.equal(s.members.size, 2);
+  assert.equal(fx.filter((e) => e.type === "count" && e.what === "malformed").length, 4);
+});
+
+Deno.test("swim: a message's updates and the member table are bounded", () => {
+  const many = Array.from({ length: 10_000 }, (_, i) => ({
+    name: `fake${i}`,
+    address: `10.9.${i >> 8}.${i & 255}:1`,
+    status: "ALIVE" as const,
+    incarnation: 1,
+    from: "",
+  }));
+  const s = world({ b: "ALIVE" });
+  step(s, { type: "request", id: 1, req: gossip("b", many) }, 0);
+  assert.equal(s.members.size, 2 + 4 * s.config.maxPiggyback, "a plain ping: 4 × piggyback");
+  const t = world({ b: "ALIVE" });
+  t.config = { ...t.config, maxMembers: 50 };
+  const fx = step(t, { type: "request", id: 2, req: { ...gossip("b", many), fullState: true } }, 1)
+    .effects;
+  assert.equal(t.members.size, 50, "never past maxMembers");
+  assert.ok(fx.some((e) => e.type === "count" && e.what === "member_limit"));
+});
+
+Deno.test("swim: a peer that missed our refutation gets our record in the answer", () => {
+  const s = world({ b: "ALIVE" });
+  suspectOf(s, "a", "b", 0); // refuted: incarnation 2
+  const fx = step(s, {
+    type: "request",
+    id: 5,
+    req: gossip("b", [{
+      name: "a",
+      address: "a:1",
+      status: "SUSPECTED",
+      incarnation: 1,
+      from: "b",
+    }]),
+  }, 10).effects;
+  const answer = fx.find((e) => e.type === "respond" && e.id === 5);
+  assert.ok(answer && answer.type === "respond");
+  assert.ok(
+    answer.ack.updates.some((u) => u.name === "a" && u.status === "ALIVE" && u.incarnation === 2),
+  );
+});
+
+Deno.test("swim: a ping-req answer from an earlier probe of the same member is not this probe's", () => {
+  const s = world({ b: "ALIVE", c: "ALIVE", d: "ALIVE", e: "ALIVE" });
+  const first = probe(s, 1000);
+  const target = first.req.kind === "ping" ? first.req.to : "";
+  const reqs = sends(step(s, { type: "tick" }, 1500).effects);
+  step(s, { type: "reply", seq: first.req.seq, ack: ack(first.req.seq, target) }, 1600); // late ack: ok
+  // The member's stream breaks: a new probe starts, and the old ping-reqs' acks come in.
+  const again = sends(step(s, { type: "streamLost", name: target }, 1700).effects)[0];
+  step(s, { type: "failed", seq: again.req.seq, code: "unreachable" }, 1701);
+  for (const r of reqs) step(s, { type: "reply", seq: r.req.seq, ack: ack(r.req.seq, "x") }, 1702);
+  assert.ok(s.probes.has(target), "the new probe was not rescued by old answers");
+  assert.equal(s.probes.get(target)!.indirectPending, 3);
+});
+
+Deno.test("swim: after a stall, deadlines move back so a reply waiting in the socket counts", () => {
+  const s = world({ b: "ALIVE", c: "ALIVE" });
+  const ping = probe(s, 1000);
+  // Paused for 2 s: the timer fires at 3000, but first the shell reports the lag.
+  step(s, { type: "lagged", ms: 2000 }, 3000);
+  assert.equal(s.awareness, 1);
+  const fx =
+    step(s, { type: "reply", seq: ping.req.seq, ack: ack(ping.req.seq, "b") }, 3001).effects;
+  assert.ok(fx.some((e) => e.type === "probed" && e.ok));
+  assert.equal([...s.members.values()].filter((m) => m.status !== "ALIVE").length, 0);
+});
+
+Deno.test("swim: any ping from a live member's name at another address is refused", () => {
+  const s = world({ b: "ALIVE" });
+  const fx =
+    step(s, { type: "request", id: 3, req: { ...gossip("b", []), fromAddress: "evil:1" } }, 0)
+      .effects;
+  assert.ok(fx.some((e) => e.type === "respond" && e.ack.error === "name_conflict"));
+});
+
+Deno.test("swim: ping-req for a member this router does not know at that address is nacked at once", () => {
+  const s = world({ b: "ALIVE", c: "ALIVE" });
+  const fx = step(s, {
+    type: "request",
+    id: 4,
+    req: {
+      kind: "pingReq",
+      seq: 1,
+      from: "b",
+      target: { name: "c", address: "10.0.0.99:1" },
+      updates: [],
+    },
+  }, 0).effects;
+  assert.equal(sends(fx).length, 0, "nothing dialled");
+  assert.ok(fx.some((e) => e.type === "respond" && e.ack.nack));
+});

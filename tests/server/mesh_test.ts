@@ -60,7 +60,9 @@ Deno.test("mesh: a mesh port in use leaves the gateway serving, with a count and
   const t = await startGateway([], { mesh: meshOn("a", port) });
   try {
     await t.gw.meshStarted;
-    assert.equal((await fetch(`${t.url}/health`)).status, 200);
+    const health = await fetch(`${t.url}/health`);
+    assert.equal(health.status, 200);
+    await health.body?.cancel();
     const res = await fetch(`${t.url}/mesh/status`);
     assert.equal(res.status, 503);
     assert.match((await res.json()).error.message, /mesh server failed/);
