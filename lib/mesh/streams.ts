@@ -82,6 +82,7 @@ export class StreamManager {
   readonly #unbound = new Set<Stream>();
   readonly #backoff = new Map<string, { attempt: number; nextAt: number }>();
   #handlers: EnvelopeHandler[] = [];
+  #peerListeners: ((peer: string, open: boolean) => void)[] = [];
   #cancelRound: () => void = () => {};
   #stopped = false;
 
@@ -103,6 +104,14 @@ export class StreamManager {
   /** Peers with an open stream. */
   openPeers(): string[] {
     return [...this.#byPeer.values()].filter((s) => s.confirmed).map((s) => s.peer);
+  }
+
+  /**
+   * Subscribes to streams opening (the peer answered) and closing, by peer: a replication
+   * layer starts its anti-entropy exchange on open.
+   */
+  onPeer(fn: (peer: string, open: boolean) => void): void {
+    this.#peerListeners.push(fn);
   }
 
   /** Subscribes to envelopes from every peer. */
@@ -218,6 +227,7 @@ export class StreamManager {
       s.confirmed = true;
       this.#backoff.delete(s.peer);
       this.#d.onChange();
+      this.#peerEvent(s.peer, true);
     }
     switch (f.body.kind) {
       case "envelope":
@@ -250,7 +260,18 @@ export class StreamManager {
     this.#d.metrics.peerConnections.with(s.peer).set(1);
     this.#send(s, { kind: "heartbeat" });
     this.#d.onChange();
+    this.#peerEvent(s.peer, true);
     this.#d.log.debug("accepted mesh sync stream", { peer: s.peer, remote: s.conn.remote });
+  }
+
+  #peerEvent(peer: string, open: boolean): void {
+    for (const fn of this.#peerListeners) {
+      try {
+        fn(peer, open);
+      } catch (err) {
+        this.#d.log.error("mesh stream listener failed", { peer, err: String(err) });
+      }
+    }
   }
 
   #reject(s: Stream, reason: string, detail: string): void {
@@ -276,7 +297,15 @@ export class StreamManager {
       s.draining = false;
       const batch = s.inbox.splice(0);
       if (s.closed) return;
-      for (const e of batch) for (const h of this.#handlers) h(s.peer, e.type, e.payload);
+      for (const e of batch) {
+        for (const h of this.#handlers) {
+          try {
+            h(s.peer, e.type, e.payload);
+          } catch (err) {
+            this.#d.log.error("mesh envelope handler failed", { peer: s.peer, err: String(err) });
+          }
+        }
+      }
     });
   }
 
@@ -296,7 +325,10 @@ export class StreamManager {
       this.#d.metrics.peerConnections.with(s.peer).set(0);
       this.#d.metrics.peerReconnects.with(s.peer).inc();
     }
-    if (s.confirmed && !this.#stopped) this.#d.onChange();
+    if (s.confirmed && !this.#stopped) {
+      this.#d.onChange();
+      this.#peerEvent(s.peer, false);
+    }
     if (s.ownClose || s.peer === "" || this.#stopped) return;
     if (s.role === "opener") {
       const b = this.#backoff.get(s.peer) ?? { attempt: 0, nextAt: 0 };

@@ -1,0 +1,328 @@
+/**
+ * Replication of the store over the sync streams. Each router pushes its own writes to every
+ * open stream as they happen (batched per tick), and resends those not acknowledged within
+ * `resendMs`. Everything else (writes a router missed while it was away, partitioned or not yet
+ * started, and writes relayed from a router it cannot reach) arrives by anti-entropy: when a
+ * stream opens, and every `antiEntropyMs` with one random peer, the two sides compare per-bucket
+ * hashes of their stores and exchange exactly the writes the other lacks. So a router that
+ * joins late or returns from a partition converges without waiting for new writes, and a
+ * quiet mesh costs one 64-hash summary per router per interval.
+ *
+ * Tombstones are collected after `tombstoneGraceMs` (24 h): longer than
+ * `--mesh-reconnect-timeout-secs`, past which a separated router never merges back without a
+ * restart, and a restart starts with an empty store, so it cannot bring a removed key back.
+ */
+
+import type { Logger } from "../../core/log.ts";
+import type { Scheduler } from "../scheduler.ts";
+import type { EnvelopeType } from "../wire.ts";
+import { type Entry, LwwStore, type Op } from "./lww_store.ts";
+import * as codec from "./store_codec.ts";
+import { compareVersions } from "./version.ts";
+
+/** Buckets of the anti-entropy summary. */
+export const BUCKETS = 64;
+
+/** Largest batch payload (keeps envelopes far below the 10 MiB message cap). */
+const BATCH_BYTES = 1 << 20;
+
+/** What the sync needs from the sync streams. */
+export interface StreamPort {
+  /** Queues an envelope; false when there is no stream or its queue is full. */
+  send(peer: string, type: EnvelopeType, payload: Uint8Array): boolean;
+  /** Peers with an open stream. */
+  openPeers(): string[];
+}
+
+/** Counters the sync reports (per namespace where it applies). */
+export interface StoreSyncStats {
+  /** Ops sent, by namespace. */
+  sent: Map<string, number>;
+  /** Ops received, by namespace. */
+  received: Map<string, number>;
+  /** Ops that changed the store, by namespace. */
+  applied: Map<string, number>;
+  /** Ops refused (too large, too many keys) or envelopes undecodable, by namespace or "?". */
+  dropped: Map<string, number>;
+  /** Anti-entropy exchanges started. */
+  antiEntropy: number;
+}
+
+/** Options of the sync. */
+export interface StoreSyncOptions {
+  /** The local store. */
+  store: LwwStore;
+  /** Time. */
+  scheduler: Scheduler;
+  /** Logger. */
+  log: Logger;
+  /** Random number in [0, 1). */
+  random: () => number;
+  /** Resend an unacknowledged write after this (3000 ms). */
+  resendMs?: number;
+  /** Anti-entropy with one random peer this often (30000 ms). */
+  antiEntropyMs?: number;
+  /** Collect tombstones this old (24 h). */
+  tombstoneGraceMs?: number;
+}
+
+interface PeerState {
+  /** Own writes up to this store seq were pushed. */
+  cursor: number;
+  /** Writes sent and not acknowledged, by key id. */
+  inflight: Map<string, { op: Op; sentAt: number }>;
+}
+
+/** Keeps one router's store in step with its peers'. */
+export class StoreSync {
+  /** Counters. */
+  readonly stats: StoreSyncStats = {
+    sent: new Map(),
+    received: new Map(),
+    applied: new Map(),
+    dropped: new Map(),
+    antiEntropy: 0,
+  };
+  readonly #o: Required<StoreSyncOptions>;
+  #port: StreamPort | null = null;
+  readonly #peers = new Map<string, PeerState>();
+  #flushQueued = false;
+  #cancelTimer: () => void = () => {};
+  #lastAntiEntropy: number;
+  #stopped = false;
+
+  /** Builds the sync; `attach` connects it to the streams. */
+  constructor(o: StoreSyncOptions) {
+    this.#o = { resendMs: 3000, antiEntropyMs: 30_000, tombstoneGraceMs: 86_400_000, ...o };
+    this.#lastAntiEntropy = o.scheduler.now();
+    o.store.onChange((_e, origin) => {
+      if (origin === "local") this.#queueFlush();
+    });
+  }
+
+  /** Connects to the streams and starts the timer. */
+  attach(port: StreamPort): void {
+    this.#port = port;
+    this.#tick();
+  }
+
+  /** A stream to `peer` opened (start anti-entropy) or closed. */
+  peerChanged(peer: string, open: boolean): void {
+    if (!open) return void this.#peers.delete(peer);
+    this.#peers.set(peer, { cursor: this.#o.store.seq, inflight: new Map() });
+    this.#sendSummary(peer);
+  }
+
+  /** An envelope from `peer`. */
+  onEnvelope(peer: string, type: EnvelopeType, payload: Uint8Array): void {
+    if (type === "crdt_batch") return this.#onBatch(peer, payload);
+    if (type === "crdt_ack") return this.#onAck(peer, payload);
+    if (type === "digest") return this.#onDigest(peer, payload);
+  }
+
+  /** Stops the timer. */
+  stop(): void {
+    this.#stopped = true;
+    this.#cancelTimer();
+  }
+
+  #queueFlush(): void {
+    if (this.#flushQueued || this.#stopped) return;
+    this.#flushQueued = true;
+    this.#o.scheduler.after(0, () => {
+      this.#flushQueued = false;
+      this.#flush();
+    });
+  }
+
+  /** Pushes each peer the own writes made since its cursor. */
+  #flush(): void {
+    const store = this.#o.store;
+    for (const [peer, st] of this.#peers) {
+      const ops: Op[] = [];
+      for (const e of store.changesSince(st.cursor)) if (e.replica === store.replica) ops.push(e);
+      st.cursor = store.seq;
+      this.#sendOps(peer, st, ops);
+    }
+  }
+
+  #tick(): void {
+    if (this.#stopped) return;
+    const now = this.#o.scheduler.now();
+    for (const [peer, st] of this.#peers) {
+      const again: Op[] = [];
+      for (const [id, f] of st.inflight) {
+        const current = this.#o.store.entry(f.op.ns, f.op.key);
+        if (!current || compareVersions(current, f.op) !== 0) st.inflight.delete(id);
+        else if (now - f.sentAt >= this.#o.resendMs) again.push(f.op);
+      }
+      this.#sendOps(peer, st, again);
+    }
+    if (now - this.#lastAntiEntropy >= this.#o.antiEntropyMs) {
+      this.#lastAntiEntropy = now;
+      const open = [...this.#peers.keys()];
+      if (open.length > 0) this.#sendSummary(open[Math.floor(this.#o.random() * open.length)]);
+    }
+    this.#o.store.collect(now, this.#o.tombstoneGraceMs, (e) => this.#nobodyAwaits(e));
+    this.#cancelTimer = this.#o.scheduler.after(1000, () => this.#tick());
+  }
+
+  #nobodyAwaits(e: Entry): boolean {
+    for (const st of this.#peers.values()) if (st.inflight.has(id(e))) return false;
+    return true;
+  }
+
+  #sendOps(peer: string, st: PeerState | null, ops: readonly Op[]): void {
+    if (ops.length === 0 || !this.#port) return;
+    const now = this.#o.scheduler.now();
+    let batch: Op[] = [];
+    let bytes = 0;
+    const ship = () => {
+      if (batch.length === 0) return;
+      const taken = this.#port!.send(peer, "crdt_batch", codec.encodeBatch(batch));
+      for (const op of batch) {
+        if (taken) bump(this.stats.sent, op.ns);
+        // Refused by a full queue or sent: either way it waits for an ack, and is resent.
+        st?.inflight.set(id(op), { op, sentAt: now });
+      }
+      batch = [];
+      bytes = 0;
+    };
+    for (const op of ops) {
+      const size = op.key.length + op.ns.length + op.replica.length + (op.value?.length ?? 0) + 24;
+      if (bytes + size > BATCH_BYTES) ship();
+      batch.push(op);
+      bytes += size;
+    }
+    ship();
+  }
+
+  #onBatch(peer: string, payload: Uint8Array): void {
+    const d = codec.decodeBatch(payload);
+    if (!d.ok) return this.#malformed(peer, d.detail);
+    const now = this.#o.scheduler.now();
+    const held: codec.KeyVersion[] = [];
+    for (const op of d.value) {
+      bump(this.stats.received, op.ns);
+      const r = this.#o.store.apply(op, now);
+      if (r === "applied") bump(this.stats.applied, op.ns);
+      else if (r !== "stale") {
+        bump(this.stats.dropped, op.ns);
+        continue; // refused: not held, so not acknowledged
+      }
+      held.push({ ns: op.ns, key: op.key, clock: op.clock, replica: op.replica });
+    }
+    if (held.length > 0) this.#port?.send(peer, "crdt_ack", codec.encodeAck(held));
+  }
+
+  #onAck(peer: string, payload: Uint8Array): void {
+    const d = codec.decodeAck(payload);
+    if (!d.ok) return this.#malformed(peer, d.detail);
+    const st = this.#peers.get(peer);
+    if (!st) return;
+    for (const v of d.value) {
+      const f = st.inflight.get(id(v));
+      if (f && compareVersions(f.op, v) <= 0) st.inflight.delete(id(v));
+    }
+  }
+
+  #sendSummary(peer: string): void {
+    this.stats.antiEntropy++;
+    const digest = {
+      buckets: summary(this.#o.store),
+      versions: [],
+      versionBuckets: [],
+      reply: false,
+    };
+    this.#port?.send(peer, "digest", codec.encodeDigest(digest));
+  }
+
+  #onDigest(peer: string, payload: Uint8Array): void {
+    const d = codec.decodeDigest(payload);
+    if (!d.ok) return this.#malformed(peer, d.detail);
+    const store = this.#o.store;
+    const m = d.value;
+    if (m.buckets.length > 0) {
+      // A summary: answer the buckets that differ with what this router holds there.
+      const ours = summary(store);
+      const differ = ours.flatMap((h, i) => (h !== m.buckets[i] ? [i] : []));
+      if (differ.length === 0) return;
+      return this.#sendVersions(peer, differ, true);
+    }
+    // Versions: send what the peer lacks in those buckets, and ours in return if asked.
+    const buckets = new Set(m.versionBuckets.filter((b) => b >= 0 && b < BUCKETS));
+    const theirs = new Map(m.versions.map((v) => [id(v), v]));
+    const lacking: Op[] = [];
+    for (const e of store.all()) {
+      if (!buckets.has(bucketOf(id(e)))) continue;
+      const t = theirs.get(id(e));
+      if (!t || compareVersions(e, t) > 0) lacking.push(e);
+    }
+    this.#sendOps(peer, this.#peers.get(peer) ?? null, lacking);
+    if (m.reply) this.#sendVersions(peer, [...buckets], false);
+  }
+
+  /** This router's versions in `buckets`, in messages of at most about 1 MiB. */
+  #sendVersions(peer: string, buckets: number[], reply: boolean): void {
+    const per = new Map<number, codec.KeyVersion[]>(buckets.map((b) => [b, []]));
+    for (const e of this.#o.store.all()) {
+      per.get(bucketOf(id(e)))?.push({ ns: e.ns, key: e.key, clock: e.clock, replica: e.replica });
+    }
+    let versions: codec.KeyVersion[] = [];
+    let covered: number[] = [];
+    let bytes = 0;
+    const ship = () => {
+      const digest = { buckets: [], versions, versionBuckets: covered, reply };
+      this.#port?.send(peer, "digest", codec.encodeDigest(digest));
+      versions = [];
+      covered = [];
+      bytes = 0;
+    };
+    for (const [b, list] of per) {
+      const size = list.reduce((n, v) => n + v.ns.length + v.key.length + v.replica.length + 16, 0);
+      if (covered.length > 0 && bytes + size > BATCH_BYTES) ship();
+      versions.push(...list);
+      covered.push(b);
+      bytes += size;
+    }
+    if (covered.length > 0) ship();
+  }
+
+  #malformed(peer: string, detail: string): void {
+    bump(this.stats.dropped, "?");
+    this.#o.log.warn("undecodable store envelope", { peer, detail });
+  }
+}
+
+function bump(m: Map<string, number>, k: string): void {
+  m.set(k, (m.get(k) ?? 0) + 1);
+}
+
+function id(v: { ns: string; key: string }): string {
+  return `${v.ns}\u0000${v.key}`;
+}
+
+/** FNV-1a, 32 bits. */
+function fnv(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h >>> 0;
+}
+
+/** The bucket of a key id. */
+export function bucketOf(keyId: string): number {
+  return fnv(keyId) % BUCKETS;
+}
+
+/** Per-bucket XOR of (key, version) hashes, tombstones included. */
+export function summary(store: LwwStore): number[] {
+  const out = new Array<number>(BUCKETS).fill(0);
+  for (const e of store.all()) {
+    const k = id(e);
+    out[bucketOf(k)] = (out[bucketOf(k)] ^ fnv(`${k}\u0000${e.clock}\u0000${e.replica}`)) >>> 0;
+  }
+  return out;
+}
