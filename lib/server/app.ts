@@ -97,9 +97,6 @@ export class Gateway {
     this.#closeClient = (fetchFn as { close?: () => void }).close ?? (() => {});
     const metrics = this.metrics;
     const registry = this.registry;
-    this.mesh = config.mesh.enabled
-      ? createMesh(config.mesh, metrics, log, Math.floor(random() * 2 ** 32))
-      : null;
 
     const policyDeps = {
       random,
@@ -130,7 +127,7 @@ export class Gateway {
       log: log.child({ module: "load" }),
       wanted: () => policies.all().some((p) => p.needs.backendLoads),
     });
-    this.manager = new WorkerManager({
+    const manager = this.manager = new WorkerManager({
       registry,
       health: config.health,
       circuitBreaker: config.circuitBreaker,
@@ -146,6 +143,9 @@ export class Gateway {
         log.warn("circuit breaker changed", { module: "breaker", worker: w.url, from, to });
       },
     });
+    this.mesh = config.mesh.enabled
+      ? createMesh(config.mesh, metrics, log, Math.floor(random() * 2 ** 32), { registry, manager })
+      : null;
     registry.subscribe((e) => {
       if (e.kind === "status" && e.to === "failed" && config.health.removeUnhealthy) {
         this.manager.remove(e.worker.id);
@@ -348,7 +348,7 @@ export class Gateway {
   async stop(): Promise<void> {
     this.#loops.abort();
     await Promise.all([...this.#tasks, this.manager.stop()]);
-    await this.mesh?.node.stop();
+    await this.mesh?.stop();
     this.#proxy.close();
     this.#closeClient();
   }

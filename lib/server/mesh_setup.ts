@@ -21,6 +21,12 @@ import type {
 } from "../mesh/transport/transport.ts";
 import type { MeshRequest } from "../mesh/wire.ts";
 import type { Metrics } from "../metrics/metrics.ts";
+import { WORKERS_NS, WorkerSync } from "../mesh/adapters/worker_sync.ts";
+import { LwwStore } from "../mesh/store/lww_store.ts";
+import { StoreSync } from "../mesh/store/store_sync.ts";
+import { seededRandom } from "../core/clock.ts";
+import type { WorkerManager } from "../workers/manager.ts";
+import type { WorkerRegistry } from "../workers/registry.ts";
 
 const NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
@@ -110,12 +116,30 @@ export interface Mesh {
   node: MeshNode;
   /** Why the mesh is off although enabled (its port could not be bound), else null. */
   failure: string | null;
+  /** The replicated store (workers). */
+  store: LwwStore;
+  /** Stops the adapters, the replication and the router. */
+  stop(): Promise<void>;
   /** Starts serving and gossiping; a bind failure is logged and counted, not thrown. */
   start(): Promise<void>;
 }
 
+/** What the mesh replicates: this router's workers. */
+export interface MeshState {
+  /** The registry. */
+  registry: WorkerRegistry;
+  /** Adds and removes workers. */
+  manager: WorkerManager;
+}
+
 /** Builds the mesh of `m` (which must be enabled and validated). */
-export function createMesh(m: MeshConfig, metrics: Metrics, log: Logger, seed: number): Mesh {
+export function createMesh(
+  m: MeshConfig,
+  metrics: Metrics,
+  log: Logger,
+  seed: number,
+  state: MeshState,
+): Mesh {
   const name = m.serverName ?? randomMeshName();
   const address = `${m.advertiseHost ?? m.host}:${m.port}`;
   const mm = new MeshMetrics(metrics.registry);
@@ -142,12 +166,38 @@ export function createMesh(m: MeshConfig, metrics: Metrics, log: Logger, seed: n
     metrics: mm,
     randomSeed: seed,
   });
+  // A replica id per process: a restarted router is a new writer, never confused with its past.
+  const store = new LwwStore(`${name}#${crypto.randomUUID().slice(0, 8)}`);
+  const storeSync = new StoreSync({
+    store,
+    scheduler: systemScheduler,
+    log: mlog,
+    random: seededRandom(seed ^ 0x5bd1e995),
+  });
+  node.streams.onPeer((peer, open) => storeSync.peerChanged(peer, open));
+  node.streams.onEnvelope((peer, type, payload) => storeSync.onEnvelope(peer, type, payload));
+  const workers = new WorkerSync({
+    registry: state.registry,
+    manager: state.manager,
+    store,
+    router: name,
+    scheduler: systemScheduler,
+    log: mlog,
+  });
   const mesh: Mesh = {
     node,
     failure: null,
+    store,
+    async stop() {
+      workers.stop();
+      storeSync.stop();
+      await node.stop();
+    },
     async start() {
       try {
         await node.start();
+        storeSync.attach(node.streams);
+        workers.start();
         mlog.info("mesh listening", {
           bind: `${m.host}:${m.port}`,
           advertise: address,
@@ -191,10 +241,12 @@ export function meshStatus(mesh: Mesh | null): Response {
     }, { status: 503, headers: { "x-smg-error-code": "mesh_unavailable" } });
   }
   const n = mesh.node;
+  const store = Object.fromEntries(mesh.store.counts());
   return Response.json({
     name: n.name,
     status: n.status,
     local_health: n.localHealth,
     members: n.members(),
+    store: { [WORKERS_NS]: { live: 0, tombstones: 0 }, ...store },
   });
 }

@@ -109,9 +109,19 @@ export class WorkerManager {
     this.#d = deps;
   }
 
-  /** Creates and registers a worker (pending until its first good probe). Throws on a duplicate URL. */
-  add(spec: WorkerSpec): Worker {
+  /**
+   * Creates and registers a worker (pending until its first good probe). Throws on a duplicate
+   * URL. `from` marks a mesh import: its owner's key and the status the owner's health sets.
+   */
+  add(spec: WorkerSpec, from?: { meshKey: string; status: "ready" | "not_ready" }): Worker {
     const d = this.#d;
+    const imported = d.registry.byUrl(spec.url);
+    if (!from && imported?.origin === "mesh") {
+      // Registering a URL here claims it: this router's own worker replaces a peer's copy.
+      d.registry.remove(imported.id);
+      d.log.info("worker claimed from a mesh peer", { worker: imported.url });
+      d.onRemoved?.(imported);
+    }
     const cb = d.circuitBreaker;
     const id = d.newId?.() ?? crypto.randomUUID();
     let worker: Worker | null = null;
@@ -124,7 +134,12 @@ export class WorkerManager {
     }, (from, to) => {
       if (worker) d.onBreakerTransition?.(worker, from, to);
     });
-    worker = new Worker(id, spec, breaker, "pending", d.clock.now(), d.registry.statusChanged);
+    const status = from?.status ?? "pending";
+    worker = new Worker(id, spec, breaker, status, d.clock.now(), d.registry.statusChanged);
+    if (from) {
+      worker.origin = "mesh";
+      worker.meshKey = from.meshKey;
+    }
     d.registry.add(worker);
     d.log.info("worker registered", { worker: worker.url, id });
     d.onAdded?.(worker);

@@ -30,6 +30,9 @@ export interface WorkerSpec {
   disableHealthCheck?: boolean;
 }
 
+/** Where a worker's registration comes from: this router, or a mesh peer that owns it. */
+export type WorkerOrigin = "local" | "mesh";
+
 let nextSeq = 1;
 
 /** Listener for a status change. */
@@ -39,6 +42,10 @@ export type StatusListener = (w: Worker, from: WorkerStatus, to: WorkerStatus) =
 export class Worker implements WorkerView {
   /** Registry id (UUID). */
   readonly id: string;
+  /** Registered here (`local`), or imported from a mesh peer (`mesh`). */
+  origin: WorkerOrigin = "local";
+  /** For an import: the owner's key in the mesh store (its worker id there); else null. */
+  meshKey: string | null = null;
   /** Registration sequence number, unique in this process. */
   readonly seq = nextSeq++;
   /** Base URL without a trailing slash. */

@@ -153,3 +153,53 @@ Deno.test("mesh: a flood of pings and garbage on the mesh port is refused while 
     await worker.close();
   }
 });
+
+/** Resolves once `t`'s registry holds a worker at `url` (or none, with `gone`). */
+function registryHas(t: TestGateway, url: string, gone = false): Promise<void> {
+  const holds = () => (t.gw.registry.byUrl(url) !== undefined) !== gone;
+  if (holds()) return Promise.resolve();
+  return new Promise((resolve) => {
+    const off = t.gw.registry.subscribe(() => {
+      if (!holds()) return;
+      off();
+      resolve();
+    });
+  });
+}
+
+Deno.test("mesh: a router that joins with no workers imports its peer's, routes to them, and loses them with the owner's delete", async () => {
+  const worker = new FakeWorker();
+  const pa = freePort();
+  const a = await startGateway([worker.url], { mesh: meshOn("a", pa), apiKey: "client-key" });
+  const b = await startGateway([], {
+    mesh: meshOn("b", freePort(), { peerUrls: [`127.0.0.1:${pa}`] }),
+  });
+  try {
+    await registryHas(b, worker.url);
+    const imported = b.gw.registry.byUrl(worker.url)!;
+    assert.equal(imported.origin, "mesh");
+    assert.equal(imported.apiKey, null, "the API key stays with its router");
+    await b.gw.whenReady(1);
+    const res = await fetch(`${b.url}/v1/completions`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ model: "test-model", prompt: "hi" }),
+    });
+    assert.equal(res.status, 200);
+    await res.body?.cancel();
+    const status = await (await fetch(`${b.url}/mesh/status`)).json();
+    assert.equal(status.store.workers.live, 1);
+    // The owner removes it: gone everywhere.
+    const id = a.gw.registry.byUrl(worker.url)!.id;
+    const del = await fetch(`${a.url}/workers/${id}`, {
+      method: "DELETE",
+      headers: { authorization: "Bearer client-key" },
+    });
+    assert.equal(del.status, 202);
+    await del.body?.cancel();
+    await registryHas(b, worker.url, true);
+  } finally {
+    await Promise.all([a.close(), b.close()]);
+    await worker.close();
+  }
+});
