@@ -40,6 +40,12 @@ export class MeshMetrics {
   readonly rejected: FastCounter;
   /** router_mesh_local_health (ours): Lifeguard score, 0 is healthy */
   readonly localHealth: FastGauge;
+  /** router_mesh_store_ops_total{namespace,result} (ours): sent, received, applied, dropped */
+  readonly storeOps: FastCounter;
+  /** router_mesh_store_keys{namespace,kind} (ours): live keys and tombstones held */
+  readonly storeKeys: FastGauge;
+  /** router_mesh_anti_entropy_total (ours): store summaries sent */
+  readonly antiEntropy: FastCounter;
 
   /** Registers the mesh metrics in `r`. */
   constructor(r: client.Registry) {
@@ -104,6 +110,22 @@ export class MeshMetrics {
       r,
       "router_mesh_local_health",
       "Lifeguard local-health score; timeouts are stretched by score + 1",
+      [],
+    );
+    this.storeOps = new FastCounter(
+      r,
+      "router_mesh_store_ops_total",
+      "Replicated-store writes by result (sent, received, applied, dropped)",
+      ["namespace", "result"],
+    );
+    this.storeKeys = new FastGauge(r, "router_mesh_store_keys", "Replicated-store keys held", [
+      "namespace",
+      "kind",
+    ]);
+    this.antiEntropy = new FastCounter(
+      r,
+      "router_mesh_anti_entropy_total",
+      "Anti-entropy summaries sent (stream opened, or the periodic exchange)",
       [],
     );
   }

@@ -173,6 +173,16 @@ export function createMesh(
     scheduler: systemScheduler,
     log: mlog,
     random: seededRandom(seed ^ 0x5bd1e995),
+    count: (what, ns) => {
+      if (what === "anti_entropy") mm.antiEntropy.with().inc();
+      else mm.storeOps.with(ns, what).inc();
+    },
+  });
+  store.onChange(() => {
+    for (const [ns, c] of store.counts()) {
+      mm.storeKeys.with(ns, "live").set(c.live);
+      mm.storeKeys.with(ns, "tombstones").set(c.tombstones);
+    }
   });
   node.streams.onPeer((peer, open) => storeSync.peerChanged(peer, open));
   node.streams.onEnvelope((peer, type, payload) => storeSync.onEnvelope(peer, type, payload));

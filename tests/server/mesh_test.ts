@@ -189,6 +189,11 @@ Deno.test("mesh: a router that joins with no workers imports its peer's, routes 
     await res.body?.cancel();
     const status = await (await fetch(`${b.url}/mesh/status`)).json();
     assert.equal(status.store.workers.live, 1);
+    const applied = await metric(
+      b,
+      /^router_mesh_store_ops_total\{namespace="workers",result="applied"\} (\d+)/m,
+    );
+    assert.ok(Number(applied) >= 1, `applied ${applied}`);
     // The owner removes it: gone everywhere.
     const id = a.gw.registry.byUrl(worker.url)!.id;
     const del = await fetch(`${a.url}/workers/${id}`, {

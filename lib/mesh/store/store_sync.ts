@@ -64,6 +64,8 @@ export interface StoreSyncOptions {
   antiEntropyMs?: number;
   /** Collect tombstones this old (24 h). */
   tombstoneGraceMs?: number;
+  /** Hears each counted event (for metrics); default none. */
+  count?: (what: "sent" | "received" | "applied" | "dropped" | "anti_entropy", ns: string) => void;
 }
 
 interface PeerState {
@@ -93,7 +95,13 @@ export class StoreSync {
 
   /** Builds the sync; `attach` connects it to the streams. */
   constructor(o: StoreSyncOptions) {
-    this.#o = { resendMs: 3000, antiEntropyMs: 30_000, tombstoneGraceMs: 86_400_000, ...o };
+    this.#o = {
+      resendMs: 3000,
+      antiEntropyMs: 30_000,
+      tombstoneGraceMs: 86_400_000,
+      count: () => {},
+      ...o,
+    };
     this.#lastAntiEntropy = o.scheduler.now();
     o.store.onChange((_e, origin) => {
       if (origin === "local") this.#queueFlush();
@@ -181,7 +189,7 @@ export class StoreSync {
       if (batch.length === 0) return;
       const taken = this.#port!.send(peer, "crdt_batch", codec.encodeBatch(batch));
       for (const op of batch) {
-        if (taken) bump(this.stats.sent, op.ns);
+        if (taken) this.#bump("sent", op.ns);
         // Refused by a full queue or sent: either way it waits for an ack, and is resent.
         st?.inflight.set(id(op), { op, sentAt: now });
       }
@@ -203,11 +211,11 @@ export class StoreSync {
     const now = this.#o.scheduler.now();
     const held: codec.KeyVersion[] = [];
     for (const op of d.value) {
-      bump(this.stats.received, op.ns);
+      this.#bump("received", op.ns);
       const r = this.#o.store.apply(op, now);
-      if (r === "applied") bump(this.stats.applied, op.ns);
+      if (r === "applied") this.#bump("applied", op.ns);
       else if (r !== "stale") {
-        bump(this.stats.dropped, op.ns);
+        this.#bump("dropped", op.ns);
         continue; // refused: not held, so not acknowledged
       }
       held.push({ ns: op.ns, key: op.key, clock: op.clock, replica: op.replica });
@@ -228,6 +236,7 @@ export class StoreSync {
 
   #sendSummary(peer: string): void {
     this.stats.antiEntropy++;
+    this.#o.count("anti_entropy", "");
     const digest = {
       buckets: summary(this.#o.store),
       versions: [],
@@ -288,8 +297,13 @@ export class StoreSync {
     if (covered.length > 0) ship();
   }
 
+  #bump(what: "sent" | "received" | "applied" | "dropped", ns: string): void {
+    bump(this.stats[what], ns);
+    this.#o.count(what, ns);
+  }
+
   #malformed(peer: string, detail: string): void {
-    bump(this.stats.dropped, "?");
+    this.#bump("dropped", "?");
     this.#o.log.warn("undecodable store envelope", { peer, detail });
   }
 }
