@@ -1,68 +1,73 @@
 /**
- * Timing and fan-out of the SWIM core, with the seed's values where it gives them (probe every
- * second, ping-req through 3 peers, 3 s broadcasts, 1 s retry backoff doubling to 60 s) and
- * hashicorp/memberlist's LAN defaults for the rest (500 ms probe timeout, suspicion 4 × log10 N
- * probe intervals stretched up to 6× without confirmations, Lifeguard's awareness up to 8×).
- * Each field is a `--mesh-*` flag of the same meaning.
+ * Timing and fan-out of the SWIM core, in milliseconds, taken from the `--mesh-*` flags
+ * (`MeshConfig`, where each default is documented: the seed's values where it gives them, such
+ * as probe every second, ping-req through 3 peers, 3 s broadcasts, 1 s retry backoff doubling to
+ * 60 s, and hashicorp/memberlist's LAN defaults for the rest, such as a 500 ms probe timeout,
+ * suspicion 4 × log10 N probe intervals stretched up to 6× without confirmations, Lifeguard's
+ * awareness up to 8×).
  */
 
-/** SWIM timing and fan-out. */
+import { defaultConfig, type MeshConfig } from "../config/config.ts";
+
+/** SWIM timing and fan-out (see the `MeshConfig` field of the same name for each flag). */
 export interface SwimConfig {
-  /** Time between probe rounds (`--mesh-probe-interval-ms`, 1000). */
+  /** Time between probe rounds. */
   probeIntervalMs: number;
-  /** Wait for a direct ack before asking others (`--mesh-probe-timeout-ms`, 500). */
+  /** Wait for a direct ack before asking others. */
   probeTimeoutMs: number;
-  /** Peers asked to probe for us when the direct ping fails (`--mesh-indirect-checks`, 3). */
+  /** Peers asked to probe for us when the direct ping fails. */
   indirectChecks: number;
-  /** Suspicion lasts this many probe intervals × log10(N), at least 1 × (`--mesh-suspicion-mult`, 4). */
+  /** Suspicion = mult × max(1, log10 N) probe intervals once confirmed. */
   suspicionMult: number;
-  /** ...and starts this many times longer, shrinking with confirmations (`--mesh-suspicion-max-timeout-mult`, 6). */
+  /** Unconfirmed suspicions last this many times longer. */
   suspicionMaxTimeoutMult: number;
-  /** A piggybacked update is sent this many × log10(N+1) times (`--mesh-retransmit-mult`, 4). */
+  /** A piggybacked update is sent mult × ceil(log10(N + 1)) times. */
   retransmitMult: number;
-  /** Lifeguard: local health stretches timeouts up to this factor (`--mesh-awareness-max-multiplier`, 8). */
+  /** Lifeguard: local health stretches timeouts up to this factor. */
   awarenessMaxMultiplier: number;
-  /** Most updates piggybacked on one message (`--mesh-max-piggyback`, 32). */
+  /** Most updates piggybacked on one message. */
   maxPiggyback: number;
-  /** Most members a router keeps; unknown names beyond are ignored (`--mesh-max-members`, 10000). */
+  /** Most members kept; unknown names beyond are ignored. */
   maxMembers: number;
-  /** Full-state exchange with one random peer this often; 0 is off (`--mesh-push-pull-interval-secs`, 30). */
+  /** Full-state exchange with one random peer this often; 0 is off. */
   pushPullIntervalMs: number;
-  /** Try one DOWN member this often, so healed partitions merge; 0 is off (`--mesh-reconnect-interval-secs`, 10). */
+  /** Try one DOWN member, forgotten address or unanswered seed this often; 0 is off. */
   reconnectIntervalMs: number;
-  /** DOWN and LEAVING members are forgotten after this (`--mesh-reap-secs`, 300). */
+  /** DOWN and LEAVING members are forgotten after this. */
   reapMs: number;
-  /**
-   * Forgotten members' addresses (and seeds) keep being retried this long, so partitions longer
-   * than the reap interval still heal (`--mesh-reconnect-timeout-secs`, 21600, as Serf's reconnect_timeout).
-   */
+  /** Forgotten addresses and seeds are retried this long, so long partitions heal. */
   reconnectTimeoutMs: number;
-  /** Status broadcasts and the leave announcement wait this long for acks (`--mesh-broadcast-timeout-ms`, 3000). */
+  /** Status broadcasts and the leave announcement wait this long for acks. */
   broadcastTimeoutMs: number;
-  /** First retry of an unanswered join (`--mesh-join-backoff-ms`, 1000); doubles up to the max. */
+  /** First retry of an unanswered join; doubles up to the max. */
   joinBackoffMs: number;
-  /** Cap on the join retry backoff (`--mesh-join-max-backoff-secs`, 60). */
+  /** Cap on the join retry backoff. */
   joinMaxBackoffMs: number;
 }
 
-/** The defaults. */
-export function defaultSwimConfig(): SwimConfig {
+/** The SWIM timing of the mesh flags. */
+export function swimConfigOf(m: MeshConfig): SwimConfig {
   return {
-    probeIntervalMs: 1000,
-    probeTimeoutMs: 500,
-    indirectChecks: 3,
-    suspicionMult: 4,
-    suspicionMaxTimeoutMult: 6,
-    retransmitMult: 4,
-    awarenessMaxMultiplier: 8,
-    maxPiggyback: 32,
-    maxMembers: 10_000,
-    pushPullIntervalMs: 30_000,
-    reconnectIntervalMs: 10_000,
-    reapMs: 300_000,
-    reconnectTimeoutMs: 21_600_000,
-    broadcastTimeoutMs: 3000,
-    joinBackoffMs: 1000,
-    joinMaxBackoffMs: 60_000,
+    probeIntervalMs: m.probeIntervalMs,
+    probeTimeoutMs: m.probeTimeoutMs,
+    indirectChecks: m.indirectChecks,
+    suspicionMult: m.suspicionMult,
+    suspicionMaxTimeoutMult: m.suspicionMaxTimeoutMult,
+    retransmitMult: m.retransmitMult,
+    awarenessMaxMultiplier: m.awarenessMaxMultiplier,
+    maxPiggyback: m.maxPiggyback,
+    maxMembers: m.maxMembers,
+    pushPullIntervalMs: m.pushPullIntervalSecs * 1000,
+    reconnectIntervalMs: m.reconnectIntervalSecs * 1000,
+    reapMs: m.reapSecs * 1000,
+    reconnectTimeoutMs: m.reconnectTimeoutSecs * 1000,
+    broadcastTimeoutMs: m.broadcastTimeoutMs,
+    joinBackoffMs: m.joinBackoffMs,
+    joinMaxBackoffMs: m.joinMaxBackoffSecs * 1000,
   };
+}
+
+/** The defaults: those of the flags. */
+export function defaultSwimConfig(): SwimConfig {
+  return swimConfigOf(defaultConfig().mesh);
 }

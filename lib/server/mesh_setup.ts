@@ -11,7 +11,7 @@ import type { Logger } from "../core/log.ts";
 import { MeshMetrics } from "../mesh/mesh_metrics.ts";
 import { MeshNode } from "../mesh/node.ts";
 import { systemScheduler } from "../mesh/scheduler.ts";
-import { defaultSwimConfig, type SwimConfig } from "../mesh/swim_config.ts";
+import { swimConfigOf } from "../mesh/swim_config.ts";
 import type { MeshTls } from "../mesh/transport/grpc.ts";
 import type {
   FrameConn,
@@ -34,29 +34,6 @@ const NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 export function randomMeshName(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(4));
   return "Mesh_" + [...bytes].map((b) => NAME_CHARS[b % NAME_CHARS.length]).join("");
-}
-
-/** The SWIM timing of the flags. */
-export function swimConfigOf(m: MeshConfig): SwimConfig {
-  return {
-    ...defaultSwimConfig(),
-    probeIntervalMs: m.probeIntervalMs,
-    probeTimeoutMs: m.probeTimeoutMs,
-    indirectChecks: m.indirectChecks,
-    suspicionMult: m.suspicionMult,
-    suspicionMaxTimeoutMult: m.suspicionMaxTimeoutMult,
-    retransmitMult: m.retransmitMult,
-    awarenessMaxMultiplier: m.awarenessMaxMultiplier,
-    pushPullIntervalMs: m.pushPullIntervalSecs * 1000,
-    reconnectIntervalMs: m.reconnectIntervalSecs * 1000,
-    reapMs: m.reapSecs * 1000,
-    broadcastTimeoutMs: m.broadcastTimeoutMs,
-    joinBackoffMs: m.joinBackoffMs,
-    joinMaxBackoffMs: m.joinMaxBackoffSecs * 1000,
-    maxPiggyback: m.maxPiggyback,
-    maxMembers: m.maxMembers,
-    reconnectTimeoutMs: m.reconnectTimeoutSecs * 1000,
-  };
 }
 
 function readPem(flag: string, path: string): Uint8Array {
