@@ -209,22 +209,46 @@ export class WorkerSync {
         return this.#republish(own);
       }
       const imported = d.registry.all().find((w) => w.origin === "mesh" && w.meshKey === key);
-      if (imported) d.manager.remove(imported.id);
+      if (!imported) return;
+      // The same URL may live on under another key (its owner restarted with a new worker id):
+      // follow that one instead of dropping the worker.
+      for (const [k, v] of d.store.live(WORKERS_NS)) {
+        const q = decodePublished(v);
+        if (q?.url !== imported.url) continue;
+        imported.meshKey = k;
+        return this.#nudge(imported, q);
+      }
+      d.manager.remove(imported.id);
       return;
     }
     const p = decodePublished(bytes);
     if (!p) return void d.log.warn("ignoring an undecodable published worker", { key });
     if (own && own.origin === "local") return;
+    if (p.owner === d.router) {
+      // Published by this router's previous life (a restart mints new ids): only the owner
+      // removes, and this router is it.
+      d.log.info("removing a worker this router published before it restarted", { worker: p.url });
+      d.store.write(WORKERS_NS, key, null, d.scheduler.now());
+      return;
+    }
     const existing = d.registry.byUrl(p.url);
     if (existing) {
-      if (existing.origin === "local" || existing.meshKey !== key) return;
-      if (p.healthy && (existing.status === "pending" || existing.status === "not_ready")) {
-        existing.setStatus("ready");
-      } else if (!p.healthy && existing.status === "ready") existing.setStatus("not_ready");
-      return;
+      if (existing.origin === "local") return;
+      if (existing.meshKey !== key) {
+        // Two keys for one URL: keep the one that is still published.
+        if (existing.meshKey && d.store.get(WORKERS_NS, existing.meshKey)) return;
+        existing.meshKey = key;
+      }
+      return this.#nudge(existing, p);
     }
     const w = d.manager.add(specOf(p), { meshKey: key, status: p.healthy ? "ready" : "not_ready" });
     d.log.info("imported a worker from the mesh", { worker: w.url, owner: p.owner });
+  }
+
+  /** The owner's health nudges an import: promotes pending or not_ready, demotes ready. */
+  #nudge(w: Worker, p: PublishedWorker): void {
+    if (p.healthy && (w.status === "pending" || w.status === "not_ready")) w.setStatus("ready");
+    else if (!p.healthy && w.status === "ready") w.setStatus("not_ready");
   }
 
   #republish(w: Worker): void {

@@ -151,3 +151,39 @@ Deno.test("worker sync: a loopback URL is published with a warning", () => {
   a.manager.add({ url: "http://127.0.0.1:8000", models: ["m"] });
   assert.ok(a.logs.some((l) => l.includes("loopback worker URL")));
 });
+
+Deno.test("worker sync: an owner that restarts with new worker ids retires its old keys; peers follow", () => {
+  const { a, b } = pair();
+  const old = a.manager.add({ url: "http://10.0.1.1:8000", models: ["m"] });
+  const oldKey = old.id;
+  assert.equal(b.registry.byUrl(old.url)?.meshKey, oldKey);
+  // "a" restarts: a new process (empty registry, new ids) under the same router name, whose
+  // store then receives its previous life's key from b (anti-entropy).
+  const sched = new FakeScheduler();
+  const c = defaultConfig();
+  const registry = new WorkerRegistry();
+  const log = createLogger({ level: "error", sink: () => {} });
+  const manager = new WorkerManager({
+    registry,
+    health: c.health,
+    circuitBreaker: c.circuitBreaker,
+    clock: new ManualClock(),
+    log,
+  });
+  const store = new LwwStore("a#2");
+  store.onChange((e, origin) => origin === "local" && b.store.apply(e, 0));
+  b.store.onChange((e, origin) => origin === "local" && store.apply(e, 0));
+  const sync = new WorkerSync({ registry, manager, store, router: "a", scheduler: sched, log });
+  sync.start();
+  const fresh = manager.add({ url: "http://10.0.1.1:8000", models: ["m"] });
+  for (const e of [...b.store.all()]) store.apply(e, 0); // anti-entropy brings the old key
+  assert.equal(store.get(WORKERS_NS, oldKey), undefined, "the old key was retired by its owner");
+  assert.equal(b.store.get(WORKERS_NS, oldKey), undefined);
+  const imp = b.registry.byUrl(fresh.url)!;
+  assert.equal(imp.meshKey, fresh.id, "the import follows the live key");
+  assert.equal(b.registry.all().length, 1, "never two imports of one URL");
+  // The owner's removal now reaches the import.
+  manager.remove(fresh.id);
+  assert.equal(b.registry.byUrl(fresh.url), undefined);
+  sync.stop();
+});
