@@ -144,7 +144,9 @@ export function createMesh(
     randomSeed: seed,
   });
   // A replica id per process: a restarted router is a new writer, never confused with its past.
-  const store = new LwwStore(`${name}#${crypto.randomUUID().slice(0, 8)}`);
+  const store = new LwwStore(`${name}#${crypto.randomUUID().slice(0, 8)}`, {
+    namespaces: new Set([WORKERS_NS]),
+  });
   const storeSync = new StoreSync({
     store,
     scheduler: systemScheduler,

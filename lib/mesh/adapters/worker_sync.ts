@@ -15,12 +15,14 @@
  * Store changes are hints: each handler re-reads the store's current value for the key.
  */
 
+import { normalizeWorkerUrl } from "../../config/validate.ts";
 import type { Logger } from "../../core/log.ts";
 import type { WorkerManager } from "../../workers/manager.ts";
 import type { WorkerRegistry } from "../../workers/registry.ts";
 import type { Worker, WorkerSpec } from "../../workers/worker.ts";
 import type { Scheduler } from "../scheduler.ts";
 import type { LwwStore } from "../store/lww_store.ts";
+import { compareVersions } from "../store/version.ts";
 
 /** The store namespace of published workers. */
 export const WORKERS_NS = "workers";
@@ -99,15 +101,34 @@ function specOf(p: PublishedWorker): WorkerSpec {
   };
 }
 
-/** Decodes a published worker; null when the value is not one. */
+/** Decodes and checks a published worker; null when the value is not a well-formed one. */
 export function decodePublished(bytes: Uint8Array): PublishedWorker | null {
   try {
-    const p = JSON.parse(dec.decode(bytes)) as PublishedWorker;
-    if (typeof p.url !== "string" || !/^https?:\/\//.test(p.url)) return null;
-    if (!["regular", "prefill", "decode"].includes(p.worker_type)) return null;
-    return { ...p, labels: p.labels ?? {}, models: Array.isArray(p.models) ? p.models : null };
+    const p = JSON.parse(dec.decode(bytes)) as Record<string, unknown>;
+    const str = (v: unknown) => typeof v === "string";
+    const num = (v: unknown) => typeof v === "number" && Number.isFinite(v);
+    const labels = p.labels ?? {};
+    if (!str(p.url) || !str(p.owner) || typeof p.healthy !== "boolean") return null;
+    if (!["regular", "prefill", "decode"].includes(p.worker_type as string)) return null;
+    if (p.models !== null && !(Array.isArray(p.models) && p.models.every(str))) return null;
+    if (typeof labels !== "object" || Array.isArray(labels)) return null;
+    if (!Object.values(labels as object).every(str)) return null;
+    if (!num(p.priority) || !num(p.cost)) return null;
+    if (p.bootstrap_port !== null && !num(p.bootstrap_port)) return null;
+    return {
+      url: normalizeWorkerUrl(p.url as string),
+      models: p.models as string[] | null,
+      worker_type: p.worker_type as PublishedWorker["worker_type"],
+      labels: labels as Record<string, string>,
+      priority: p.priority as number,
+      cost: p.cost as number,
+      bootstrap_port: p.bootstrap_port as number | null,
+      disable_health_check: p.disable_health_check === true,
+      healthy: p.healthy as boolean,
+      owner: p.owner as string,
+    };
   } catch {
-    return null;
+    return null; // not JSON, or normalizeWorkerUrl refused the URL
   }
 }
 
@@ -138,6 +159,7 @@ export class WorkerSync {
   start(): void {
     const d = this.#d;
     this.#unsubscribe = d.registry.subscribe((e) => {
+      if (e.kind === "removed" && e.worker.origin === "mesh") return this.#reimport(e.worker);
       if (e.worker.origin !== "local") return;
       if (e.kind === "removed") d.store.write(WORKERS_NS, e.worker.id, null, d.scheduler.now());
       else this.#publish(e.worker);
@@ -234,15 +256,31 @@ export class WorkerSync {
     const existing = d.registry.byUrl(p.url);
     if (existing) {
       if (existing.origin === "local") return;
+      if (existing.status === "draining") return; // re-imported once it has left (see start)
       if (existing.meshKey !== key) {
-        // Two keys for one URL: keep the one that is still published.
-        if (existing.meshKey && d.store.get(WORKERS_NS, existing.meshKey)) return;
+        // Two live keys for one URL (an owner restarted under a new name, say): follow the
+        // newer write, which is the owner that is alive.
+        const held = existing.meshKey ? d.store.entry(WORKERS_NS, existing.meshKey) : undefined;
+        const mine = d.store.entry(WORKERS_NS, key)!;
+        if (held?.value && compareVersions(held, mine) > 0) return;
         existing.meshKey = key;
       }
       return this.#nudge(existing, p);
     }
     const w = d.manager.add(specOf(p), { meshKey: key, status: p.healthy ? "ready" : "not_ready" });
     d.log.info("imported a worker from the mesh", { worker: w.url, owner: p.owner });
+  }
+
+  /**
+   * An import left the registry. If its owner meanwhile published the URL again under a new key
+   * (removed and re-added while this router drained the old import), import that at once; a
+   * local delete or a claim of the same key waits for the reconcile, as the seed says.
+   */
+  #reimport(gone: Worker): void {
+    if (this.#stopped) return;
+    for (const [k, v] of this.#d.store.live(WORKERS_NS)) {
+      if (k !== gone.meshKey && decodePublished(v)?.url === gone.url) return this.#onKey(k);
+    }
   }
 
   /** The owner's health nudges an import: promotes pending or not_ready, demotes ready. */

@@ -29,7 +29,13 @@ export interface Entry extends Op {
 }
 
 /** Why a write was not stored. */
-export type Refusal = "too_large" | "too_many_keys" | "stale";
+export type Refusal = "too_large" | "too_many_keys" | "stale" | "bad_clock" | "unknown_namespace";
+
+/** Highest Lamport clock accepted: far below 2^53, so ticking can never lose precision. */
+export const MAX_CLOCK = 2 ** 50;
+
+/** A peer's clock may run at most this far ahead of ours (a hostile op cannot exhaust it). */
+const MAX_CLOCK_JUMP = 2 ** 32;
 
 /** Limits of one store. */
 export interface StoreLimits {
@@ -37,6 +43,10 @@ export interface StoreLimits {
   maxValueBytes: number;
   /** Most keys per namespace, tombstones included (default 1,000,000). */
   maxKeys: number;
+  /** Longest key in characters (default 1024). */
+  maxKeyLength: number;
+  /** Namespaces accepted; others are refused (default: any). */
+  namespaces: ReadonlySet<string> | null;
 }
 
 /** A change, as subscribers see it. */
@@ -58,7 +68,13 @@ export class LwwStore {
   /** An empty store for `replica`. */
   constructor(replica: string, limits: Partial<StoreLimits> = {}) {
     this.replica = replica;
-    this.#limits = { maxValueBytes: 1 << 20, maxKeys: 1_000_000, ...limits };
+    this.#limits = {
+      maxValueBytes: 1 << 20,
+      maxKeys: 1_000_000,
+      maxKeyLength: 1024,
+      namespaces: null,
+      ...limits,
+    };
   }
 
   /** The Lamport clock. */
@@ -112,8 +128,14 @@ export class LwwStore {
     return r === "applied" ? op : r;
   }
 
-  /** Applies a peer's op; the clock moves past it either way. */
+  /** Applies a peer's op; the clock moves past any op not refused for its clock. */
   apply(op: Op, now: number): "applied" | Refusal {
+    if (
+      !Number.isSafeInteger(op.clock) || op.clock < 0 || op.clock > MAX_CLOCK ||
+      op.clock > this.#clock + MAX_CLOCK_JUMP
+    ) {
+      return "bad_clock";
+    }
     this.#clock = Math.max(this.#clock, op.clock);
     return this.#store(op, now, "remote");
   }
@@ -151,7 +173,10 @@ export class LwwStore {
   }
 
   #store(op: Op, now: number, origin: "local" | "remote"): "applied" | Refusal {
-    if (op.value !== null && op.value.length > this.#limits.maxValueBytes) return "too_large";
+    const l = this.#limits;
+    if (l.namespaces && !l.namespaces.has(op.ns)) return "unknown_namespace";
+    if (op.value !== null && op.value.length > l.maxValueBytes) return "too_large";
+    if (op.key.length > l.maxKeyLength) return "too_large";
     const k = id(op.ns, op.key);
     const current = this.#entries.get(k);
     if (current && compareVersions(op, current) <= 0) return "stale";

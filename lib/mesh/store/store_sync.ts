@@ -8,15 +8,17 @@
  * joins late or returns from a partition converges without waiting for new writes, and a
  * quiet mesh costs one 64-hash summary per router per interval.
  *
- * Tombstones are collected after `tombstoneGraceMs` (24 h): longer than
- * `--mesh-reconnect-timeout-secs`, past which a separated router never merges back without a
- * restart, and a restart starts with an empty store, so it cannot bring a removed key back.
+ * Writes learned from a peer are passed on to the other open peers at once (with the same
+ * ack and resend), so a router whose stream to the writer is down still hears within a tick.
+ * Tombstones are kept (as upstream does): collecting them could let a router that comes back
+ * after any partition, however long, bring a removed key back; they are bounded by the store's
+ * per-namespace key limit.
  */
 
 import type { Logger } from "../../core/log.ts";
 import type { Scheduler } from "../scheduler.ts";
 import type { EnvelopeType } from "../wire.ts";
-import { type Entry, LwwStore, type Op } from "./lww_store.ts";
+import { LwwStore, type Op } from "./lww_store.ts";
 import * as codec from "./store_codec.ts";
 import { compareVersions } from "./version.ts";
 
@@ -62,8 +64,6 @@ export interface StoreSyncOptions {
   resendMs?: number;
   /** Anti-entropy with one random peer this often (30000 ms). */
   antiEntropyMs?: number;
-  /** Collect tombstones this old (24 h). */
-  tombstoneGraceMs?: number;
   /** Hears each counted event (for metrics); default none. */
   count?: (what: "sent" | "received" | "applied" | "dropped" | "anti_entropy", ns: string) => void;
 }
@@ -98,7 +98,6 @@ export class StoreSync {
     this.#o = {
       resendMs: 3000,
       antiEntropyMs: 30_000,
-      tombstoneGraceMs: 86_400_000,
       count: () => {},
       ...o,
     };
@@ -171,13 +170,7 @@ export class StoreSync {
       const open = [...this.#peers.keys()];
       if (open.length > 0) this.#sendSummary(open[Math.floor(this.#o.random() * open.length)]);
     }
-    this.#o.store.collect(now, this.#o.tombstoneGraceMs, (e) => this.#nobodyAwaits(e));
     this.#cancelTimer = this.#o.scheduler.after(1000, () => this.#tick());
-  }
-
-  #nobodyAwaits(e: Entry): boolean {
-    for (const st of this.#peers.values()) if (st.inflight.has(id(e))) return false;
-    return true;
   }
 
   #sendOps(peer: string, st: PeerState | null, ops: readonly Op[]): void {
@@ -210,17 +203,20 @@ export class StoreSync {
     if (!d.ok) return this.#malformed(peer, d.detail);
     const now = this.#o.scheduler.now();
     const held: codec.KeyVersion[] = [];
+    const learned: Op[] = [];
     for (const op of d.value) {
       this.#bump("received", op.ns);
       const r = this.#o.store.apply(op, now);
-      if (r === "applied") this.#bump("applied", op.ns);
-      else if (r !== "stale") {
-        this.#bump("dropped", op.ns);
-        continue; // refused: not held, so not acknowledged
-      }
+      if (r === "applied") {
+        this.#bump("applied", op.ns);
+        learned.push(op);
+      } else if (r !== "stale") this.#bump("dropped", op.ns);
+      // Acknowledged even when refused: resending a write this router refuses changes nothing.
       held.push({ ns: op.ns, key: op.key, clock: op.clock, replica: op.replica });
     }
     if (held.length > 0) this.#port?.send(peer, "crdt_ack", codec.encodeAck(held));
+    // Pass what was news here on to the other peers, which may not reach the writer.
+    for (const [other, st] of this.#peers) if (other !== peer) this.#sendOps(other, st, learned);
   }
 
   #onAck(peer: string, payload: Uint8Array): void {

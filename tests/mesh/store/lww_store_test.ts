@@ -128,3 +128,21 @@ Deno.test("store: three replicas converge under random concurrent writes and reo
   assert.deepEqual(view(stores[1]), view(stores[0]));
   assert.deepEqual(view(stores[2]), view(stores[0]));
 });
+
+Deno.test("store: a peer's clock far ahead, keys too long and unknown namespaces are refused", () => {
+  const s = new LwwStore("r", { namespaces: new Set(["w"]), maxKeyLength: 8 });
+  const op = (o: Partial<Op>): Op => ({
+    ns: "w",
+    key: "k",
+    value: bytes("v"),
+    clock: 1,
+    replica: "a",
+    ...o,
+  });
+  assert.equal(s.apply(op({ clock: 2 ** 53 - 1 }), 0), "bad_clock");
+  assert.equal(s.apply(op({ clock: 2 ** 33 }), 0), "bad_clock", "more than 2^32 ahead of ours");
+  assert.equal(s.clock, 0, "a refused clock does not move ours");
+  assert.equal(s.apply(op({ key: "much-too-long" }), 0), "too_large");
+  assert.equal(s.apply(op({ ns: "other" }), 0), "unknown_namespace");
+  assert.equal(s.apply(op({}), 0), "applied");
+});
