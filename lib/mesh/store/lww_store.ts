@@ -3,9 +3,11 @@
  * last-writer-wins by version (Lamport clock, then replica id), removals kept as tombstones so a
  * delayed older write cannot bring a value back, and a change log ordered by a local sequence
  * number, so a peer's sender asks "what changed since seq N" without scanning the store.
- * Tombstones are collected only when older than a grace period and the caller says every peer
- * has them. Bounded: values over `maxValueBytes` and new keys past `maxKeys` per namespace are
- * refused (and counted by the caller). Pure data structure: no I/O, time passed in.
+ * `collect` can drop tombstones older than a grace period that the caller says every peer holds
+ * (the mesh's sync does not call it: see store_sync.ts). Bounded: values over `maxValueBytes`,
+ * keys over `maxKeyLength`, new keys past `maxKeys` per namespace, namespaces outside the allowed
+ * set and clocks far ahead of ours are refused (and counted by the caller). Pure data
+ * structure: no I/O, time passed in.
  */
 
 import { compareVersions, type Version } from "./version.ts";
