@@ -240,6 +240,7 @@ export class WorkerSync {
         imported.meshKey = k;
         return this.#nudge(imported, q);
       }
+      d.log.info("removing an imported worker: its owner removed it", { worker: imported.url });
       d.manager.remove(imported.id);
       return;
     }
@@ -268,7 +269,11 @@ export class WorkerSync {
       return this.#nudge(existing, p);
     }
     const w = d.manager.add(specOf(p), { meshKey: key, status: p.healthy ? "ready" : "not_ready" });
-    d.log.info("imported a worker from the mesh", { worker: w.url, owner: p.owner });
+    d.log.info("imported a worker from the mesh", {
+      worker: w.url,
+      owner: p.owner,
+      status: w.status,
+    });
   }
 
   /**
@@ -285,8 +290,14 @@ export class WorkerSync {
 
   /** The owner's health nudges an import: promotes pending or not_ready, demotes ready. */
   #nudge(w: Worker, p: PublishedWorker): void {
-    if (p.healthy && (w.status === "pending" || w.status === "not_ready")) w.setStatus("ready");
-    else if (!p.healthy && w.status === "ready") w.setStatus("not_ready");
+    const to = p.healthy && (w.status === "pending" || w.status === "not_ready")
+      ? "ready"
+      : !p.healthy && w.status === "ready"
+      ? "not_ready"
+      : null;
+    if (!to) return;
+    w.setStatus(to);
+    this.#d.log.info("imported worker follows its owner's health", { worker: w.url, status: to });
   }
 
   #republish(w: Worker): void {
