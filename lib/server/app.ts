@@ -148,7 +148,8 @@ export class Gateway {
       : null;
     registry.subscribe((e) => {
       if (e.kind === "status" && e.to === "failed" && config.health.removeUnhealthy) {
-        this.manager.remove(e.worker.id);
+        // A mesh import is its owner's to remove (it would be imported again anyway).
+        if (e.worker.origin === "local") this.manager.remove(e.worker.id);
       }
       if (e.kind === "added" || e.kind === "models") {
         policies.workerModels(e.worker.id, e.worker.models, e.worker.labels.policy);
