@@ -9,16 +9,12 @@
  *   deno task bench:mesh-sim -- --sizes 10,100,500 --kills 20 [--json out.json]
  */
 
+import { quantile } from "./chaos_stats.ts";
 import { Cluster } from "./cluster.ts";
 
 function arg(name: string, fallback: string): string {
   const i = Deno.args.indexOf(`--${name}`);
   return i >= 0 && Deno.args[i + 1] ? Deno.args[i + 1] : fallback;
-}
-
-function quantile(xs: number[], q: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)];
 }
 
 /** One size: kills by reset and by silence, then idle bytes. */
@@ -85,8 +81,8 @@ async function measure(n: number, kills: number, seed: number) {
   const idle = after.map((a, i) => (a - before[i]) / 60);
   await c.stop();
   const summary = (xs: number[]) => ({
-    median: quantile(xs, 0.5),
-    p99: quantile(xs, 0.99),
+    median: quantile(xs, 0.5)!,
+    p99: quantile(xs, 0.99)!,
     max: Math.max(...xs),
   });
   return {
@@ -94,7 +90,7 @@ async function measure(n: number, kills: number, seed: number) {
     formedMs: formed,
     reset: { suspected: summary(rows.reset.suspected), down: summary(rows.reset.down) },
     silent: { suspected: summary(rows.silent.suspected), down: summary(rows.silent.down) },
-    idleBytesPerSec: { median: quantile(idle, 0.5), max: Math.max(...idle) },
+    idleBytesPerSec: { median: quantile(idle, 0.5)!, max: Math.max(...idle) },
   };
 }
 

@@ -14,22 +14,12 @@ import { seededRandom } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import { Gateway } from "../../lib/server/app.ts";
 import { serveGateway, type Serving } from "../../lib/server/serve.ts";
+import { freePorts } from "../overhead/processes.ts";
+import { quantile } from "./chaos_stats.ts";
 
 function arg(name: string, fallback: string): string {
   const i = Deno.args.indexOf(`--${name}`);
   return i >= 0 && Deno.args[i + 1] ? Deno.args[i + 1] : fallback;
-}
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
-}
-
-function quantile(xs: number[], q: number): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)];
 }
 
 /** Resolves when `holds()` becomes true on every registry change of `gw`, or after `limitMs`. */
@@ -51,7 +41,7 @@ function when(gws: Gateway[], holds: (g: Gateway) => boolean, limitMs: number): 
 async function measure(n: number, rounds: number) {
   const gws: Gateway[] = [];
   const servings: Serving[] = [];
-  const ports = Array.from({ length: n + 1 }, freePort);
+  const ports = freePorts(n + 1);
   const start = (i: number) => {
     const d = defaultConfig();
     const config = {
@@ -115,8 +105,8 @@ async function measure(n: number, rounds: number) {
   const join = performance.now() - t2;
   for (const s of servings) await s.shutdown();
   const sum = (xs: number[]) => ({
-    median: quantile(xs, 0.5),
-    p99: quantile(xs, 0.99),
+    median: quantile(xs, 0.5)!,
+    p99: quantile(xs, 0.99)!,
     max: Math.max(...xs),
   });
   return { n, rounds, add: sum(add), remove: sum(remove), joinMs: join };

@@ -3,6 +3,7 @@
  * needs to make sense. The first violation throws a one-line `ConfigError`; main exits 2.
  */
 
+import { atLeast } from "./checks.ts";
 import { badValue } from "../core/errors.ts";
 import type { GatewayConfig } from "./config.ts";
 import { validateMesh } from "./validate_mesh.ts";
@@ -36,10 +37,6 @@ function port(flag: string, v: number): void {
   if (!Number.isInteger(v) || v < 0 || v > 65535) {
     throw badValue(flag, v, "allowed: 0..65535 (0 picks a free port)");
   }
-}
-
-function atLeast(flag: string, v: number, min: number): void {
-  if (!(v >= min)) throw badValue(flag, v, `must be >= ${min}`);
 }
 
 /** Throws the first problem found in `c`. */

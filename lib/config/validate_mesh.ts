@@ -4,6 +4,7 @@
  * peers (hostnames allowed, unlike SMG), mTLS paths all or none, and sane timing.
  */
 
+import { atLeast } from "./checks.ts";
 import { badValue, ConfigError } from "../core/errors.ts";
 import type { GatewayConfig } from "./config.ts";
 
@@ -21,10 +22,6 @@ export function parseHostPort(s: string): { host: string; port: number } | null 
 export function isUnspecified(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, "");
   return h === "0.0.0.0" || (/^[0:]+$/.test(h) && h.includes(":"));
-}
-
-function atLeast(flag: string, v: number, min: number): void {
-  if (!(Number.isFinite(v) && v >= min)) throw badValue(flag, v, `must be >= ${min}`);
 }
 
 /** Throws the first problem in the mesh flags (only when the mesh is on). */

@@ -28,6 +28,7 @@ import {
   peers,
   pick,
   piggyback,
+  type Purpose,
   selfRecord,
   sendRequest,
   type SwimEffect,
@@ -353,55 +354,48 @@ function onReply(s: SwimState, out: SwimEffect[], seq: number, a: AckMessage, no
       msg: "a mesh peer refused this router's name: another live router uses it",
       fields: { name: s.self, peer: a.from },
     });
-  }
-  if (a.error !== "name_conflict") {
+  } else {
     for (const u of capped(s, a.updates, a.fullState)) applyUpdate(s, out, u, now, a.fullState);
   }
   const good = a.error === "";
   if (good) markJoined(s, out, now);
-  switch (purpose.kind) {
-    case "probe": {
-      const run = s.probes.get(purpose.target);
-      if (!run || run.seq !== seq) return;
-      if (good) return finishProbe(s, out, run, true, false, now);
-      const m = s.members.get(purpose.target);
-      if (!m || !isLive(m.status)) return void s.probes.delete(purpose.target);
-      return directFailed(s, out, purpose.target, now);
-    }
-    case "indirect":
-      return indirectAnswered(
-        s,
-        out,
-        purpose.target,
-        purpose.probeSeq,
-        good && !a.nack ? "ack" : "nack",
-        now,
-      );
-    case "relay":
-      return answerRelay(s, out, purpose.relaySeq, good);
-    case "join":
-      s.joinInFlight--;
-      return;
-    case "broadcast":
-    case "pushPull":
-      return;
-  }
+  settle(s, out, seq, purpose, good && !a.nack ? "ack" : "refused", now);
 }
 
 function onFailed(s: SwimState, out: SwimEffect[], seq: number, now: number) {
   const purpose = s.outstanding.get(seq);
   if (!purpose) return;
   s.outstanding.delete(seq);
+  settle(s, out, seq, purpose, "none", now);
+}
+
+/**
+ * What a request's end means for what it was sent for: `ack` (a good answer), `refused` (an
+ * error or a nack came back) or `none` (no answer).
+ */
+function settle(
+  s: SwimState,
+  out: SwimEffect[],
+  seq: number,
+  purpose: Purpose,
+  answer: "ack" | "refused" | "none",
+  now: number,
+) {
   switch (purpose.kind) {
     case "probe": {
       const run = s.probes.get(purpose.target);
-      if (run && run.seq === seq) directFailed(s, out, purpose.target, now);
-      return;
+      if (!run || run.seq !== seq) return;
+      if (answer === "ack") return finishProbe(s, out, run, true, false, now);
+      const m = s.members.get(purpose.target);
+      if (!m || !isLive(m.status)) return void s.probes.delete(purpose.target);
+      return directFailed(s, out, purpose.target, now);
     }
-    case "indirect":
-      return indirectAnswered(s, out, purpose.target, purpose.probeSeq, "none", now);
+    case "indirect": {
+      const result = answer === "refused" ? "nack" : answer;
+      return indirectAnswered(s, out, purpose.target, purpose.probeSeq, result, now);
+    }
     case "relay":
-      return answerRelay(s, out, purpose.relaySeq, false);
+      return answerRelay(s, out, purpose.relaySeq, answer === "ack");
     case "join":
       s.joinInFlight--;
       return;

@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import { freePort, type GatewayProcess, spawnGateway } from "../support/process.ts";
+import { freePort, type GatewayProcess, meshRouterArgs, spawnGateway } from "../support/process.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
@@ -20,32 +20,8 @@ interface Router {
 /** `peers` are ports on 127.0.0.1, or `host:port` strings. */
 async function router(name: string, meshPort: number, peers: (number | string)[]): Promise<Router> {
   const metricsPort = freePort();
-  const proc = await spawnGateway(MAIN, [
-    "--host",
-    "127.0.0.1",
-    "--port",
-    "0",
-    "--prometheus-host",
-    "127.0.0.1",
-    "--prometheus-port",
-    String(metricsPort),
-    "--policy",
-    "round_robin",
-    "--shutdown-grace-period-secs",
-    "0",
-    "--enable-mesh",
-    "--mesh-server-name",
-    name,
-    "--mesh-host",
-    "127.0.0.1",
-    "--mesh-advertise-host",
-    "127.0.0.1",
-    "--mesh-port",
-    String(meshPort),
-    ...(peers.length
-      ? ["--mesh-peer-urls", ...peers.map((p) => typeof p === "number" ? `127.0.0.1:${p}` : p)]
-      : []),
-  ]);
+  const seeds = peers.map((p) => typeof p === "number" ? `127.0.0.1:${p}` : p);
+  const proc = await spawnGateway(MAIN, meshRouterArgs(name, meshPort, seeds, metricsPort));
   return { name, meshPort, proc, metrics: `http://127.0.0.1:${metricsPort}/metrics` };
 }
 

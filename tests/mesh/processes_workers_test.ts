@@ -6,34 +6,14 @@
 
 import assert from "node:assert/strict";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { freePort, type GatewayProcess, spawnGateway } from "../support/process.ts";
+import { freePort, type GatewayProcess, meshRouterArgs, spawnGateway } from "../support/process.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
 async function router(name: string, meshPort: number, seed: number | null, workers: string[]) {
+  const seeds = seed === null ? [] : [`127.0.0.1:${seed}`];
   return await spawnGateway(MAIN, [
-    "--host",
-    "127.0.0.1",
-    "--port",
-    "0",
-    "--prometheus-host",
-    "127.0.0.1",
-    "--prometheus-port",
-    String(freePort()),
-    "--policy",
-    "round_robin",
-    "--shutdown-grace-period-secs",
-    "0",
-    "--enable-mesh",
-    "--mesh-server-name",
-    name,
-    "--mesh-host",
-    "127.0.0.1",
-    "--mesh-advertise-host",
-    "127.0.0.1",
-    "--mesh-port",
-    String(meshPort),
-    ...(seed === null ? [] : ["--mesh-peer-urls", `127.0.0.1:${seed}`]),
+    ...meshRouterArgs(name, meshPort, seeds),
     ...(workers.length ? ["--worker-urls", ...workers] : []),
   ]);
 }

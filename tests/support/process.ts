@@ -92,3 +92,39 @@ export function freePort(): number {
   l.close();
   return port;
 }
+
+/**
+ * Command-line flags of a loopback mesh router for process tests: its own main, metrics and
+ * mesh ports, `name`, and seeds (`host:port`).
+ */
+export function meshRouterArgs(
+  name: string,
+  meshPort: number,
+  seeds: string[],
+  metricsPort = freePort(),
+): string[] {
+  return [
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "0",
+    "--prometheus-host",
+    "127.0.0.1",
+    "--prometheus-port",
+    String(metricsPort),
+    "--policy",
+    "round_robin",
+    "--shutdown-grace-period-secs",
+    "0",
+    "--enable-mesh",
+    "--mesh-server-name",
+    name,
+    "--mesh-host",
+    "127.0.0.1",
+    "--mesh-advertise-host",
+    "127.0.0.1",
+    "--mesh-port",
+    String(meshPort),
+    ...(seeds.length ? ["--mesh-peer-urls", ...seeds] : []),
+  ];
+}

@@ -222,6 +222,7 @@ export class GrpcTransport implements MeshTransport {
     const isPing = req.kind === "ping";
     const path = isPing ? codec.GOSSIP_PATHS.ping : codec.GOSSIP_PATHS.pingReq;
     const bytes = isPing ? codec.encodePing(req) : codec.encodePingReq(req);
+    // grpc-js takes deadlines as wall-clock times; only the difference from now matters here.
     const options = { deadline: Date.now() + timeoutMs };
     let call: grpc.ClientUnaryCall | undefined = undefined;
     const reply = (err: grpc.ServiceError | null, res?: Buffer) => {
