@@ -9,6 +9,7 @@ import type { GatewayConfig, PolicyName } from "../config/config.ts";
 import type { Random } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { RouteRequest, WorkerView } from "../core/types.ts";
+import type { PolicyReplicas, TreeRole } from "./replicas.ts";
 
 /** What a policy reads beyond the candidate list; the router supplies only what is declared. */
 export interface PolicyNeeds {
@@ -68,6 +69,10 @@ export interface PolicyDeps {
   config: GatewayConfig;
   /** Decision reporting (default: none). */
   observer?: PolicyObserver;
+  /** Where shared state registers for the mesh (default: none, nothing shared). */
+  replicas?: PolicyReplicas;
+  /** Which of the router's policies this is, for tree sync (default `main`; PD legs). */
+  role?: TreeRole;
 }
 
 /** Declares that a policy reads neither text nor loads. */

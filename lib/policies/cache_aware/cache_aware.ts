@@ -17,8 +17,10 @@
  * is chosen is inserted. Trees are evicted to `--max-tree-size` (LRU tenant leaves) every
  * `--eviction-interval`, lazily on the request path; a removed worker is purged from every tree.
  *
- * Tenants are worker URLs (what another gateway of a mesh knows a worker by). `sink`, `export`
- * and `apply` let the mesh share decisions later without this module importing it.
+ * Tenants are worker URLs (what another gateway of a mesh knows a worker by). With the mesh on
+ * (`deps.replicas` with a delta sink), each decision is also published as a path hash and the
+ * peers' decisions are kept as placements consulted as matches (`shared_paths.ts`); `exportTree`
+ * and `applyEntry` serve repairs. `export` and `apply` copy trees between instances.
  */
 
 import type { CacheAwareConfig } from "../../config/config.ts";
@@ -34,24 +36,33 @@ import {
   SinceReportCredit,
 } from "../expected_wait.ts";
 import type { Policy, PolicyDeps } from "../policy.ts";
+import type { PolicyReplicas, SharedTrees, TreeEntry, TreeRole } from "../replicas.ts";
 import { HashIndex, headKeys } from "./hash_index.ts";
+import {
+  blockUnits,
+  pathHashes,
+  type PlacementMatch,
+  Placements,
+  type TreeKind,
+} from "./shared_paths.ts";
 import { StringTree } from "./string_tree.ts";
 import { TokenTree } from "./token_tree.ts";
 
 /** A decision's branch, as counted in `smg_policy_decisions_total{policy="cache_aware"}`. */
 export type CacheAwareBranch = "hit" | "miss" | "spill" | "pressure" | "fallback";
 
-/** What the mesh (or anything else) hears about each insert. */
-export type InsertSink = (model: string, key: string | readonly number[], tenant: string) => void;
-
 interface ModelTrees {
   text: StringTree;
   tokens: TokenTree;
   hash: HashIndex;
+  /** Peers' decisions (and, while sharing, this router's) by path hash, per tree kind. */
+  placements: Record<TreeKind, Placements>;
 }
 
+const NO_HASHES: number[] = [];
+
 /** The cache_aware policy. */
-export class CacheAwarePolicy implements Policy {
+export class CacheAwarePolicy implements Policy, SharedTrees {
   readonly name = "cache_aware";
   readonly needs;
   readonly #d: PolicyDeps;
@@ -62,7 +73,8 @@ export class CacheAwarePolicy implements Policy {
   readonly #models = new Map<string, ModelTrees>();
   readonly #urls = new Map<string, string>();
   readonly #credit = new SinceReportCredit();
-  #sink: InsertSink | null = null;
+  readonly #replicas: PolicyReplicas | null;
+  readonly #role: TreeRole;
   #nextEviction: number;
 
   /** Reads `deps.config.cacheAware`, least_load's tuning and the boundaries. */
@@ -78,11 +90,9 @@ export class CacheAwarePolicy implements Policy {
       c.overlapDecay > 0;
     this.needs = { requestText: true, backendLoads: pressure };
     this.#nextEviction = deps.now() + deps.config.evictionIntervalSecs * 1000;
-  }
-
-  /** Hears every insert this policy makes (the mesh's outbound hook). */
-  set sink(s: InsertSink | null) {
-    this.#sink = s;
+    this.#replicas = deps.replicas ?? null;
+    this.#role = deps.role ?? "main";
+    this.#replicas?.addTrees(this, this.#role);
   }
 
   select<W extends WorkerView>(candidates: readonly W[], request: RouteRequest): W | null {
@@ -104,10 +114,24 @@ export class CacheAwarePolicy implements Policy {
     }
 
     const tokens = request.tokens && request.tokens.length > 0 ? request.tokens : null;
+    const kind: TreeKind = tokens ? "token" : "string";
+    const places = trees.placements[kind];
+    const sink = this.#replicas?.deltaSink ?? null;
+    const block = blockUnits(kind, this.#c.blockSize);
+    const hashes = sink !== null || places.size > 0
+      ? pathHashes(tokens ?? request.text, block)
+      : NO_HASHES;
+    const remote: PlacementMatch | null = places.size > 0
+      ? places.deepest(hashes, block, (t) => candidates.some((w) => w.url === t))
+      : null;
     let branch: CacheAwareBranch = "miss";
     let uncached = promptTokens(request);
     const perToken = tokens ? 1 : CHARS_PER_TOKEN;
-    const choose = (match: { matched: number; total: number; tenants: string[] }): string => {
+    const choose = (tree: { matched: number; total: number; tenants: readonly string[] }) => {
+      // A peer's placement deeper than the local match counts as the match.
+      const match = remote !== null && remote.depth > tree.matched
+        ? { matched: remote.depth, total: tree.total, tenants: remote.tenants }
+        : tree;
       const ratio = match.total === 0 ? 0 : match.matched / match.total;
       this.#d.observer?.matchRatio?.("cache_aware", ratio);
       let pick: W | null = null;
@@ -132,7 +156,10 @@ export class CacheAwarePolicy implements Policy {
       : trees.text.matchAndInsert(request.text, choose).tenant;
     const chosen = candidates.find((w) => w.url === url) ??
       candidates[randomIndex(this.#d.random, candidates.length)];
-    if (url !== null) this.#sink?.(model, tokens ?? request.text, url);
+    if (url !== null && hashes.length > 0 && sink !== null) {
+      places.add(hashes[hashes.length - 1], url);
+      sink(this.#role, model, kind, hashes[hashes.length - 1], url);
+    }
     return this.#decide(url === null ? "fallback" : branch, chosen, uncached);
   }
 
@@ -172,6 +199,8 @@ export class CacheAwarePolicy implements Policy {
       t.text.removeTenant(url);
       t.tokens.removeTenant(url);
       t.hash.removeTenant(url);
+      t.placements.string.removeTenant(url);
+      t.placements.token.removeTenant(url);
     }
   }
 
@@ -197,11 +226,38 @@ export class CacheAwarePolicy implements Policy {
     for (const e of t.tokens.export()) yield { key: e.tokens, tenant: e.tenant };
   }
 
-  /** Records a decision made elsewhere (another gateway), without calling the sink. */
+  /** Records a decision made elsewhere (another gateway), without publishing it. */
   apply(model: string, key: string | readonly number[], tenant: string): void {
     const t = this.#trees(model);
     if (typeof key === "string") t.text.apply(key, tenant);
     else t.tokens.apply(key, tenant);
+  }
+
+  applyDelta(model: string, kind: TreeKind, hash: number, tenant: string): boolean {
+    return this.#trees(model).placements[kind].add(hash, tenant);
+  }
+
+  exportTree(model: string, kind: TreeKind): TreeEntry[] {
+    const t = this.#models.get(model);
+    if (!t) return [];
+    const out: TreeEntry[] = [];
+    if (kind === "string") {
+      for (const e of t.text.export()) out.push({ path: e.text, tenants: [e.tenant] });
+    } else for (const e of t.tokens.export()) out.push({ tokens: e.tokens, tenants: [e.tenant] });
+    for (const e of t.placements[kind].entries()) out.push(e);
+    return out;
+  }
+
+  applyEntry(model: string, kind: TreeKind, entry: TreeEntry): void {
+    const t = this.#trees(model);
+    if ("hash" in entry) {
+      // Oldest holder first, so the most recent ends up first.
+      for (let i = entry.tenants.length - 1; i >= 0; i--) {
+        t.placements[kind].add(entry.hash, entry.tenants[i]);
+      }
+    } else if ("path" in entry) {
+      if (kind === "string") { for (const x of entry.tenants) t.text.apply(entry.path, x); }
+    } else if (kind === "token") { for (const x of entry.tenants) t.tokens.apply(entry.tokens, x); }
   }
 
   #trees(model: string): ModelTrees {
@@ -211,6 +267,7 @@ export class CacheAwarePolicy implements Policy {
         text: new StringTree(),
         tokens: new TokenTree({ pageSize: this.#c.blockSize }),
         hash: new HashIndex(this.#c.cacheTtlSecs * 1000),
+        placements: { string: new Placements(), token: new Placements() },
       };
       this.#models.set(model, t);
     }
@@ -223,11 +280,28 @@ export class CacheAwarePolicy implements Policy {
       trees.hash.record(headKeys(units, this.#boundaries), url, now);
     } else if (request.tokens && request.tokens.length > 0) {
       trees.tokens.insert(request.tokens, url);
-      this.#sink?.(model, request.tokens, url);
+      this.#share(model, trees, "token", request.tokens, url);
     } else {
       trees.text.insert(request.text, url);
-      this.#sink?.(model, request.text, url);
+      this.#share(model, trees, "string", request.text, url);
     }
+  }
+
+  /** Publishes a decision made outside the tree walk (the pressure branch). */
+  #share(
+    model: string,
+    trees: ModelTrees,
+    kind: TreeKind,
+    key: string | readonly number[],
+    url: string,
+  ): void {
+    const sink = this.#replicas?.deltaSink;
+    if (!sink) return;
+    const hashes = pathHashes(key, blockUnits(kind, this.#c.blockSize));
+    if (hashes.length === 0) return;
+    const h = hashes[hashes.length - 1];
+    trees.placements[kind].add(h, url);
+    sink(this.#role, model, kind, h, url);
   }
 
   #decide<W extends WorkerView>(branch: CacheAwareBranch, w: W, uncachedTokens: number): W {

@@ -1,0 +1,146 @@
+/**
+ * What cache_aware shares with the other routers of a mesh, and what it keeps of theirs.
+ *
+ * A routing decision is published as a delta of a few bytes: the hash of the request's prefix
+ * path cut at its deepest block boundary (`pathHashes`; blocks of `--block-size` tokens, or four
+ * times as many characters for text) and the chosen worker. Text never travels in deltas, so a
+ * peer cannot put a delta's path into its radix tree unless it already holds that path; instead
+ * it keeps the delta as a *placement* (hash → up to four workers, most recent first, LRU-bounded)
+ * and consults placements while routing: the request's own boundary hashes are computed in one
+ * pass and the deepest boundary with a placement on an eligible worker counts as a match of that
+ * depth. The request is then inserted into the radix tree as usual, so a conversation that moves
+ * from router A to router B continues on A's worker and B's tree learns it. Whole paths travel
+ * only in repairs (`lib/mesh/adapters/tree_sync.ts`), which also carry placements.
+ *
+ * Evictions stay local: placements past the bound go least recently used first.
+ */
+
+import { PrefixHasher } from "../hash_ring.ts";
+
+/** Characters per token when cutting text into blocks. */
+export const CHARS_PER_TOKEN = 4;
+
+/** Hash domain of tree paths (separate from the ring's and prefix_hash's). */
+const SEED_PATH = 0x70617468;
+
+/** Most workers a placement remembers. */
+export const MAX_PLACEMENT_HOLDERS = 4;
+
+/** Placements a model's tree kind keeps by default. */
+export const DEFAULT_MAX_PLACEMENTS = 1 << 16;
+
+/** The tree kinds: text for HTTP requests, token ids for pre-tokenized ones. */
+export type TreeKind = "string" | "token";
+
+/** Units per block for `kind` at `--block-size` `blockSize`. */
+export function blockUnits(kind: TreeKind, blockSize: number): number {
+  return kind === "string" ? blockSize * CHARS_PER_TOKEN : blockSize;
+}
+
+/**
+ * The hashes of `key`'s prefixes at every whole block, shallowest first (`[i]` covers
+ * `(i + 1) × block` units); empty when the key is shorter than one block. One pass, 53-bit
+ * values (exact as JavaScript numbers and on the wire).
+ */
+export function pathHashes(key: string | readonly number[], block: number): number[] {
+  const out: number[] = [];
+  const n = key.length - key.length % block;
+  if (n === 0) return out;
+  const h = new PrefixHasher(SEED_PATH);
+  if (typeof key === "string") {
+    for (let i = 0; i < n;) {
+      h.push(key.charCodeAt(i++));
+      if (i % block === 0) out.push(h.digest());
+    }
+  } else {
+    for (let i = 0; i < n;) {
+      h.push(key[i++] >>> 0);
+      if (i % block === 0) out.push(h.digest());
+    }
+  }
+  return out;
+}
+
+/** The deepest placement found for a request: its depth in units and its workers. */
+export interface PlacementMatch {
+  /** Units covered (block count × block units). */
+  readonly depth: number;
+  /** Workers, most recent first. */
+  readonly tenants: readonly string[];
+}
+
+/** Path hash → workers, for one model and tree kind. */
+export class Placements {
+  readonly #map = new Map<number, string[]>();
+  readonly #max: number;
+
+  /** Keeps at most `max` hashes (least recently used dropped first). */
+  constructor(max = DEFAULT_MAX_PLACEMENTS) {
+    this.#max = Math.max(1, max);
+  }
+
+  /** Hashes held. */
+  get size(): number {
+    return this.#map.size;
+  }
+
+  /** Whether `hash` has a placement. */
+  has(hash: number): boolean {
+    return this.#map.has(hash);
+  }
+
+  /** Makes `tenant` the most recent holder of `hash`; returns whether the hash was known. */
+  add(hash: number, tenant: string): boolean {
+    const held = this.#map.get(hash);
+    if (held === undefined) {
+      if (this.#map.size >= this.#max) this.#map.delete(this.#map.keys().next().value!);
+      this.#map.set(hash, [tenant]);
+      return false;
+    }
+    const i = held.indexOf(tenant);
+    if (i !== 0) {
+      if (i > 0) held.splice(i, 1);
+      held.unshift(tenant);
+      if (held.length > MAX_PLACEMENT_HOLDERS) held.length = MAX_PLACEMENT_HOLDERS;
+    }
+    this.#map.delete(hash);
+    this.#map.set(hash, held);
+    return true;
+  }
+
+  /**
+   * The deepest of `hashes` (as `pathHashes` returns them) with a holder `eligible` accepts;
+   * refreshes it. Null when none.
+   */
+  deepest(
+    hashes: readonly number[],
+    block: number,
+    eligible: (tenant: string) => boolean,
+  ): PlacementMatch | null {
+    for (let i = hashes.length - 1; i >= 0; i--) {
+      const held = this.#map.get(hashes[i]);
+      if (held === undefined) continue;
+      const tenants = held.filter(eligible);
+      if (tenants.length === 0) continue;
+      this.#map.delete(hashes[i]);
+      this.#map.set(hashes[i], held);
+      return { depth: (i + 1) * block, tenants };
+    }
+    return null;
+  }
+
+  /** Forgets `tenant` everywhere. */
+  removeTenant(tenant: string): void {
+    for (const [h, held] of this.#map) {
+      const i = held.indexOf(tenant);
+      if (i < 0) continue;
+      if (held.length === 1) this.#map.delete(h);
+      else held.splice(i, 1);
+    }
+  }
+
+  /** Every placement, least recently used first (replaying them in order rebuilds the map). */
+  *entries(): Iterable<{ hash: number; tenants: readonly string[] }> {
+    for (const [hash, tenants] of this.#map) yield { hash, tenants: [...tenants] };
+  }
+}

@@ -1,0 +1,183 @@
+/**
+ * Tree sharing at the policy level: path hashes cut at block boundaries, placements (bounded,
+ * most recent first), a peer's delta routing the next turn of a conversation to the same worker,
+ * the deeper of tree match and placement winning, deltas only while a sink is set, token
+ * requests hashed by pages, repair entries rebuilding another instance, and removals purging.
+ */
+
+import assert from "node:assert/strict";
+import { defaultConfig } from "../../../lib/config/config.ts";
+import { seededRandom } from "../../../lib/core/clock.ts";
+import { silentLogger } from "../../../lib/core/log.ts";
+import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.ts";
+import {
+  blockUnits,
+  pathHashes,
+  Placements,
+} from "../../../lib/policies/cache_aware/shared_paths.ts";
+import { PolicyReplicas, type TreeRole } from "../../../lib/policies/replicas.ts";
+import { request, view } from "../../support/policies.ts";
+
+interface Delta {
+  role: TreeRole;
+  model: string;
+  kind: string;
+  hash: number;
+  tenant: string;
+}
+
+function router(role: TreeRole = "main") {
+  const replicas = new PolicyReplicas();
+  const deltas: Delta[] = [];
+  replicas.deltaSink = (role, model, kind, hash, tenant) =>
+    deltas.push({ role, model, kind, hash, tenant });
+  const p = new CacheAwarePolicy({
+    random: seededRandom(3),
+    now: () => 0,
+    log: silentLogger,
+    config: defaultConfig(),
+    replicas,
+    role,
+  });
+  replicas.mainFor = () => p;
+  return { p, deltas, replicas };
+}
+
+const w = (id: string, inFlight = 0) => view(id, { inFlight });
+const SYSTEM = "You are the support assistant of tenant seven; answer briefly. ".repeat(4);
+
+Deno.test("pathHashes: one hash per whole block, prefixes agree, empty below one block", () => {
+  assert.deepEqual(pathHashes("abc", 4), []);
+  const a = pathHashes("abcdefghij", 4);
+  const b = pathHashes("abcdefgXYZ", 4);
+  assert.equal(a.length, 2);
+  assert.equal(a[0], b[0]);
+  assert.notEqual(a[1], b[1]);
+  assert.deepEqual(pathHashes([1, 2, 3, 4, 5], 2), pathHashes([1, 2, 3, 4, 9], 2));
+  for (const h of a) assert.ok(Number.isSafeInteger(h) && h >= 0);
+  assert.equal(blockUnits("string", 16), 64);
+  assert.equal(blockUnits("token", 16), 16);
+});
+
+Deno.test("Placements: most recent holder first, at most four, LRU-bounded, purge", () => {
+  const p = new Placements(2);
+  assert.equal(p.add(1, "a"), false);
+  assert.equal(p.add(1, "b"), true);
+  for (const t of ["c", "d", "e"]) p.add(1, t);
+  assert.deepEqual([...p.entries()][0].tenants, ["e", "d", "c", "b"]);
+  p.add(2, "x");
+  p.deepest([1], 4, () => true); // touches 1: 2 is now the least recent
+  p.add(3, "y");
+  assert.deepEqual([...p.entries()].map((e) => e.hash), [1, 3]);
+  p.removeTenant("y");
+  assert.equal(p.has(3), false);
+  assert.deepEqual(p.deepest([9, 1], 4, (t) => t === "c"), { depth: 8, tenants: ["c"] });
+});
+
+Deno.test("shared trees: a conversation's next turn on another router goes to the same worker", () => {
+  const a = router();
+  const b = router();
+  const turn1 = SYSTEM + "user: where is my order?";
+  const pick = a.p.select([w("u1"), w("u2", 1)], request(turn1))!;
+  assert.equal(pick.id, "u1");
+  assert.equal(a.deltas.length, 1);
+  const d = a.deltas[0];
+  assert.deepEqual([d.role, d.model, d.kind, d.tenant], ["main", "m", "string", pick.url]);
+  assert.equal(b.p.applyDelta(d.model, "string", d.hash, d.tenant), false, "unknown on b");
+  assert.equal(b.p.applyDelta(d.model, "string", d.hash, d.tenant), true, "known after");
+  // On b, u1 is now the busier worker: without the placement b would pick u2.
+  const turn2 = turn1 + " assistant: it shipped. user: when does it arrive?";
+  assert.equal(b.p.select([w("u1", 2), w("u2")], request(turn2))?.id, "u1");
+  // b learnt the path in its own tree and published its decision back.
+  assert.equal(b.deltas.length, 1);
+  assert.deepEqual([...b.p.export("m")].map((e) => e.key), [turn2]);
+});
+
+Deno.test("shared trees: a placement is ignored when its worker is not a candidate", () => {
+  const a = router();
+  const b = router();
+  const turn1 = SYSTEM + "user: hi";
+  a.p.select([w("u1"), w("u2", 1)], request(turn1));
+  for (const d of a.deltas) b.p.applyDelta(d.model, "string", d.hash, d.tenant);
+  assert.equal(b.p.select([w("u2", 3), w("u3")], request(turn1 + " more"))?.id, "u3");
+});
+
+Deno.test("shared trees: the deeper of the local match and the placement wins", () => {
+  const a = router();
+  const b = router();
+  // b's own tree knows the system prompt on u2; a's delta covers the whole first turn on u1.
+  b.p.select([w("u2"), w("u1", 1)], request(SYSTEM + "user: other question"));
+  const turn1 = SYSTEM + "user: where is my order? ".repeat(3);
+  a.p.select([w("u1"), w("u2", 1)], request(turn1));
+  for (const d of a.deltas) b.p.applyDelta(d.model, "string", d.hash, d.tenant);
+  assert.equal(b.p.select([w("u1"), w("u2")], request(turn1 + "and then?"))?.id, "u1");
+});
+
+Deno.test("shared trees: no sink, no hashing and no placements; short prompts publish nothing", () => {
+  const p = new CacheAwarePolicy({
+    random: seededRandom(3),
+    now: () => 0,
+    log: silentLogger,
+    config: defaultConfig(),
+  });
+  p.select([w("u1")], request(SYSTEM));
+  assert.deepEqual(p.exportTree("m", "string").filter((e) => "hash" in e), []);
+  const a = router();
+  a.p.select([w("u1")], request("short"));
+  assert.equal(a.deltas.length, 0);
+});
+
+Deno.test("shared trees: token requests publish page hashes to the token tree", () => {
+  const a = router("prefill");
+  const b = router("prefill");
+  const tokens = Array.from({ length: 40 }, (_, i) => i + 1);
+  a.p.select([w("u1"), w("u2", 1)], request("", { tokens }));
+  assert.deepEqual(a.deltas.map((d) => [d.role, d.kind]), [["prefill", "token"]]);
+  assert.equal(a.deltas[0].hash, pathHashes(tokens, 16)[1]);
+  for (const d of a.deltas) b.p.applyDelta(d.model, "token", d.hash, d.tenant);
+  const next = [...tokens, 41, 42, 43];
+  assert.equal(b.p.select([w("u1", 2), w("u2")], request("", { tokens: next }))?.id, "u1");
+});
+
+Deno.test("shared trees: a repair's entries rebuild the tree and placements elsewhere", () => {
+  const a = router();
+  const c = router();
+  const turn1 = SYSTEM + "user: refund please";
+  a.p.select([w("u1"), w("u2", 1)], request(turn1));
+  a.p.applyDelta("m", "string", 12345, "http://u9:8000");
+  const entries = a.p.exportTree("m", "string");
+  assert.equal(entries.filter((e) => "path" in e).length, 1);
+  assert.equal(entries.filter((e) => "hash" in e).length, 2);
+  for (const e of entries) c.p.applyEntry("m", "string", e);
+  assert.deepEqual(c.p.exportTree("m", "string"), entries);
+  assert.equal(c.p.select([w("u1", 3), w("u2")], request(turn1 + " now"))?.id, "u1");
+});
+
+Deno.test("shared trees: a removed worker leaves the placements", () => {
+  const a = router();
+  const b = router();
+  const turn1 = SYSTEM + "user: hello";
+  const u1 = w("u1");
+  a.p.select([u1, w("u2", 1)], request(turn1));
+  for (const d of a.deltas) b.p.applyDelta(d.model, "string", d.hash, d.tenant);
+  b.p.select([u1], request("x".repeat(10))); // b learns u1's id
+  b.p.onWorkerRemoved(u1.id);
+  assert.deepEqual(b.p.exportTree("m", "string").filter((e) => "hash" in e), []);
+});
+
+Deno.test("PolicyReplicas: resolves the model's policy through a sticky wrapper, and PD legs by role", () => {
+  const r = new PolicyReplicas();
+  const deps = {
+    random: seededRandom(1),
+    now: () => 0,
+    log: silentLogger,
+    config: defaultConfig(),
+    replicas: r,
+  };
+  const main = new CacheAwarePolicy(deps);
+  const prefill = new CacheAwarePolicy({ ...deps, role: "prefill" });
+  r.mainFor = () => ({ inner: main } as never);
+  assert.equal(r.treesFor("main", "m"), main);
+  assert.equal(r.treesFor("prefill", "m"), prefill);
+  assert.equal(r.treesFor("decode", "m"), null);
+});
