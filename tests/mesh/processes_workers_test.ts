@@ -31,7 +31,6 @@ Deno.test("mesh processes: workers registered on one router are imported, routed
   const a = await router("a", pa, null, [worker.url]);
   const b = await router("b", pb, pa, []);
   const c = await router("c", pc, pb, []);
-  const all = [a, b, c];
   try {
     const imported = new RegExp(`msg="imported a worker from the mesh"[^\\n]*worker=${worker.url}`);
     await Promise.all([b.waitForOutput(imported), c.waitForOutput(imported)]);
