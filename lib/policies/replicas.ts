@@ -22,8 +22,11 @@ export type TreeEntry =
 export interface SharedTrees {
   /** Records a peer's decision; returns whether the path was already known here. */
   applyDelta(model: string, kind: TreeKind, hash: number, tenant: string): boolean;
-  /** A snapshot of the model's tree of `kind` (paths oldest first, then placements). */
-  exportTree(model: string, kind: TreeKind): TreeEntry[];
+  /**
+   * The model's tree of `kind`, lazily: paths oldest first (the leaves are listed when the
+   * iteration starts, each path is built when reached), then placements.
+   */
+  exportTree(model: string, kind: TreeKind): Iterable<TreeEntry>;
   /** Replays one exported entry. */
   applyEntry(model: string, kind: TreeKind, entry: TreeEntry): void;
 }

@@ -45,13 +45,19 @@ interface VersionPb {
   replica: string;
 }
 
-function safe(decimal: string): number {
+/** A decimal integer from protobufjs, refused past 2^53 or below 0. */
+export function safe(decimal: string): number {
   const n = Number(decimal);
   if (!Number.isSafeInteger(n) || n < 0) throw new Error(`integer ${decimal} out of range`);
   return n;
 }
 
-function decode<T>(type: protobuf.Type, bytes: Uint8Array, map: (o: never) => T): Decoded<T> {
+/** Decodes `bytes` as `type` and maps it, or says why it could not. */
+export function decode<T>(
+  type: protobuf.Type,
+  bytes: Uint8Array,
+  map: (o: never) => T,
+): Decoded<T> {
   try {
     const view = new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
     return { ok: true, value: map(type.toObject(type.decode(view), TO_OBJECT) as never) };

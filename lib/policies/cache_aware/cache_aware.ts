@@ -237,15 +237,15 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     return this.#trees(model).placements[kind].add(hash, tenant);
   }
 
-  exportTree(model: string, kind: TreeKind): TreeEntry[] {
+  *exportTree(model: string, kind: TreeKind): Iterable<TreeEntry> {
     const t = this.#models.get(model);
-    if (!t) return [];
-    const out: TreeEntry[] = [];
+    if (!t) return;
+    // Placements are listed up front: they are reordered on use while the paths are paged.
+    const placements = [...t.placements[kind].entries()];
     if (kind === "string") {
-      for (const e of t.text.export()) out.push({ path: e.text, tenants: [e.tenant] });
-    } else for (const e of t.tokens.export()) out.push({ tokens: e.tokens, tenants: [e.tenant] });
-    for (const e of t.placements[kind].entries()) out.push(e);
-    return out;
+      for (const e of t.text.export()) yield { path: e.text, tenants: [e.tenant] };
+    } else for (const e of t.tokens.export()) yield { tokens: e.tokens, tenants: [e.tenant] };
+    yield* placements;
   }
 
   applyEntry(model: string, kind: TreeKind, entry: TreeEntry): void {

@@ -121,7 +121,7 @@ Deno.test("shared trees: no sink, no hashing and no placements; short prompts pu
     config: defaultConfig(),
   });
   p.select([w("u1")], request(SYSTEM));
-  assert.deepEqual(p.exportTree("m", "string").filter((e) => "hash" in e), []);
+  assert.deepEqual([...p.exportTree("m", "string")].filter((e) => "hash" in e), []);
   const a = router();
   a.p.select([w("u1")], request("short"));
   assert.equal(a.deltas.length, 0);
@@ -145,11 +145,11 @@ Deno.test("shared trees: a repair's entries rebuild the tree and placements else
   const turn1 = SYSTEM + "user: refund please";
   a.p.select([w("u1"), w("u2", 1)], request(turn1));
   a.p.applyDelta("m", "string", 12345, "http://u9:8000");
-  const entries = a.p.exportTree("m", "string");
+  const entries = [...a.p.exportTree("m", "string")];
   assert.equal(entries.filter((e) => "path" in e).length, 1);
   assert.equal(entries.filter((e) => "hash" in e).length, 2);
   for (const e of entries) c.p.applyEntry("m", "string", e);
-  assert.deepEqual(c.p.exportTree("m", "string"), entries);
+  assert.deepEqual([...c.p.exportTree("m", "string")], entries);
   assert.equal(c.p.select([w("u1", 3), w("u2")], request(turn1 + " now"))?.id, "u1");
 });
 
@@ -162,7 +162,7 @@ Deno.test("shared trees: a removed worker leaves the placements", () => {
   for (const d of a.deltas) b.p.applyDelta(d.model, "string", d.hash, d.tenant);
   b.p.select([u1], request("x".repeat(10))); // b learns u1's id
   b.p.onWorkerRemoved(u1.id);
-  assert.deepEqual(b.p.exportTree("m", "string").filter((e) => "hash" in e), []);
+  assert.deepEqual([...b.p.exportTree("m", "string")].filter((e) => "hash" in e), []);
 });
 
 Deno.test("PolicyReplicas: resolves the model's policy through a sticky wrapper, and PD legs by role", () => {

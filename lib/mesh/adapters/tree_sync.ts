@@ -1,0 +1,455 @@
+/**
+ * Cache-aware tree sync: the seed's three steps over the sync streams.
+ *
+ * 1. Publish: every shared tree's decision (`PolicyReplicas.deltaSink`: role, model, kind, path
+ *    hash, worker URL) is buffered; once per round (`roundMs`, the gossip interval) the buffer
+ *    goes to every open stream as one `TREE_DELTAS` envelope, then is cleared. Not resent, not
+ *    relayed: a peer that misses a round catches up by repair.
+ * 2. Apply: the receiver's policy for that role and model records each delta
+ *    (`SharedTrees.applyDelta`, a placement consulted while routing); `applied` counts hashes it
+ *    already knew, `unknown` the others.
+ * 3. Repair: an unknown hash from a peer whose tree this router has not copied since their
+ *    stream opened means history may be missing (this router started late, or the two were
+ *    apart), so it asks that peer for its whole tree of that role, model and kind. Unknown
+ *    hashes from a peer already copied are simply new decisions: asking again would resend the
+ *    tree for every new conversation (upstream repairs on every unknown hash, which its
+ *    full-text hashes make nearly every delta). One session per (role, model, kind) at a time;
+ *    triggers meanwhile are folded into it. The responder pages its tree (at most `pageBytes`
+ *    per page) in slices of `sliceMs` of work, yielding to request handling between slices.
+ *    Pages of another or an ended session are stale and dropped; duplicates are ignored. A
+ *    session without progress for `progressMs` is retried from the pages already applied
+ *    (cursor), preferably with another peer, at most `maxRetries` times, then fails (the next
+ *    unknown hash starts over).
+ *
+ * Evictions stay local. Deltas of a role or model this router routes without cache-aware are
+ * dropped and counted.
+ */
+
+import type { Logger } from "../../core/log.ts";
+import type { TreeKind } from "../../policies/cache_aware/shared_paths.ts";
+import type { PolicyReplicas, TreeEntry, TreeRole } from "../../policies/replicas.ts";
+import type { Scheduler } from "../scheduler.ts";
+import type { StreamPort } from "../store/store_sync.ts";
+import type { EnvelopeType } from "../wire.ts";
+import * as codec from "./tree_codec.ts";
+
+/** What tree sync counts (for metrics and benchmarks). */
+export type TreeCounter =
+  | "deltas_sent"
+  | "deltas_received"
+  | "deltas_applied"
+  | "deltas_unknown"
+  | "deltas_dropped"
+  | "delta_bytes_sent"
+  | "repairs_started"
+  | "repairs_finished"
+  | "repairs_failed"
+  | "repairs_retried"
+  | "repairs_folded"
+  | "pages_sent"
+  | "pages_received"
+  | "pages_stale"
+  | "page_bytes_sent"
+  | "requests_refused";
+
+/** Options of tree sync. */
+export interface TreeSyncOptions {
+  /** The policies' shared trees. */
+  replicas: PolicyReplicas;
+  /** Time. */
+  scheduler: Scheduler;
+  /** Logger. */
+  log: Logger;
+  /** Random number in [0, 1). */
+  random: () => number;
+  /** This router's name (session ids). */
+  name: string;
+  /** Deltas go out this often (1000 ms). */
+  roundMs?: number;
+  /** A repair without progress this long is retried (5000 ms). */
+  progressMs?: number;
+  /** Retries of a repair before it fails (3). */
+  maxRetries?: number;
+  /** Largest page payload (about 2 MiB). */
+  pageBytes?: number;
+  /** Responder work between two yields (4 ms). */
+  sliceMs?: number;
+  /** Deltas buffered per round at most; more are dropped and counted (65,536). */
+  maxDeltas?: number;
+  /** Repairs answered at once at most; more are refused (the requester retries) (4). */
+  maxResponses?: number;
+  /** Hears each counted event with its amount. */
+  count?: (what: TreeCounter, n: number) => void;
+}
+
+interface Group {
+  role: TreeRole;
+  model: string;
+  kind: TreeKind;
+  deltas: { hash: number; worker: string }[];
+}
+
+interface Session {
+  id: string;
+  role: TreeRole;
+  model: string;
+  kind: TreeKind;
+  target: string;
+  /** Cursor the session's request carried. */
+  base: number;
+  lastProgress: number;
+  retries: number;
+  /** Applied pages: index → next cursor. */
+  pages: Map<number, number>;
+  terminal: number | null;
+  /** Peers whose unknown hashes this session answers. */
+  triggers: Set<string>;
+}
+
+const groupKey = (role: TreeRole, model: string, kind: TreeKind) =>
+  `${role}\u0000${kind}\u0000${model}`;
+
+/** Per-entry bytes a page spends besides the path (tenant indexes, tags, lengths). */
+const ENTRY_OVERHEAD = 16;
+
+/** A repair being answered. */
+interface Responder {
+  peer: string;
+  request: codec.RepairRequest;
+  it: Iterator<TreeEntry>;
+  /** Entries consumed from the start of the tree. */
+  consumed: number;
+  /** Index of the next page. */
+  index: number;
+  /** The entry that did not fit the previous page. */
+  held: TreeEntry | null;
+  /** The encoded page waiting for room in the stream's queue. */
+  page: Uint8Array | null;
+  /** Whether `page` is the last. */
+  last?: boolean;
+  /** The page being filled. */
+  entries?: TreeEntry[];
+  bytes?: number;
+  /** Give up sending `page` at this time. */
+  deadline: number;
+}
+
+/** About the bytes an entry takes in a page (an upper bound for text). */
+function entrySize(e: TreeEntry): number {
+  const path = "path" in e ? e.path.length * 3 : "tokens" in e ? e.tokens.length * 5 : 8;
+  return ENTRY_OVERHEAD + e.tenants.length * 2 + path;
+}
+
+/** Keeps one router's cache-aware trees in step with its peers'. */
+export class TreeSync {
+  readonly #o: Required<TreeSyncOptions>;
+  #port: StreamPort | null = null;
+  readonly #buffer = new Map<string, Group>();
+  #buffered = 0;
+  /** Per open peer: groups whose tree was copied from it since the stream opened. */
+  readonly #copied = new Map<string, Set<string>>();
+  readonly #sessions = new Map<string, Session>();
+  #responses = 0;
+  #seq = 0;
+  #cancelTimer: () => void = () => {};
+  #stopped = false;
+
+  /** Builds the sync and takes over the replicas' delta sink. */
+  constructor(o: TreeSyncOptions) {
+    this.#o = {
+      roundMs: 1000,
+      progressMs: 5000,
+      maxRetries: 3,
+      pageBytes: 2 * 1024 * 1024 - 256,
+      sliceMs: 4,
+      maxDeltas: 1 << 16,
+      maxResponses: 4,
+      count: () => {},
+      ...o,
+    };
+    o.replicas.deltaSink = (role, model, kind, hash, worker) =>
+      this.#publish(role, model, kind, hash, worker);
+  }
+
+  /** Repair sessions in flight (for status and tests). */
+  get repairing(): number {
+    return this.#sessions.size;
+  }
+
+  /** Connects to the streams and starts the rounds. */
+  attach(port: StreamPort): void {
+    this.#port = port;
+    this.#schedule();
+  }
+
+  /** A stream to `peer` opened or closed. */
+  peerChanged(peer: string, open: boolean): void {
+    if (open) this.#copied.set(peer, new Set());
+    else this.#copied.delete(peer);
+  }
+
+  /** An envelope from `peer`. */
+  onEnvelope(peer: string, type: EnvelopeType, payload: Uint8Array): void {
+    if (type === "tree_deltas") this.#onDeltas(peer, payload);
+    else if (type === "tree_repair_request") this.#onRequest(peer, payload);
+    else if (type === "tree_repair_page") this.#onPage(peer, payload);
+  }
+
+  /** Stops the rounds and detaches from the policies. */
+  stop(): void {
+    this.#stopped = true;
+    this.#cancelTimer();
+    this.#o.replicas.deltaSink = null;
+  }
+
+  #publish(role: TreeRole, model: string, kind: TreeKind, hash: number, worker: string): void {
+    if (this.#buffered >= this.#o.maxDeltas) return this.#o.count("deltas_dropped", 1);
+    const k = groupKey(role, model, kind);
+    let g = this.#buffer.get(k);
+    if (!g) this.#buffer.set(k, g = { role, model, kind, deltas: [] });
+    g.deltas.push({ hash, worker });
+    this.#buffered++;
+  }
+
+  #schedule(): void {
+    if (this.#stopped) return;
+    this.#cancelTimer = this.#o.scheduler.after(this.#o.roundMs, () => {
+      this.#round();
+      this.#schedule();
+    });
+  }
+
+  #round(): void {
+    const port = this.#port;
+    if (!port) return;
+    if (this.#buffered > 0) {
+      const peers = port.openPeers();
+      if (peers.length > 0) {
+        const bytes = codec.encodeDeltas([...this.#buffer.values()]);
+        for (const peer of peers) {
+          if (port.send(peer, "tree_deltas", bytes)) {
+            this.#o.count("deltas_sent", this.#buffered);
+            this.#o.count("delta_bytes_sent", bytes.byteLength);
+          } else this.#o.count("deltas_dropped", this.#buffered);
+        }
+      }
+      this.#buffer.clear();
+      this.#buffered = 0;
+    }
+    this.#retryScan();
+  }
+
+  #onDeltas(peer: string, payload: Uint8Array): void {
+    const d = codec.decodeDeltas(payload);
+    if (!d.ok) {
+      this.#o.log.warn("dropping undecodable tree deltas", { peer, err: d.detail });
+      return this.#o.count("deltas_dropped", 1);
+    }
+    for (const g of d.value) {
+      this.#o.count("deltas_received", g.deltas.length);
+      const trees = this.#o.replicas.treesFor(g.role, g.model);
+      if (!trees) {
+        this.#o.count("deltas_dropped", g.deltas.length);
+        continue;
+      }
+      let unknown = 0;
+      for (const x of g.deltas) if (!trees.applyDelta(g.model, g.kind, x.hash, x.worker)) unknown++;
+      this.#o.count("deltas_applied", g.deltas.length - unknown);
+      this.#o.count("deltas_unknown", unknown);
+      const k = groupKey(g.role, g.model, g.kind);
+      if (unknown > 0 && !(this.#copied.get(peer)?.has(k) ?? true)) {
+        this.#repair(g.role, g.model, g.kind, peer);
+      }
+    }
+  }
+
+  #repair(role: TreeRole, model: string, kind: TreeKind, from: string): void {
+    const k = groupKey(role, model, kind);
+    const s = this.#sessions.get(k);
+    if (s) {
+      s.triggers.add(from);
+      return this.#o.count("repairs_folded", 1);
+    }
+    const now = this.#o.scheduler.now();
+    const session: Session = {
+      id: this.#newId(),
+      role,
+      model,
+      kind,
+      target: from,
+      base: 0,
+      lastProgress: now,
+      retries: 0,
+      pages: new Map(),
+      terminal: null,
+      triggers: new Set([from]),
+    };
+    this.#sessions.set(k, session);
+    this.#o.count("repairs_started", 1);
+    this.#o.log.info("repairing a cache tree from a peer", { peer: from, model, kind, role });
+    this.#ask(session);
+  }
+
+  #newId(): string {
+    const r = Math.floor(this.#o.random() * 2 ** 32).toString(36);
+    return `${this.#o.name}/${++this.#seq}/${r}`;
+  }
+
+  #ask(s: Session): void {
+    const { id, role, model, kind, base } = s;
+    this.#port?.send(
+      s.target,
+      "tree_repair_request",
+      codec.encodeRequest({ session: id, role, model, kind, cursor: base }),
+    );
+  }
+
+  #retryScan(): void {
+    const now = this.#o.scheduler.now();
+    const open = this.#port?.openPeers() ?? [];
+    for (const [k, s] of this.#sessions) {
+      if (now - s.lastProgress < this.#o.progressMs) continue;
+      if (s.retries >= this.#o.maxRetries) {
+        this.#sessions.delete(k);
+        this.#o.count("repairs_failed", 1);
+        this.#o.log.warn("cache tree repair failed; the next unknown path starts over", {
+          peer: s.target,
+          model: s.model,
+          kind: s.kind,
+          retries: s.retries,
+        });
+        continue;
+      }
+      const others = open.filter((p) => p !== s.target);
+      if (others.length > 0) s.target = others[Math.floor(this.#o.random() * others.length)];
+      let i = 0;
+      while (s.pages.has(i)) i++;
+      s.base = i > 0 ? s.pages.get(i - 1)! : s.base;
+      s.id = this.#newId();
+      s.retries++;
+      s.pages.clear();
+      s.terminal = null;
+      s.lastProgress = now;
+      this.#o.count("repairs_retried", 1);
+      this.#ask(s);
+    }
+  }
+
+  #onRequest(peer: string, payload: Uint8Array): void {
+    const r = codec.decodeRequest(payload);
+    if (!r.ok) return this.#o.count("requests_refused", 1);
+    if (this.#responses >= this.#o.maxResponses) return this.#o.count("requests_refused", 1);
+    const trees = this.#o.replicas.treesFor(r.value.role, r.value.model);
+    const entries = trees ? trees.exportTree(r.value.model, r.value.kind) : [];
+    this.#responses++;
+    const job = {
+      peer,
+      request: r.value,
+      it: entries[Symbol.iterator](),
+      consumed: 0,
+      index: 0,
+      held: null,
+      page: null,
+      deadline: 0,
+    };
+    this.#o.scheduler.after(0, () => this.#respond(job));
+  }
+
+  /**
+   * One slice of answering a repair: skips to the cursor, fills and sends pages, and comes back
+   * through the scheduler after `sliceMs` of work, after each page, and while the stream's queue
+   * is full (for at most the progress timeout). Timer-driven, so it runs under fake time too.
+   */
+  #respond(job: Responder): void {
+    const o = this.#o;
+    const end = () => void this.#responses--;
+    if (this.#stopped || !this.#copied.has(job.peer)) return end();
+    const start = performance.now();
+    const over = () => performance.now() - start > o.sliceMs;
+    if (job.page === null) {
+      for (; job.consumed < job.request.cursor; job.consumed++) {
+        if (job.it.next().done) {
+          job.request.cursor = job.consumed;
+          break;
+        }
+        if ((job.consumed & 1023) === 1023 && over()) {
+          return void o.scheduler.after(0, () => this.#respond(job));
+        }
+      }
+      job.entries ??= [];
+      job.bytes ??= 0;
+      let done = false;
+      for (let n = 1;; n++) {
+        let e: TreeEntry | null = job.held;
+        job.held = null;
+        if (e === null) {
+          const next = job.it.next();
+          if (next.done) {
+            done = true;
+            break;
+          }
+          e = next.value;
+        }
+        const size = entrySize(e);
+        if (job.entries.length > 0 && job.bytes + size > o.pageBytes) {
+          job.held = e;
+          break;
+        }
+        job.entries.push(e);
+        job.bytes += size;
+        job.consumed++;
+        if ((n & 63) === 0 && over()) return void o.scheduler.after(0, () => this.#respond(job));
+      }
+      job.page = codec.encodePage({
+        ...job.request,
+        index: job.index++,
+        entries: job.entries,
+        nextCursor: job.consumed,
+        last: done,
+      });
+      job.last = done;
+      job.entries = [];
+      job.bytes = 0;
+      job.deadline = o.scheduler.now() + o.progressMs;
+    }
+    if (this.#port?.send(job.peer, "tree_repair_page", job.page)) {
+      o.count("pages_sent", 1);
+      o.count("page_bytes_sent", job.page.byteLength);
+      job.page = null;
+      if (job.last) return end();
+      return void o.scheduler.after(0, () => this.#respond(job));
+    }
+    // The stream's queue is full: wait for it, not past the requester's patience.
+    if (o.scheduler.now() >= job.deadline) return end();
+    o.scheduler.after(50, () => this.#respond(job));
+  }
+
+  #onPage(peer: string, payload: Uint8Array): void {
+    const p = codec.decodePage(payload);
+    if (!p.ok) return this.#o.count("pages_stale", 1);
+    const page = p.value;
+    const k = groupKey(page.role, page.model, page.kind);
+    const s = this.#sessions.get(k);
+    if (!s || s.id !== page.session || s.pages.has(page.index)) {
+      return this.#o.count("pages_stale", 1);
+    }
+    this.#o.count("pages_received", 1);
+    const trees = this.#o.replicas.treesFor(page.role, page.model);
+    if (trees) { for (const e of page.entries) trees.applyEntry(page.model, page.kind, e); }
+    s.pages.set(page.index, page.nextCursor);
+    s.lastProgress = this.#o.scheduler.now();
+    if (page.last) s.terminal = page.index;
+    if (s.terminal === null) return;
+    for (let i = 0; i <= s.terminal; i++) if (!s.pages.has(i)) return;
+    this.#sessions.delete(k);
+    for (const t of [s.target, peer, ...s.triggers]) this.#copied.get(t)?.add(k);
+    this.#o.count("repairs_finished", 1);
+    this.#o.log.info("cache tree repaired from a peer", {
+      peer: s.target,
+      model: s.model,
+      kind: s.kind,
+      role: s.role,
+      pages: s.terminal + 1,
+    });
+  }
+}

@@ -1,0 +1,261 @@
+/**
+ * Cache-aware tree sync between routers linked by a fake stream port under fake time: deltas
+ * once per round (applied vs unknown), repair of a late joiner (10,000 decisions, paged), no
+ * repair for new decisions of a peer already copied, folding, retry to another peer after 5 s
+ * without progress, failure after three retries, stale and duplicate pages, PD legs by role,
+ * and deltas for a model routed without cache_aware dropped.
+ */
+
+import assert from "node:assert/strict";
+import { defaultConfig } from "../../../lib/config/config.ts";
+import { seededRandom } from "../../../lib/core/clock.ts";
+import { silentLogger } from "../../../lib/core/log.ts";
+import type { WorkerView } from "../../../lib/core/types.ts";
+import { type TreeCounter, TreeSync } from "../../../lib/mesh/adapters/tree_sync.ts";
+import { FakeScheduler } from "../../../lib/mesh/scheduler.ts";
+import type { EnvelopeType } from "../../../lib/mesh/wire.ts";
+import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.ts";
+import { PolicyReplicas, type TreeRole } from "../../../lib/policies/replicas.ts";
+import { request, view } from "../../support/policies.ts";
+
+interface Node {
+  name: string;
+  policy: CacheAwarePolicy;
+  sync: TreeSync;
+  counts: Map<TreeCounter, number>;
+  /** Envelopes this node sent, by type. */
+  sent: EnvelopeType[];
+}
+
+/** Routers whose streams deliver after 1 ms; `drop` filters envelopes in flight. */
+function mesh(
+  names: string[],
+  opts: { pageBytes?: number; role?: TreeRole; notCacheAware?: string } = {},
+) {
+  const sched = new FakeScheduler();
+  const nodes = new Map<string, Node>();
+  const links = new Set<string>();
+  let drop: (from: string, to: string, type: EnvelopeType, payload: Uint8Array) => boolean = () =>
+    false;
+  const linkKey = (a: string, b: string) => [a, b].sort().join("|");
+  for (const [i, name] of names.entries()) {
+    const replicas = new PolicyReplicas();
+    const policy = new CacheAwarePolicy({
+      random: seededRandom(i + 1),
+      now: () => sched.now(),
+      log: silentLogger,
+      config: defaultConfig(),
+      replicas,
+      role: opts.role,
+    });
+    replicas.mainFor = () => (name === opts.notCacheAware ? null : policy);
+    const counts = new Map<TreeCounter, number>();
+    const sync = new TreeSync({
+      replicas,
+      scheduler: sched,
+      log: silentLogger,
+      random: seededRandom(100 + i),
+      name,
+      pageBytes: opts.pageBytes,
+      count: (what, n) => counts.set(what, (counts.get(what) ?? 0) + n),
+    });
+    const node: Node = { name, policy, sync, counts, sent: [] };
+    nodes.set(name, node);
+    sync.attach({
+      openPeers: () => names.filter((p) => p !== name && links.has(linkKey(name, p))),
+      send(peer, type, payload) {
+        if (!links.has(linkKey(name, peer))) return false;
+        node.sent.push(type);
+        if (!drop(name, peer, type, payload)) {
+          sched.after(1, () => nodes.get(peer)!.sync.onEnvelope(name, type, payload));
+        }
+        return true;
+      },
+    });
+  }
+  const link = (a: string, b: string) => {
+    links.add(linkKey(a, b));
+    nodes.get(a)!.sync.peerChanged(b, true);
+    nodes.get(b)!.sync.peerChanged(a, true);
+  };
+  const unlink = (a: string, b: string) => {
+    links.delete(linkKey(a, b));
+    nodes.get(a)!.sync.peerChanged(b, false);
+    nodes.get(b)!.sync.peerChanged(a, false);
+  };
+  return {
+    sched,
+    node: (n: string) => nodes.get(n)!,
+    link,
+    unlink,
+    setDrop: (f: typeof drop) => (drop = f),
+    stop: () => {
+      for (const n of nodes.values()) n.sync.stop();
+    },
+  };
+}
+
+const WORKERS = [view("u1"), view("u2"), view("u3"), view("u4")];
+// A shared system prompt per tenant, then a user turn longer than a block (64 characters).
+const conversation = (i: number) =>
+  `tenant ${i % 7} system prompt: be helpful and brief. `.repeat(3) + `question ${i}, `.repeat(8);
+const count = (n: Node, c: TreeCounter) => n.counts.get(c) ?? 0;
+
+/** Routes `n` conversations through `node`, spreading load so workers differ. */
+function route(node: Node, from: number, n: number): Map<number, string> {
+  const picks = new Map<number, string>();
+  for (let i = from; i < from + n; i++) {
+    const ws: WorkerView[] = WORKERS.map((w, j) => ({ ...w, inFlight: (i + j) % 4 }));
+    picks.set(i, node.policy.select(ws, request(conversation(i)))!.url);
+  }
+  return picks;
+}
+
+/** The worker `node` picks for turn 2 of conversation `i` when every worker is equally busy. */
+function nextTurn(node: Node, i: number): string {
+  return node.policy.select(WORKERS, request(conversation(i) + " assistant: ok. user: more"))!.url;
+}
+
+Deno.test("tree sync: one delta envelope per round reaches every open peer and routes there", () => {
+  const m = mesh(["a", "b", "c"]);
+  m.link("a", "b");
+  m.link("a", "c");
+  const a = m.node("a");
+  const picks = route(a, 0, 20);
+  m.sched.advance(999);
+  assert.deepEqual(a.sent, []);
+  m.sched.advance(10);
+  // One envelope per peer; b and c, which never copied a's tree, also ask for it (one page).
+  assert.deepEqual(a.sent.filter((t) => t === "tree_deltas"), ["tree_deltas", "tree_deltas"]);
+  assert.equal(count(a, "deltas_sent"), 40);
+  for (const peer of ["b", "c"]) {
+    const n = m.node(peer);
+    assert.equal(count(n, "deltas_received"), 20);
+    for (const [i, url] of picks) assert.equal(nextTurn(n, i), url, `${peer} conversation ${i}`);
+  }
+  // Per routed request and peer, a delta costs a few bytes.
+  assert.ok(count(a, "delta_bytes_sent") / 40 < 16, `${count(a, "delta_bytes_sent") / 40} B`);
+  m.stop();
+});
+
+Deno.test("tree sync: a router that joins after 10,000 decisions is repaired in pages and routes like its peer", () => {
+  const m = mesh(["a", "b"], { pageBytes: 256 * 1024 });
+  const a = m.node("a");
+  const b = m.node("b");
+  const picks = route(a, 0, 10_000);
+  m.sched.advance(1500); // a's round: nobody to tell
+  m.link("a", "b");
+  route(a, 10_000, 1); // the next decision names a path b does not know
+  assert.ok(m.sched.advanceUntil(() => count(b, "repairs_finished") === 1, 10_000));
+  assert.ok(count(b, "pages_received") > 1, `${count(b, "pages_received")} pages`);
+  assert.equal(count(b, "repairs_started"), 1);
+  const sample = [0, 1, 777, 4321, 9999];
+  for (const i of sample) assert.equal(nextTurn(b, i), picks.get(i), `conversation ${i}`);
+  // New decisions afterwards are applied without another repair.
+  route(a, 10_001, 50);
+  m.sched.advance(1100);
+  assert.equal(count(b, "repairs_started"), 1);
+  assert.equal(count(b, "deltas_unknown") >= 50, true);
+  m.stop();
+});
+
+Deno.test("tree sync: unknown paths from several peers fold into the repair in flight", () => {
+  const m = mesh(["a", "b", "c"]);
+  const [a, b, c] = ["a", "b", "c"].map(m.node);
+  route(a, 0, 30);
+  route(b, 30, 30);
+  m.link("a", "c");
+  m.link("b", "c");
+  route(a, 100, 1);
+  route(b, 101, 1);
+  m.sched.advance(1005);
+  assert.equal(count(c, "repairs_started"), 1);
+  assert.equal(count(c, "repairs_folded"), 1);
+  m.sched.advanceUntil(() => count(c, "repairs_finished") === 1, 10_000);
+  // The folded peer counts as copied: its next unknown path starts no repair.
+  route(b, 200, 1);
+  m.sched.advance(1100);
+  assert.equal(count(c, "repairs_started"), 1);
+  m.stop();
+});
+
+Deno.test("tree sync: a repair without progress for 5 s is retried from its cursor with another peer", () => {
+  const m = mesh(["a", "b", "c"], { pageBytes: 4096 });
+  const [a, b, c] = ["a", "b", "c"].map(m.node);
+  const picks = route(a, 0, 300);
+  for (const n of [b]) {
+    for (const e of [...a.policy.exportTree("m", "string")]) n.policy.applyEntry("m", "string", e);
+  }
+  m.link("a", "c");
+  m.link("b", "c");
+  // a's pages after the second never arrive.
+  let pagesFromA = 0;
+  m.setDrop((from, _to, type) => from === "a" && type === "tree_repair_page" && ++pagesFromA > 2);
+  route(a, 1000, 1);
+  m.sched.advance(1005);
+  assert.equal(count(c, "repairs_started"), 1);
+  assert.ok(m.sched.advanceUntil(() => count(c, "repairs_retried") === 1, 10_000));
+  assert.ok(m.sched.advanceUntil(() => count(c, "repairs_finished") === 1, 10_000));
+  assert.ok(count(b, "pages_sent") > 0, "the retry went to b");
+  for (const i of [0, 150, 299]) assert.equal(nextTurn(c, i), picks.get(i));
+  m.stop();
+});
+
+Deno.test("tree sync: a repair that never progresses fails after three retries; stale pages are dropped", () => {
+  const m = mesh(["a", "c"]);
+  const [a, c] = ["a", "c"].map(m.node);
+  route(a, 0, 10);
+  m.link("a", "c");
+  const held: Uint8Array[] = [];
+  m.setDrop((from, _to, type, payload) => {
+    if (from !== "a" || type !== "tree_repair_page") return false;
+    held.push(payload);
+    return true;
+  });
+  route(a, 100, 1);
+  m.sched.advance(1005);
+  assert.ok(m.sched.advanceUntil(() => count(c, "repairs_failed") === 1, 60_000));
+  assert.equal(count(c, "repairs_retried"), 3);
+  assert.equal(c.sync.repairing, 0);
+  // A page of a session that ended is stale.
+  m.setDrop(() => false);
+  c.sync.onEnvelope("a", "tree_repair_page", held[0]);
+  c.sync.onEnvelope("a", "tree_repair_page", new Uint8Array([0xff]));
+  assert.equal(count(c, "pages_stale"), 2);
+  m.stop();
+});
+
+Deno.test("tree sync: a stream that reopens makes the next unknown path repair again", () => {
+  const m = mesh(["a", "b"]);
+  const [a, b] = ["a", "b"].map(m.node);
+  m.link("a", "b");
+  route(a, 0, 5);
+  m.sched.advanceUntil(() => count(b, "repairs_finished") === 1, 10_000);
+  m.unlink("a", "b");
+  const missed = route(a, 5, 40);
+  m.sched.advance(1100);
+  m.link("a", "b");
+  route(a, 100, 1);
+  assert.ok(m.sched.advanceUntil(() => count(b, "repairs_finished") === 2, 10_000));
+  for (const [i, url] of missed) assert.equal(nextTurn(b, i), url);
+  m.stop();
+});
+
+Deno.test("tree sync: PD legs share their trees by role; a role without cache_aware drops", () => {
+  const m = mesh(["a", "b"], { role: "prefill" });
+  const [a, b] = ["a", "b"].map(m.node);
+  m.link("a", "b");
+  const picks = route(a, 0, 5);
+  m.sched.advance(1010);
+  assert.equal(count(b, "deltas_received"), 5);
+  for (const [i, url] of picks) assert.equal(nextTurn(b, i), url);
+  // b routes the model without cache_aware: the deltas are dropped.
+  const m2 = mesh(["x", "y"], { notCacheAware: "y" });
+  m2.link("x", "y");
+  route(m2.node("x"), 0, 3);
+  m2.sched.advance(1010);
+  assert.equal(count(m2.node("y"), "deltas_dropped"), 3);
+  assert.equal(count(m2.node("y"), "repairs_started"), 0);
+  m.stop();
+  m2.stop();
+});
