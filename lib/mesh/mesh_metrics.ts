@@ -46,6 +46,16 @@ export class MeshMetrics {
   readonly storeKeys: FastGauge;
   /** router_mesh_anti_entropy_total (ours): store summaries sent */
   readonly antiEntropy: FastCounter;
+  /** `router_mesh_store_ack_seconds`: a write's time from sending to its peer's ack. */
+  readonly storeAckLag: FastHistogram;
+  /** `router_mesh_tree_deltas_total{result}`. */
+  readonly treeDeltas: FastCounter;
+  /** `router_mesh_tree_repairs_total{result}`. */
+  readonly treeRepairs: FastCounter;
+  /** `router_mesh_tree_repair_pages_total{result}`. */
+  readonly treePages: FastCounter;
+  /** `router_mesh_tree_bytes_sent_total{type}`. */
+  readonly treeBytes: FastCounter;
 
   /** Registers the mesh metrics in `r`. */
   constructor(r: client.Registry) {
@@ -127,6 +137,37 @@ export class MeshMetrics {
       "router_mesh_anti_entropy_total",
       "Anti-entropy summaries sent (stream opened, or the periodic exchange)",
       [],
+    );
+    this.storeAckLag = new FastHistogram(
+      r,
+      "router_mesh_store_ack_seconds",
+      "Replication lag: seconds from sending a replicated-store write to its peer's ack",
+      [],
+      [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    );
+    this.treeDeltas = new FastCounter(
+      r,
+      "router_mesh_tree_deltas_total",
+      "Cache-tree deltas by result (sent, received, applied: path known, unknown: path new here, dropped)",
+      ["result"],
+    );
+    this.treeRepairs = new FastCounter(
+      r,
+      "router_mesh_tree_repairs_total",
+      "Cache-tree repair sessions by result (started, finished, failed, retried, folded, refused)",
+      ["result"],
+    );
+    this.treePages = new FastCounter(
+      r,
+      "router_mesh_tree_repair_pages_total",
+      "Cache-tree repair pages by result (sent, received, stale)",
+      ["result"],
+    );
+    this.treeBytes = new FastCounter(
+      r,
+      "router_mesh_tree_bytes_sent_total",
+      "Bytes of cache-tree envelopes sent, by type (deltas, pages), summed over peers",
+      ["type"],
     );
   }
 }

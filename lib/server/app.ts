@@ -12,6 +12,7 @@ import type { Logger } from "../core/log.ts";
 import { BREAKER_GAUGE } from "../workers/circuit_breaker.ts";
 import { Metrics } from "../metrics/metrics.ts";
 import { createPolicy, type Policy } from "../policies/mod.ts";
+import { PolicyReplicas } from "../policies/replicas.ts";
 import { PolicyRegistry } from "../policies/registry.ts";
 import { Admission } from "../proxy/admission.ts";
 import { type FetchFn, InferenceProxy } from "../proxy/proxy.ts";
@@ -98,12 +99,14 @@ export class Gateway {
     const metrics = this.metrics;
     const registry = this.registry;
 
+    const replicas = new PolicyReplicas();
     const policyDeps = {
       random,
       now: () => clock.now(),
       log: log.child({ module: "policy" }),
       config,
       observer: policyObserver(metrics),
+      replicas,
     };
     this.policy = createPolicy(config.policy, policyDeps);
     const policies = this.policies = new PolicyRegistry(
@@ -111,6 +114,7 @@ export class Gateway {
       (name) => createPolicy(name, policyDeps, "worker label 'policy'"),
       log.child({ module: "policy" }),
     );
+    replicas.mainFor = (model) => policies.forModel(model);
     this.checker = new HealthChecker({
       config: config.health,
       registry,
@@ -144,7 +148,11 @@ export class Gateway {
       },
     });
     this.mesh = config.mesh.enabled
-      ? createMesh(config.mesh, metrics, log, Math.floor(random() * 2 ** 32), { registry, manager })
+      ? createMesh(config.mesh, metrics, log, Math.floor(random() * 2 ** 32), {
+        registry,
+        manager,
+        replicas,
+      })
       : null;
     registry.subscribe((e) => {
       if (e.kind === "status" && e.to === "failed" && config.health.removeUnhealthy) {
@@ -160,12 +168,12 @@ export class Gateway {
       ? {
         prefill: createPolicy(
           config.pd.prefillPolicy ?? config.policy,
-          policyDeps,
+          { ...policyDeps, role: "prefill" },
           "--prefill-policy",
         ),
         decode: createPolicy(
           config.pd.decodePolicy ?? config.policy,
-          policyDeps,
+          { ...policyDeps, role: "decode" },
           "--decode-policy",
         ),
       }

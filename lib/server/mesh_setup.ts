@@ -22,6 +22,8 @@ import type {
 import type { MeshRequest } from "../mesh/wire.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import { WORKERS_NS, WorkerSync } from "../mesh/adapters/worker_sync.ts";
+import { type TreeCounter, TreeSync } from "../mesh/adapters/tree_sync.ts";
+import type { PolicyReplicas } from "../policies/replicas.ts";
 import { LwwStore } from "../mesh/store/lww_store.ts";
 import { StoreSync } from "../mesh/store/store_sync.ts";
 import { seededRandom } from "../core/clock.ts";
@@ -95,18 +97,32 @@ export interface Mesh {
   failure: string | null;
   /** The replicated store (workers). */
   store: LwwStore;
+  /** Cache-aware tree sync. */
+  trees: TreeSync;
   /** Stops the adapters, the replication and the router. */
   stop(): Promise<void>;
   /** Starts serving and gossiping; a bind failure is logged and counted, not thrown. */
   start(): Promise<void>;
 }
 
-/** What the mesh replicates: this router's workers. */
+/** What the mesh replicates: this router's workers and its policies' shared state. */
 export interface MeshState {
   /** The registry. */
   registry: WorkerRegistry;
   /** Adds and removes workers. */
   manager: WorkerManager;
+  /** The policies' shared trees and pins. */
+  replicas: PolicyReplicas;
+}
+
+/** Tree-sync counters as metric series. */
+function treeCounter(mm: MeshMetrics, what: TreeCounter, n: number): void {
+  const [family, result] = what.split("_", 2) as [string, string];
+  if (family === "deltas") mm.treeDeltas.with(result).inc(n);
+  else if (family === "delta") mm.treeBytes.with("deltas").inc(n);
+  else if (family === "page") mm.treeBytes.with("pages").inc(n);
+  else if (family === "pages") mm.treePages.with(result).inc(n);
+  else mm.treeRepairs.with(family === "requests" ? "refused" : result).inc(n);
 }
 
 /** Builds the mesh of `m` (which must be enabled and validated). */
@@ -156,6 +172,16 @@ export function createMesh(
       if (what === "anti_entropy") mm.antiEntropy.with().inc();
       else mm.storeOps.with(ns, what).inc();
     },
+    lag: (ms) => mm.storeAckLag.with().observe(ms / 1000),
+  });
+  const trees = new TreeSync({
+    replicas: state.replicas,
+    scheduler: systemScheduler,
+    log: mlog,
+    random: seededRandom(seed ^ 0x27d4eb2f),
+    name,
+    roundMs: m.probeIntervalMs,
+    count: (what, n) => treeCounter(mm, what, n),
   });
   store.onChange(() => {
     for (const [ns, c] of store.counts()) {
@@ -163,8 +189,14 @@ export function createMesh(
       mm.storeKeys.with(ns, "tombstones").set(c.tombstones);
     }
   });
-  node.streams.onPeer((peer, open) => storeSync.peerChanged(peer, open));
-  node.streams.onEnvelope((peer, type, payload) => storeSync.onEnvelope(peer, type, payload));
+  node.streams.onPeer((peer, open) => {
+    storeSync.peerChanged(peer, open);
+    trees.peerChanged(peer, open);
+  });
+  node.streams.onEnvelope((peer, type, payload) => {
+    storeSync.onEnvelope(peer, type, payload);
+    trees.onEnvelope(peer, type, payload);
+  });
   const workers = new WorkerSync({
     registry: state.registry,
     manager: state.manager,
@@ -177,8 +209,10 @@ export function createMesh(
     node,
     failure: null,
     store,
+    trees,
     async stop() {
       workers.stop();
+      trees.stop();
       storeSync.stop();
       await node.stop();
     },
@@ -186,6 +220,7 @@ export function createMesh(
       try {
         await node.start();
         storeSync.attach(node.streams);
+        trees.attach(node.streams);
         workers.start();
         mlog.info("mesh listening", {
           bind: `${m.host}:${m.port}`,

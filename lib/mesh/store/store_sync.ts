@@ -64,6 +64,8 @@ export interface StoreSyncOptions {
   resendMs?: number;
   /** Anti-entropy with one random peer this often (30000 ms). */
   antiEntropyMs?: number;
+  /** Hears each acknowledged write's milliseconds from (last) send to ack; default none. */
+  lag?: (ms: number) => void;
   /** Hears each counted event (for metrics); default none. */
   count?: (what: "sent" | "received" | "applied" | "dropped" | "anti_entropy", ns: string) => void;
 }
@@ -99,6 +101,7 @@ export class StoreSync {
       resendMs: 3000,
       antiEntropyMs: 30_000,
       count: () => {},
+      lag: () => {},
       ...o,
     };
     this.#lastAntiEntropy = o.scheduler.now();
@@ -226,7 +229,10 @@ export class StoreSync {
     if (!st) return;
     for (const v of d.value) {
       const f = st.inflight.get(id(v));
-      if (f && compareVersions(f.op, v) <= 0) st.inflight.delete(id(v));
+      if (f && compareVersions(f.op, v) <= 0) {
+        st.inflight.delete(id(v));
+        this.#o.lag(this.#o.scheduler.now() - f.sentAt);
+      }
     }
   }
 
