@@ -80,7 +80,26 @@ class Urls {
   }
 }
 
-/** Encodes one round of delta groups. */
+/** One round's envelope as received. */
+export interface Deltas {
+  /** Rounds the sender sent on this stream, this one included. */
+  round: number;
+  groups: DeltaGroup[];
+}
+
+/**
+ * Stamps encoded groups (`encodeDeltas`) with a stream's round number: protobuf merges
+ * concatenated messages, so the groups are encoded once for every peer.
+ */
+export function withRound(groups: Uint8Array, round: number): Uint8Array {
+  const head = DeltasT.encode({ round }).finish();
+  const out = new Uint8Array(head.byteLength + groups.byteLength);
+  out.set(head);
+  out.set(groups, head.byteLength);
+  return out;
+}
+
+/** Encodes one round of delta groups (without the round number: see `withRound`). */
 export function encodeDeltas(groups: readonly DeltaGroup[]): Uint8Array {
   return DeltasT.encode({
     groups: groups.map((g) => {
@@ -107,9 +126,10 @@ interface GroupPb {
 }
 
 /** Decodes one round of delta groups. */
-export function decodeDeltas(bytes: Uint8Array): Decoded<DeltaGroup[]> {
-  return decode(DeltasT, bytes, (o: { groups: GroupPb[] }) =>
-    o.groups.map((g) => {
+export function decodeDeltas(bytes: Uint8Array): Decoded<Deltas> {
+  return decode(DeltasT, bytes, (o: { groups: GroupPb[]; round: string }) => ({
+    round: safe(o.round),
+    groups: o.groups.map((g) => {
       if (g.hashes.length !== g.worker_index.length) throw new Error("hashes and workers differ");
       return {
         role: roleIn(g.role),
@@ -120,7 +140,8 @@ export function decodeDeltas(bytes: Uint8Array): Decoded<DeltaGroup[]> {
           worker: at(g.workers, g.worker_index[i]),
         })),
       };
-    }));
+    }),
+  }));
 }
 
 /** Encodes a repair request. */

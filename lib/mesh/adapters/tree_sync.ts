@@ -9,8 +9,9 @@
  *    (`SharedTrees.applyDelta`, a placement consulted while routing); `applied` counts hashes it
  *    already knew, `unknown` the others.
  * 3. Repair: an unknown hash from a peer whose tree this router has not copied since their
- *    stream opened means history may be missing (this router started late, or the two were
- *    apart), so it asks that peer for its whole tree of that role, model and kind. Unknown
+ *    stream opened, or since a round of that peer's deltas went missing (each envelope carries
+ *    its stream's round number), means history may be missing (this router started late, the
+ *    two were apart, or a queue overflowed), so it asks that peer for its whole tree of that role, model and kind. Unknown
  *    hashes from a peer already copied are simply new decisions: asking again would resend the
  *    tree for every new conversation (upstream repairs on every unknown hash, which its
  *    full-text hashes make nearly every delta). One session per (role, model, kind) at a time;
@@ -102,8 +103,8 @@ interface Session {
   /** Applied pages: index → next cursor. */
   pages: Map<number, number>;
   terminal: number | null;
-  /** Peers whose unknown hashes this session answers. */
-  triggers: Set<string>;
+  /** Other peers that named unknown paths meanwhile: repaired from next, one at a time. */
+  pending: Set<string>;
 }
 
 const groupKey = (role: TreeRole, model: string, kind: TreeKind) =>
@@ -148,6 +149,8 @@ export class TreeSync {
   #buffered = 0;
   /** Per open peer: groups whose tree was copied from it since the stream opened. */
   readonly #copied = new Map<string, Set<string>>();
+  /** Per open peer: delta rounds sent to it, and the last round number received from it. */
+  readonly #rounds = new Map<string, { sent: number; received: number }>();
   readonly #sessions = new Map<string, Session>();
   #responses = 0;
   #seq = 0;
@@ -184,8 +187,13 @@ export class TreeSync {
 
   /** A stream to `peer` opened or closed. */
   peerChanged(peer: string, open: boolean): void {
-    if (open) this.#copied.set(peer, new Set());
-    else this.#copied.delete(peer);
+    if (open) {
+      this.#copied.set(peer, new Set());
+      this.#rounds.set(peer, { sent: 0, received: 0 });
+    } else {
+      this.#copied.delete(peer);
+      this.#rounds.delete(peer);
+    }
   }
 
   /** An envelope from `peer`. */
@@ -225,8 +233,12 @@ export class TreeSync {
     if (this.#buffered > 0) {
       const peers = port.openPeers();
       if (peers.length > 0) {
-        const bytes = codec.encodeDeltas([...this.#buffer.values()]);
+        const groups = codec.encodeDeltas([...this.#buffer.values()]);
         for (const peer of peers) {
+          const r = this.#rounds.get(peer);
+          if (!r) continue;
+          // Counted even when the queue refuses it: the receiver then sees a round skipped.
+          const bytes = codec.withRound(groups, ++r.sent);
           if (port.send(peer, "tree_deltas", bytes)) {
             this.#o.count("deltas_sent", this.#buffered);
             this.#o.count("delta_bytes_sent", bytes.byteLength);
@@ -245,7 +257,13 @@ export class TreeSync {
       this.#o.log.warn("dropping undecodable tree deltas", { peer, err: d.detail });
       return this.#o.count("deltas_dropped", 1);
     }
-    for (const g of d.value) {
+    const r = this.#rounds.get(peer);
+    if (r) {
+      // A skipped round lost decisions: this peer's trees must be copied again.
+      if (d.value.round !== r.received + 1) this.#copied.get(peer)?.clear();
+      r.received = d.value.round;
+    }
+    for (const g of d.value.groups) {
       this.#o.count("deltas_received", g.deltas.length);
       const trees = this.#o.replicas.treesFor(g.role, g.model);
       if (!trees) {
@@ -267,7 +285,7 @@ export class TreeSync {
     const k = groupKey(role, model, kind);
     const s = this.#sessions.get(k);
     if (s) {
-      s.triggers.add(from);
+      if (from !== s.target) s.pending.add(from);
       return this.#o.count("repairs_folded", 1);
     }
     const now = this.#o.scheduler.now();
@@ -282,7 +300,7 @@ export class TreeSync {
       retries: 0,
       pages: new Map(),
       terminal: null,
-      triggers: new Set([from]),
+      pending: new Set(),
     };
     this.#sessions.set(k, session);
     this.#o.count("repairs_started", 1);
@@ -310,7 +328,7 @@ export class TreeSync {
     for (const [k, s] of this.#sessions) {
       if (now - s.lastProgress < this.#o.progressMs) continue;
       if (s.retries >= this.#o.maxRetries) {
-        this.#sessions.delete(k);
+        this.#end(k, s);
         this.#o.count("repairs_failed", 1);
         this.#o.log.warn("cache tree repair failed; the next unknown path starts over", {
           peer: s.target,
@@ -321,7 +339,12 @@ export class TreeSync {
         continue;
       }
       const others = open.filter((p) => p !== s.target);
-      if (others.length > 0) s.target = others[Math.floor(this.#o.random() * others.length)];
+      if (others.length > 0) {
+        // The first target still owes its own paths: it is asked again once this one ends.
+        s.pending.add(s.target);
+        s.target = others[Math.floor(this.#o.random() * others.length)];
+        s.pending.delete(s.target);
+      }
       let i = 0;
       while (s.pages.has(i)) i++;
       s.base = i > 0 ? s.pages.get(i - 1)! : s.base;
@@ -332,6 +355,21 @@ export class TreeSync {
       s.lastProgress = now;
       this.#o.count("repairs_retried", 1);
       this.#ask(s);
+    }
+  }
+
+  /**
+   * Ends a session; a peer that named unknown paths meanwhile and is still not copied is
+   * repaired from next (what the target sent need not cover it: they may have been apart).
+   */
+  #end(k: string, s: Session): void {
+    this.#sessions.delete(k);
+    for (const p of s.pending) {
+      if (this.#copied.get(p)?.has(k) !== false) continue;
+      this.#repair(s.role, s.model, s.kind, p);
+      const next = this.#sessions.get(k);
+      for (const q of s.pending) if (q !== p && next) next.pending.add(q);
+      return;
     }
   }
 
@@ -441,8 +479,8 @@ export class TreeSync {
     if (page.last) s.terminal = page.index;
     if (s.terminal === null) return;
     for (let i = 0; i <= s.terminal; i++) if (!s.pages.has(i)) return;
-    this.#sessions.delete(k);
-    for (const t of [s.target, peer, ...s.triggers]) this.#copied.get(t)?.add(k);
+    this.#copied.get(s.target)?.add(k);
+    this.#end(k, s);
     this.#o.count("repairs_finished", 1);
     this.#o.log.info("cache tree repaired from a peer", {
       peer: s.target,

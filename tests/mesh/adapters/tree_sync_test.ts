@@ -159,23 +159,36 @@ Deno.test("tree sync: a router that joins after 10,000 decisions is repaired in 
   m.stop();
 });
 
-Deno.test("tree sync: unknown paths from several peers fold into the repair in flight", () => {
+Deno.test("tree sync: unknown paths fold into the repair in flight; another peer's wait their turn", () => {
   const m = mesh(["a", "b", "c"]);
   const [a, b, c] = ["a", "b", "c"].map(m.node);
   route(a, 0, 30);
   route(b, 30, 30);
   m.link("a", "c");
   m.link("b", "c");
+  // a's first page is lost, so c's repair from a is still in flight for the next rounds.
+  let pages = 0;
+  m.setDrop((from, _to, type) => from === "a" && type === "tree_repair_page" && ++pages === 1);
   route(a, 100, 1);
-  route(b, 101, 1);
   m.sched.advance(1005);
   assert.equal(count(c, "repairs_started"), 1);
-  assert.equal(count(c, "repairs_folded"), 1);
-  m.sched.advanceUntil(() => count(c, "repairs_finished") === 1, 10_000);
-  // The folded peer counts as copied: its next unknown path starts no repair.
-  route(b, 200, 1);
-  m.sched.advance(1100);
+  route(a, 101, 1);
+  route(b, 102, 1);
+  m.sched.advance(1000);
+  // b's first round (its 30 decisions) and both second rounds.
+  assert.equal(count(c, "repairs_folded"), 3);
   assert.equal(count(c, "repairs_started"), 1);
+  // The retry goes to b (another peer); a, whose paths b need not know, is repaired after it.
+  assert.ok(m.sched.advanceUntil(() => count(c, "repairs_finished") === 2, 20_000));
+  assert.equal(count(c, "repairs_started"), 2);
+  // Both copied: their next unknown paths start no repair.
+  route(a, 200, 1);
+  route(b, 201, 1);
+  m.sched.advance(1100);
+  assert.equal(count(c, "repairs_started"), 2);
+  for (const i of [0, 29, 30, 59, 100, 101, 102]) {
+    assert.equal(nextTurn(c, i), nextTurn(i < 30 || i === 100 || i === 101 ? a : b, i));
+  }
   m.stop();
 });
 

@@ -1,0 +1,106 @@
+/**
+ * Cache-aware tree sync over the real sync streams of an in-memory mesh, under fake time: five
+ * routers with message loss share their decisions; across a partition each half routes on its
+ * own, and after the heal (repair on the reopened streams) every router sends each
+ * conversation's next turn where it went before.
+ */
+
+import assert from "node:assert/strict";
+import { defaultConfig } from "../../../lib/config/config.ts";
+import { seededRandom } from "../../../lib/core/clock.ts";
+import { silentLogger } from "../../../lib/core/log.ts";
+import type { WorkerView } from "../../../lib/core/types.ts";
+import { TreeSync } from "../../../lib/mesh/adapters/tree_sync.ts";
+import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.ts";
+import { PolicyReplicas } from "../../../lib/policies/replicas.ts";
+import { Cluster } from "../../../bench/mesh/cluster.ts";
+import { request, view } from "../../support/policies.ts";
+
+const WORKERS = Array.from({ length: 6 }, (_, i) => view(`u${i}`));
+const conversation = (i: number) =>
+  `tenant ${i % 5} system prompt: answer in one line. `.repeat(3) + `question ${i}, `.repeat(8);
+
+async function mesh(n: number) {
+  const c = new Cluster();
+  const names = await c.grow(n);
+  const routers = new Map<string, { policy: CacheAwarePolicy; sync: TreeSync }>();
+  for (const [i, name] of names.entries()) {
+    const node = c.nodes.get(name)!.node;
+    const replicas = new PolicyReplicas();
+    const policy = new CacheAwarePolicy({
+      random: seededRandom(i + 1),
+      now: () => c.sched.now(),
+      log: silentLogger,
+      config: defaultConfig(),
+      replicas,
+    });
+    replicas.mainFor = () => policy;
+    const sync = new TreeSync({
+      replicas,
+      scheduler: c.sched,
+      log: silentLogger,
+      random: seededRandom(50 + i),
+      name,
+    });
+    node.streams.onPeer((p, open) => sync.peerChanged(p, open));
+    node.streams.onEnvelope((p, t, b) => sync.onEnvelope(p, t, b));
+    sync.attach(node.streams);
+    routers.set(name, { policy, sync });
+  }
+  assert.notEqual(c.waitFor(() => c.converged(), 30_000), null);
+  c.sched.advance(3000); // streams open
+  const route = (name: string, from: number, count: number) => {
+    const picks = new Map<number, string>();
+    for (let i = from; i < from + count; i++) {
+      const ws: WorkerView[] = WORKERS.map((w, j) => ({ ...w, inFlight: (i * 7 + j) % 6 }));
+      picks.set(i, routers.get(name)!.policy.select(ws, request(conversation(i)))!.url);
+    }
+    return picks;
+  };
+  const nextTurn = (name: string, i: number) =>
+    routers.get(name)!.policy.select(WORKERS, request(conversation(i) + " ok. and then?"))!.url;
+  const stop = async () => {
+    for (const r of routers.values()) r.sync.stop();
+    await c.stop();
+  };
+  return { c, names, route, nextTurn, stop };
+}
+
+Deno.test("tree cluster: five routers under 10 % loss route each conversation's next turn to its worker", async () => {
+  const { c, names, route, nextTurn, stop } = await mesh(5);
+  c.net.loss = 0.1;
+  const picks = new Map<number, string>();
+  for (const [k, name] of names.entries()) {
+    for (const [i, url] of route(name, k * 40, 40)) picks.set(i, url);
+  }
+  c.sched.advance(5000);
+  for (const name of names) {
+    for (const [i, url] of picks) {
+      assert.equal(nextTurn(name, i), url, `${name}: conversation ${i}`);
+    }
+  }
+  await stop();
+});
+
+Deno.test("tree cluster: decisions made on both sides of a partition reach everyone after the heal", async () => {
+  const { c, names, route, nextTurn, stop } = await mesh(5);
+  const addr = (n: string) => c.nodes.get(n)!.address;
+  c.net.partition(names.slice(0, 2).map(addr), names.slice(2).map(addr));
+  c.sched.advance(15_000);
+  const left = route("r0", 0, 60);
+  const right = route("r4", 1000, 60);
+  c.sched.advance(5000);
+  c.net.heal();
+  assert.notEqual(c.waitFor(() => c.converged(), 120_000, 100), null);
+  c.sched.advance(3000);
+  // The next decisions on each side name paths the other side lacks: repairs follow.
+  route("r1", 2000, 1);
+  route("r3", 3000, 1);
+  c.sched.advance(10_000);
+  for (const name of names) {
+    for (const [i, url] of [...left, ...right]) {
+      assert.equal(nextTurn(name, i), url, `${name}: conversation ${i}`);
+    }
+  }
+  await stop();
+});
