@@ -29,6 +29,8 @@ export interface SharedTrees {
   exportTree(model: string, kind: TreeKind): Iterable<TreeEntry>;
   /** Replays one exported entry. */
   applyEntry(model: string, kind: TreeKind, entry: TreeEntry): void;
+  /** The models and kinds whose tree or placements are not empty. */
+  heldTrees(): { model: string; kind: TreeKind }[];
 }
 
 /** Hears each decision a shared tree makes. */
@@ -83,6 +85,11 @@ export class PolicyReplicas {
   /** Whether any cache-aware policy takes part. */
   get hasTrees(): boolean {
     return this.#trees.size > 0;
+  }
+
+  /** Every shared tree's policy with its role. */
+  allTrees(): { role: TreeRole; trees: SharedTrees }[] {
+    return [...this.#trees.values()];
   }
 
   /** The shared trees that route `model` in `role`, or null (not cache-aware there). */

@@ -11,16 +11,20 @@
  * 3. Repair: an unknown hash from a peer whose tree this router has not copied since their
  *    stream opened, or since a round of that peer's deltas went missing (each envelope carries
  *    its stream's round number), means history may be missing (this router started late, the
- *    two were apart, or a queue overflowed), so it asks that peer for its whole tree of that role, model and kind. Unknown
- *    hashes from a peer already copied are simply new decisions: asking again would resend the
- *    tree for every new conversation (upstream repairs on every unknown hash, which its
- *    full-text hashes make nearly every delta). One session per (role, model, kind) at a time;
- *    triggers meanwhile are folded into it. The responder pages its tree (at most `pageBytes`
- *    per page) in slices of `sliceMs` of work, yielding to request handling between slices.
- *    Pages of another or an ended session are stale and dropped; duplicates are ignored. A
- *    session without progress for `progressMs` is retried from the pages already applied
- *    (cursor), preferably with another peer, at most `maxRetries` times, then fails (the next
- *    unknown hash starts over).
+ *    two were apart, or a queue overflowed), so it asks that peer for its whole tree of that
+ *    role, model and kind. Unknown hashes from a peer already copied are simply new decisions:
+ *    asking again would resend the tree for every new conversation (upstream repairs on every
+ *    unknown hash, which its full-text hashes make nearly every delta). Beyond upstream, the
+ *    first round on a new stream also names every non-empty tree the sender holds (groups
+ *    without deltas), so a router that joins copies its peers' trees at once instead of
+ *    waiting for new traffic. One session per (role, model, kind) at a time; unknown hashes
+ *    from its target meanwhile are folded into it, other peers' are repaired from next, one at
+ *    a time (what one peer sent need not cover another's). The responder pages its tree (at
+ *    most `pageBytes` per page) in slices of `sliceMs` of work, yielding to request handling
+ *    between slices. Pages of another or an ended session are stale and dropped; duplicates
+ *    are ignored. A session without progress for `progressMs` is retried from the pages
+ *    already applied (cursor), preferably with another peer (the first is asked again after),
+ *    at most `maxRetries` times, then fails (the next unknown hash starts over).
  *
  * Evictions stay local. Deltas of a role or model this router routes without cache-aware are
  * dropped and counted.
@@ -151,6 +155,8 @@ export class TreeSync {
   readonly #copied = new Map<string, Set<string>>();
   /** Per open peer: delta rounds sent to it, and the last round number received from it. */
   readonly #rounds = new Map<string, { sent: number; received: number }>();
+  /** Peers whose stream opened since the last round: told which trees this router holds. */
+  readonly #announce = new Set<string>();
   readonly #sessions = new Map<string, Session>();
   #responses = 0;
   #seq = 0;
@@ -190,9 +196,11 @@ export class TreeSync {
     if (open) {
       this.#copied.set(peer, new Set());
       this.#rounds.set(peer, { sent: 0, received: 0 });
+      this.#announce.add(peer);
     } else {
       this.#copied.delete(peer);
       this.#rounds.delete(peer);
+      this.#announce.delete(peer);
     }
   }
 
@@ -230,25 +238,42 @@ export class TreeSync {
   #round(): void {
     const port = this.#port;
     if (!port) return;
-    if (this.#buffered > 0) {
-      const peers = port.openPeers();
-      if (peers.length > 0) {
-        const groups = codec.encodeDeltas([...this.#buffer.values()]);
-        for (const peer of peers) {
-          const r = this.#rounds.get(peer);
-          if (!r) continue;
-          // Counted even when the queue refuses it: the receiver then sees a round skipped.
-          const bytes = codec.withRound(groups, ++r.sent);
-          if (port.send(peer, "tree_deltas", bytes)) {
-            this.#o.count("deltas_sent", this.#buffered);
-            this.#o.count("delta_bytes_sent", bytes.byteLength);
-          } else this.#o.count("deltas_dropped", this.#buffered);
-        }
+    const fresh = [...this.#announce].filter((p) => this.#rounds.has(p));
+    this.#announce.clear();
+    if (this.#buffered > 0 || fresh.length > 0) {
+      const groups = [...this.#buffer.values()];
+      const encoded = codec.encodeDeltas(groups);
+      for (const peer of port.openPeers()) {
+        const r = this.#rounds.get(peer);
+        if (!r) continue;
+        // A peer whose stream just opened also hears of every tree held here (a group without
+        // deltas), so it can copy them without waiting for new decisions.
+        const held = fresh.includes(peer) ? this.#held(groups) : [];
+        if (groups.length === 0 && held.length === 0) continue;
+        const body = held.length > 0 ? codec.encodeDeltas([...groups, ...held]) : encoded;
+        // Counted even when the queue refuses it: the receiver then sees a round skipped.
+        const bytes = codec.withRound(body, ++r.sent);
+        if (port.send(peer, "tree_deltas", bytes)) {
+          this.#o.count("deltas_sent", this.#buffered);
+          this.#o.count("delta_bytes_sent", bytes.byteLength);
+        } else this.#o.count("deltas_dropped", this.#buffered);
       }
       this.#buffer.clear();
       this.#buffered = 0;
     }
     this.#retryScan();
+  }
+
+  /** Empty groups for the non-empty trees held here that `groups` does not name. */
+  #held(groups: readonly Group[]): Group[] {
+    const named = new Set(groups.map((g) => groupKey(g.role, g.model, g.kind)));
+    const out: Group[] = [];
+    for (const { role, trees } of this.#o.replicas.allTrees()) {
+      for (const { model, kind } of trees.heldTrees()) {
+        if (!named.has(groupKey(role, model, kind))) out.push({ role, model, kind, deltas: [] });
+      }
+    }
+    return out;
   }
 
   #onDeltas(peer: string, payload: Uint8Array): void {
@@ -275,7 +300,11 @@ export class TreeSync {
       this.#o.count("deltas_applied", g.deltas.length - unknown);
       this.#o.count("deltas_unknown", unknown);
       const k = groupKey(g.role, g.model, g.kind);
-      if (unknown > 0 && !(this.#copied.get(peer)?.has(k) ?? true)) {
+      if (this.#copied.get(peer)?.has(k) ?? true) continue;
+      if (unknown > 0) this.#repair(g.role, g.model, g.kind, peer);
+      // A tree announced by a peer just connected: copied unless a repair is already running
+      // (its target may know as much; the peer's next unknown path settles it).
+      else if (g.deltas.length === 0 && !this.#sessions.has(k)) {
         this.#repair(g.role, g.model, g.kind, peer);
       }
     }

@@ -248,6 +248,15 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     yield* placements;
   }
 
+  heldTrees(): { model: string; kind: TreeKind }[] {
+    const out: { model: string; kind: TreeKind }[] = [];
+    for (const [model, t] of this.#models) {
+      if (t.text.size > 0 || t.placements.string.size > 0) out.push({ model, kind: "string" });
+      if (t.tokens.size > 0 || t.placements.token.size > 0) out.push({ model, kind: "token" });
+    }
+    return out;
+  }
+
   applyEntry(model: string, kind: TreeKind, entry: TreeEntry): void {
     const t = this.#trees(model);
     if ("hash" in entry) {
