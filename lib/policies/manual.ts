@@ -28,7 +28,7 @@ import {
   type PolicyDeps,
   type PolicyObserver,
 } from "./policy.ts";
-import { StickyMap, stickyMapKey } from "./sticky_map.ts";
+import { sharedStickyMap, type StickyMap, stickyMapKey } from "./sticky_map.ts";
 
 /** Decision branches of `manual` (SMG's `smg_manual_policy_branch_total` labels). */
 export type ManualBranch =
@@ -57,7 +57,7 @@ export class ManualPolicy implements Policy {
     this.#deps = deps;
     this.#observer = deps.observer ?? NO_OBSERVER;
     this.#mode = deps.config.manual.assignmentMode ?? "random";
-    this.#map = new StickyMap({
+    this.#map = sharedStickyMap(deps, "manual", {
       maxIdleSecs: deps.config.manual.maxIdleSecs,
       evictionIntervalSecs: deps.config.evictionIntervalSecs,
     });
@@ -88,7 +88,7 @@ export class ManualPolicy implements Policy {
       this.#decide("occupied_hit");
     } else {
       pick = assignWorker(this.#mode, candidates, this.#deps.random);
-      this.#map.push(mapKey, pick.id, now);
+      this.#map.push(mapKey, pick, now);
       this.#decide(pin.kind === "stale" ? "occupied_miss" : "vacant");
     }
     this.#observer.stickyEntries(this.#map.size);

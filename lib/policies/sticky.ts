@@ -25,7 +25,7 @@ import type { AssignmentMode, PolicyName } from "../config/config.ts";
 import type { RouteRequest, WorkerView } from "../core/types.ts";
 import { assignWorker } from "./assignment.ts";
 import { NO_OBSERVER, type Policy, type PolicyDeps, type PolicyObserver } from "./policy.ts";
-import { StickyMap, stickyMapKey } from "./sticky_map.ts";
+import { sharedStickyMap, type StickyMap, stickyMapKey } from "./sticky_map.ts";
 
 /** Requests of one key in flight on its pinned worker before the next one respills. */
 export const STICKY_INFLIGHT_CAP = 2;
@@ -63,7 +63,7 @@ export class StickySessions implements Policy {
     this.#deps = deps;
     this.#observer = deps.observer ?? NO_OBSERVER;
     this.#mode = deps.config.manual.assignmentMode ?? "delegate";
-    this.#map = new StickyMap({
+    this.#map = sharedStickyMap(deps, "sticky", {
       maxIdleSecs: deps.config.manual.maxIdleSecs,
       evictionIntervalSecs: deps.config.evictionIntervalSecs,
     });
@@ -101,14 +101,14 @@ export class StickySessions implements Policy {
       }
       pick = this.#place(candidates, request) ?? pinned;
       if (pick !== pinned && pick.keyInFlight(key) < STICKY_INFLIGHT_CAP) {
-        this.#map.pinFront(mapKey, pick.id, now);
+        this.#map.pinFront(mapKey, pick, now);
       }
       this.#decide("cap_respill");
     } else {
       pick = this.#place(candidates, request);
       if (pick !== null) {
-        if (this.#mode === "delegate") this.#map.pinFront(mapKey, pick.id, now);
-        else this.#map.push(mapKey, pick.id, now);
+        if (this.#mode === "delegate") this.#map.pinFront(mapKey, pick, now);
+        else this.#map.push(mapKey, pick, now);
       }
       this.#decide(pin.kind === "stale" ? "occupied_miss" : "vacant");
     }

@@ -12,9 +12,16 @@
  * monotonic clock (the gateway's is). Upstream keys the map by routing key alone, so a key used
  * for two models re-pins on every switch; `stickyMapKey` scopes keys by model. Upstream's map is
  * unbounded; this one drops the least recently used entry past `maxEntries`.
+ *
+ * Entries name workers by `refOf` (the policies use URLs, what every router of a mesh knows a
+ * worker by). `sharePins` connects a map to the mesh: each change of a key's workers (not a
+ * mere use) is published, and a peer's change replaces the local entry (`applyRemote`), so a
+ * key maps to the same worker on every router; idle expiry stays local.
  */
 
 import type { WorkerView } from "../core/types.ts";
+import type { PolicyDeps } from "./policy.ts";
+import type { PinScope } from "./replicas.ts";
 
 /** Workers remembered per key (primary first), as upstream. */
 export const MAX_PINNED_WORKERS = 2;
@@ -36,6 +43,10 @@ export interface StickyMapOptions {
   evictionIntervalSecs?: number;
   /** Keys held at most; the least recently used goes first (default 1,000,000). */
   maxEntries?: number;
+  /** What names a worker in an entry (default its id). */
+  refOf?: (w: WorkerView) => string;
+  /** Hears each change of a key's workers made here (not `applyRemote`'s); default none. */
+  onPinned?: (key: string, refs: readonly string[]) => void;
 }
 
 interface Entry {
@@ -57,6 +68,10 @@ export class StickyMap {
   readonly #maxIdleMs: number;
   readonly #maxEntries: number;
   readonly #intervalMs: number;
+  readonly #refOf: (w: WorkerView) => string;
+  readonly #onPinned: (key: string, refs: readonly string[]) => void;
+  /** Refs of the workers pinned through a view, by id (for `forgetWorker`). */
+  readonly #refById = new Map<string, string>();
   #lastSweep: number | null = null;
 
   /** A map with the given expiry and bound. */
@@ -64,6 +79,8 @@ export class StickyMap {
     this.#maxIdleMs = opts.maxIdleSecs * 1000;
     this.#intervalMs = (opts.evictionIntervalSecs ?? 0) * 1000;
     this.#maxEntries = opts.maxEntries ?? DEFAULT_MAX_ENTRIES;
+    this.#refOf = opts.refOf ?? ((w) => w.id);
+    this.#onPinned = opts.onPinned ?? (() => {});
   }
 
   /** Keys held (expired ones not yet swept included). */
@@ -90,26 +107,40 @@ export class StickyMap {
     if (e === undefined) return { kind: "vacant" };
     this.#refresh(key, e, now);
     for (const id of e.ids) {
-      for (const c of candidates) if (c.id === id) return { kind: "pinned", worker: c };
+      for (const c of candidates) if (this.#refOf(c) === id) return { kind: "pinned", worker: c };
     }
     return { kind: "stale" };
   }
 
-  /** Makes `id` the primary of `key` (moving it if present), keeping at most two; creates the entry. */
-  pinFront(key: string, id: string, now: number): void {
+  /**
+   * Makes `worker` (a view, or its ref) the primary of `key` (moving it if present), keeping
+   * at most two; creates the entry.
+   */
+  pinFront(key: string, worker: WorkerView | string, now: number): void {
+    const id = this.#ref(worker);
     const e = this.#live(key, now);
     if (e === undefined) return this.#insert(key, [id], now);
     const ids = [id, ...e.ids.filter((x) => x !== id)];
-    e.ids = ids.slice(0, MAX_PINNED_WORKERS);
+    this.#change(key, e, ids.slice(0, MAX_PINNED_WORKERS));
     this.#refresh(key, e, now);
   }
 
-  /** Appends `id` to `key`'s workers, dropping the oldest past two; creates the entry. */
-  push(key: string, id: string, now: number): void {
+  /** Appends `worker` (a view, or its ref) to `key`'s workers, dropping the oldest past two; creates the entry. */
+  push(key: string, worker: WorkerView | string, now: number): void {
+    const id = this.#ref(worker);
     const e = this.#live(key, now);
     if (e === undefined) return this.#insert(key, [id], now);
     const ids = [...e.ids.filter((x) => x !== id), id];
-    e.ids = ids.slice(-MAX_PINNED_WORKERS);
+    this.#change(key, e, ids.slice(-MAX_PINNED_WORKERS));
+    this.#refresh(key, e, now);
+  }
+
+  /** Sets `key`'s workers as a peer decided them, marking it used at `now`; not published. */
+  applyRemote(key: string, refs: readonly string[], now: number): void {
+    const ids = refs.slice(0, MAX_PINNED_WORKERS);
+    const e = this.#live(key, now);
+    if (e === undefined) return this.#insert(key, ids, now, false);
+    e.ids = ids;
     this.#refresh(key, e, now);
   }
 
@@ -146,8 +177,10 @@ export class StickyMap {
     return this.sweep(now);
   }
 
-  /** Drops worker `id` from every key (it left the registry); keys keep their other pins. */
-  forgetWorker(id: string): void {
+  /** Drops worker `workerId` from every key (it left the registry); keys keep their other pins. */
+  forgetWorker(workerId: string): void {
+    const id = this.#refById.get(workerId) ?? workerId;
+    this.#refById.delete(workerId);
     for (const e of this.#entries.values()) {
       const i = e.ids.indexOf(id);
       if (i >= 0) e.ids.splice(i, 1);
@@ -172,10 +205,44 @@ export class StickyMap {
     this.#entries.set(key, e);
   }
 
-  #insert(key: string, ids: string[], now: number): void {
+  #ref(worker: WorkerView | string): string {
+    if (typeof worker === "string") return worker;
+    const ref = this.#refOf(worker);
+    if (ref !== worker.id) this.#refById.set(worker.id, ref);
+    return ref;
+  }
+
+  #change(key: string, e: Entry, ids: string[]): void {
+    const same = ids.length === e.ids.length && ids.every((x, i) => x === e.ids[i]);
+    e.ids = ids;
+    if (!same) this.#onPinned(key, ids);
+  }
+
+  #insert(key: string, ids: string[], now: number, publish = true): void {
     if (this.#entries.size >= this.#maxEntries) {
       this.#entries.delete(this.#entries.keys().next().value!);
     }
     this.#entries.set(key, { ids, lastAccess: now });
+    if (publish) this.#onPinned(key, ids);
   }
+}
+
+/**
+ * A pin map of `scope` that names workers by URL and takes part in pin sync when the policies
+ * have replicas (`deps.replicas`): its changes go to `pinSink`, its peers' come through
+ * `applyPin`.
+ */
+export function sharedStickyMap(
+  deps: PolicyDeps,
+  scope: PinScope,
+  opts: Omit<StickyMapOptions, "refOf" | "onPinned">,
+): StickyMap {
+  const r = deps.replicas;
+  const map = new StickyMap({
+    ...opts,
+    refOf: (w) => w.url,
+    onPinned: r ? (key, refs) => r.pinSink?.(scope, key, refs) : undefined,
+  });
+  r?.addPins(scope, { applyPin: (key, urls) => map.applyRemote(key, urls, deps.now()) });
+  return map;
 }

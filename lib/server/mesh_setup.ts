@@ -23,6 +23,7 @@ import type { MeshRequest } from "../mesh/wire.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import { WORKERS_NS, WorkerSync } from "../mesh/adapters/worker_sync.ts";
 import { type TreeCounter, TreeSync } from "../mesh/adapters/tree_sync.ts";
+import { PINS_NS, PinSync } from "../mesh/adapters/pin_sync.ts";
 import type { PolicyReplicas } from "../policies/replicas.ts";
 import { LwwStore } from "../mesh/store/lww_store.ts";
 import { StoreSync } from "../mesh/store/store_sync.ts";
@@ -161,7 +162,7 @@ export function createMesh(
   });
   // A replica id per process: a restarted router is a new writer, never confused with its past.
   const store = new LwwStore(`${name}#${crypto.randomUUID().slice(0, 8)}`, {
-    namespaces: new Set([WORKERS_NS]),
+    namespaces: new Set([WORKERS_NS, PINS_NS]),
   });
   const storeSync = new StoreSync({
     store,
@@ -205,6 +206,12 @@ export function createMesh(
     scheduler: systemScheduler,
     log: mlog,
   });
+  const pins = new PinSync({
+    replicas: state.replicas,
+    store,
+    scheduler: systemScheduler,
+    log: mlog,
+  });
   const mesh: Mesh = {
     node,
     failure: null,
@@ -213,6 +220,7 @@ export function createMesh(
     async stop() {
       workers.stop();
       trees.stop();
+      pins.stop();
       storeSync.stop();
       await node.stop();
     },
@@ -271,6 +279,10 @@ export function meshStatus(mesh: Mesh | null): Response {
     status: n.status,
     local_health: n.localHealth,
     members: n.members(),
-    store: { [WORKERS_NS]: { live: 0, tombstones: 0 }, ...store },
+    store: {
+      [WORKERS_NS]: { live: 0, tombstones: 0 },
+      [PINS_NS]: { live: 0, tombstones: 0 },
+      ...store,
+    },
   });
 }
