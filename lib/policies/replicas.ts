@@ -23,8 +23,8 @@ export interface SharedTrees {
   /** Records a peer's decision; returns whether the path was already known here. */
   applyDelta(model: string, kind: TreeKind, hash: number, tenant: string): boolean;
   /**
-   * The model's tree of `kind`, lazily: paths oldest first (the leaves are listed when the
-   * iteration starts, each path is built when reached), then placements.
+   * The model's tree of `kind`, lazily: paths in tree order (depth first, each built when
+   * reached), then placements (listed when the iteration starts).
    */
   exportTree(model: string, kind: TreeKind): Iterable<TreeEntry>;
   /** Replays one exported entry. */

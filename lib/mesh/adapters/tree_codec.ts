@@ -166,14 +166,37 @@ export function decodeRequest(bytes: Uint8Array): Decoded<RepairRequest> {
   }));
 }
 
-/** Encodes a repair page. */
+/** Units two paths share from their start. */
+export function sharedPrefix(
+  a: string | readonly number[],
+  b: string | readonly number[],
+): number {
+  const n = Math.min(a.length, b.length);
+  let i = 0;
+  if (typeof a === "string" && typeof b === "string") {
+    while (i < n && a.charCodeAt(i) === b.charCodeAt(i)) i++;
+    // Never split a surrogate pair: the suffix must be valid UTF-16 to travel as a string.
+    if (i > 0 && i < b.length && (b.charCodeAt(i) & 0xfc00) === 0xdc00) i--;
+  } else while (i < n && a[i] === b[i]) i++;
+  return i;
+}
+
+/** The path of a path entry, else null. */
+export const pathOf = (e: TreeEntry): string | readonly number[] | null =>
+  "path" in e ? e.path : "tokens" in e ? e.tokens : null;
+
+/** Encodes a repair page, front-coding each path against the previous one. */
 export function encodePage(p: RepairPage): Uint8Array {
   const urls = new Urls();
+  let prev: string | readonly number[] | null = null;
   const entries = p.entries.map((e) => {
     const tenants = e.tenants.map((t) => urls.of(t));
-    if ("path" in e) return { text: e.path, tenants };
-    if ("tokens" in e) return { tokens: { ids: e.tokens }, tenants };
-    return { hash: e.hash, tenants };
+    const path = pathOf(e);
+    if (path === null) return { hash: (e as { hash: number }).hash, tenants };
+    const shared = prev !== null && typeof prev === typeof path ? sharedPrefix(prev, path) : 0;
+    prev = path;
+    if (typeof path === "string") return { text: path.slice(shared), tenants, shared };
+    return { tokens: { ids: path.slice(shared) }, tenants, shared };
   });
   return PageT.encode({
     session: p.session,
@@ -193,6 +216,7 @@ interface EntryPb {
   tokens?: { ids: number[] };
   hash?: string;
   tenants: number[];
+  shared: number;
 }
 
 /** Decodes a repair page. */
@@ -213,14 +237,27 @@ export function decodePage(bytes: Uint8Array): Decoded<RepairPage> {
     model: o.model,
     kind: kindIn(o.kind),
     index: o.index,
-    entries: o.entries.map((e): TreeEntry => {
-      const tenants = e.tenants.map((i) => at(o.workers, i));
-      if (e.text !== undefined && e.text !== "") return { path: e.text, tenants };
-      if (e.tokens !== undefined && e.tokens !== null) return { tokens: e.tokens.ids, tenants };
-      if (e.hash !== undefined) return { hash: safe(e.hash), tenants };
-      return { path: "", tenants };
-    }),
+    entries: decodeEntries(o.entries, o.workers),
     nextCursor: safe(o.next_cursor),
     last: o.last,
   }));
+}
+
+/** Page entries with their paths restored from the front coding. */
+function decodeEntries(entries: EntryPb[], workers: string[]): TreeEntry[] {
+  let prev: string | readonly number[] | null = null;
+  return entries.map((e): TreeEntry => {
+    const tenants = e.tenants.map((i) => at(workers, i));
+    if (e.hash !== undefined && e.hash !== null) return { hash: safe(e.hash), tenants };
+    const tokens = e.tokens !== undefined && e.tokens !== null;
+    const base = e.shared > 0 ? prev : tokens ? [] : "";
+    if (base === null || base.length < e.shared || typeof base === "string" === tokens) {
+      throw new Error(`entry shares ${e.shared} units with no such previous path`);
+    }
+    const path: string | readonly number[] = tokens
+      ? [...(base as readonly number[]).slice(0, e.shared), ...e.tokens!.ids]
+      : (base as string).slice(0, e.shared) + (e.text ?? "");
+    prev = path;
+    return typeof path === "string" ? { path, tenants } : { tokens: path, tenants };
+  });
 }

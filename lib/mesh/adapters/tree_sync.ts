@@ -139,10 +139,18 @@ interface Responder {
   deadline: number;
 }
 
-/** About the bytes an entry takes in a page (an upper bound for text). */
-function entrySize(e: TreeEntry): number {
-  const path = "path" in e ? e.path.length * 3 : "tokens" in e ? e.tokens.length * 5 : 8;
-  return ENTRY_OVERHEAD + e.tenants.length * 2 + path;
+/**
+ * About the bytes an entry takes in a page after `prev` (an upper bound for text): its path is
+ * front-coded against the previous one (`encodePage`).
+ */
+function entrySize(e: TreeEntry, prev: TreeEntry | null): number {
+  const path = codec.pathOf(e);
+  const before = prev === null ? null : codec.pathOf(prev);
+  const shared = path !== null && before !== null && typeof path === typeof before
+    ? codec.sharedPrefix(before, path)
+    : 0;
+  const units = path === null ? 8 : (path.length - shared) * (typeof path === "string" ? 3 : 5);
+  return ENTRY_OVERHEAD + e.tenants.length * 2 + units;
 }
 
 /** Keeps one router's cache-aware trees in step with its peers'. */
@@ -457,7 +465,7 @@ export class TreeSync {
           }
           e = next.value;
         }
-        const size = entrySize(e);
+        const size = entrySize(e, job.entries.at(-1) ?? null);
         if (job.entries.length > 0 && job.bytes + size > o.pageBytes) {
           job.held = e;
           break;

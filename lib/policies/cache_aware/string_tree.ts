@@ -118,9 +118,12 @@ export class StringTree {
     return this.#core.nodeCount;
   }
 
-  /** Each tenant leaf's full text, oldest first: applying them in order rebuilds the tree. */
-  *export(): Iterable<StringEntry> {
-    for (const { node, tenant, stamp } of this.#core.leaves()) {
+  /**
+   * Each tenant leaf's full text, oldest first (applying them in order rebuilds the tree with
+   * its recency), or in tree order (`"path"`: consecutive texts share long prefixes).
+   */
+  *export(order: "stamp" | "path" = "stamp"): Iterable<StringEntry> {
+    for (const { node, tenant, stamp } of this.#core.leaves(order)) {
       let text = "";
       for (let x: StringNode | null = node; x !== null; x = x.parent) text = x.label + text;
       yield { text, tenant, stamp };

@@ -132,9 +132,12 @@ export class TokenTree {
     return this.#core.nodeCount;
   }
 
-  /** Each tenant leaf's full token path, oldest first: applying them in order rebuilds the tree. */
-  *export(): Iterable<TokenEntry> {
-    for (const { node, tenant, stamp } of this.#core.leaves()) {
+  /**
+   * Each tenant leaf's full token path, oldest first (applying them in order rebuilds the tree
+   * with its recency), or in tree order (`"path"`: consecutive paths share long prefixes).
+   */
+  *export(order: "stamp" | "path" = "stamp"): Iterable<TokenEntry> {
+    for (const { node, tenant, stamp } of this.#core.leaves(order)) {
       const labels: Uint32Array[] = [];
       for (let x: TokenNode | null = node; x !== null; x = x.parent) labels.push(x.label);
       const tokens: number[] = [];

@@ -174,8 +174,13 @@ export class TreeCore<N extends CoreNode<N>> {
     this.#sizes.delete(tenant);
   }
 
-  /** Every tenant leaf (root tenants on no child included), oldest stamp first. */
-  leaves(): TenantLeaf<N>[] {
+  /**
+   * Every tenant leaf (root tenants on no child included): oldest stamp first, or in tree
+   * order (`"path"`, depth first: consecutive leaves share their paths down to their common
+   * ancestor), lazily.
+   */
+  leaves(order: "stamp" | "path" = "stamp"): Iterable<TenantLeaf<N>> {
+    if (order === "path") return this.#tenantLeaves(true);
     return [...this.#tenantLeaves(true)].sort((a, b) => a.stamp - b.stamp);
   }
 

@@ -1,0 +1,68 @@
+/**
+ * Wire form of tree sync: deltas, requests and pages round-trip (front-coded paths included,
+ * surrogate pairs never split), and malformed input is refused with a reason, never thrown.
+ */
+
+import assert from "node:assert/strict";
+import * as codec from "../../../lib/mesh/adapters/tree_codec.ts";
+import type { TreeEntry } from "../../../lib/policies/replicas.ts";
+
+Deno.test("tree codec: delta groups round-trip with their stream's round; workers are interned", () => {
+  const groups: codec.DeltaGroup[] = [{
+    role: "main",
+    model: "m",
+    kind: "string",
+    deltas: [
+      { hash: 2 ** 53 - 1, worker: "http://10.0.0.1:8000" },
+      { hash: 5, worker: "http://10.0.0.2:8000" },
+      { hash: 7, worker: "http://10.0.0.1:8000" },
+    ],
+  }, { role: "decode", model: "", kind: "token", deltas: [] }];
+  const bytes = codec.withRound(codec.encodeDeltas(groups), 42);
+  assert.deepEqual(codec.decodeDeltas(bytes), { ok: true, value: { round: 42, groups } });
+  assert.ok(bytes.byteLength < 90, `${bytes.byteLength} B`);
+});
+
+Deno.test("tree codec: pages round-trip; paths are front-coded against the previous one", () => {
+  const system = "You are the assistant of tenant 3. 😀 ".repeat(40);
+  const entries: TreeEntry[] = [
+    { path: "", tenants: ["a"] },
+    { path: system + "q1", tenants: ["a"] },
+    { path: system + "q2 longer", tenants: ["b", "a"] },
+    { path: system.slice(0, 37) + "other", tenants: ["b"] }, // cut inside the emoji's pair
+    { hash: 99, tenants: ["c"] },
+    { path: system + "q3", tenants: ["c"] },
+  ];
+  const page = {
+    session: "s",
+    role: "prefill" as const,
+    model: "m",
+    kind: "string" as const,
+    index: 3,
+    entries,
+    nextCursor: 10,
+    last: true,
+  };
+  const bytes = codec.encodePage(page);
+  assert.deepEqual(codec.decodePage(bytes), { ok: true, value: page });
+  // The system prompt travels twice (the fourth path cuts it short), not four times.
+  const utf8 = new TextEncoder().encode(system).byteLength;
+  assert.ok(bytes.byteLength < utf8 * 2 + 200, `${bytes.byteLength} B`);
+  const tokens: TreeEntry[] = [
+    { tokens: [1, 2, 3, 4], tenants: ["a"] },
+    { tokens: [1, 2, 3, 5, 6], tenants: ["a"] },
+    { tokens: [], tenants: ["b"] },
+  ];
+  const t = { ...page, kind: "token" as const, entries: tokens };
+  assert.deepEqual(codec.decodePage(codec.encodePage(t)), { ok: true, value: t });
+});
+
+Deno.test("tree codec: requests round-trip; malformed bytes are refused with a reason", () => {
+  const r = { session: "x", role: "main" as const, model: "", kind: "string" as const, cursor: 7 };
+  assert.deepEqual(codec.decodeRequest(codec.encodeRequest(r)), { ok: true, value: r });
+  for (const bad of [new Uint8Array([1, 2, 3, 4]), new Uint8Array([0x0a, 0xff])]) {
+    assert.equal(codec.decodeDeltas(bad).ok, false);
+    assert.equal(codec.decodePage(bad).ok, false);
+    assert.equal(codec.decodeRequest(bad).ok, false);
+  }
+});
