@@ -77,9 +77,14 @@ export interface TreeSyncOptions {
   maxRetries?: number;
   /** Largest page payload (about 2 MiB). */
   pageBytes?: number;
+  /** Most entries a page holds (512), so that encoding or decoding one page takes a few ms. */
+  pageEntries?: number;
   /** Responder work between two yields (4 ms). */
   sliceMs?: number;
-  /** Deltas buffered per round at most; more are dropped and counted (65,536). */
+  /**
+   * Deltas buffered per round at most; more are dropped and counted (8,192: above what one
+   * router routes in a second, and a round that encodes or applies in a few ms).
+   */
   maxDeltas?: number;
   /** Repairs answered at once at most; more are refused (the requester retries) (4). */
   maxResponses?: number;
@@ -178,8 +183,9 @@ export class TreeSync {
       progressMs: 5000,
       maxRetries: 3,
       pageBytes: 2 * 1024 * 1024 - 256,
+      pageEntries: 512,
       sliceMs: 4,
-      maxDeltas: 1 << 16,
+      maxDeltas: 8192,
       maxResponses: 4,
       count: () => {},
       ...o,
@@ -466,7 +472,10 @@ export class TreeSync {
           e = next.value;
         }
         const size = entrySize(e, job.entries.at(-1) ?? null);
-        if (job.entries.length > 0 && job.bytes + size > o.pageBytes) {
+        if (
+          job.entries.length >= o.pageEntries ||
+          (job.entries.length > 0 && job.bytes + size > o.pageBytes)
+        ) {
           job.held = e;
           break;
         }

@@ -240,15 +240,13 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
   *exportTree(model: string, kind: TreeKind): Iterable<TreeEntry> {
     const t = this.#models.get(model);
     if (!t) return;
-    // Placements are listed up front: they are reordered on use while the paths are paged.
-    const placements = [...t.placements[kind].entries()];
     // Tree order, so that a page can send each path as what it adds to the previous one.
     if (kind === "string") {
       for (const e of t.text.export("path")) yield { path: e.text, tenants: [e.tenant] };
     } else {
       for (const e of t.tokens.export("path")) yield { tokens: e.tokens, tenants: [e.tenant] };
     }
-    yield* placements;
+    yield* t.placements[kind].entries(); // hashes listed once the paths are done
   }
 
   heldTrees(): { model: string; kind: TreeKind }[] {

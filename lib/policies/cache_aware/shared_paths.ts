@@ -139,8 +139,15 @@ export class Placements {
     }
   }
 
-  /** Every placement, least recently used first (replaying them in order rebuilds the map). */
+  /**
+   * Every placement, least recently used first (replaying them in order rebuilds the map).
+   * The hashes are listed when the iteration starts (placements reorder on use); one dropped
+   * meanwhile is skipped.
+   */
   *entries(): Iterable<{ hash: number; tenants: readonly string[] }> {
-    for (const [hash, tenants] of this.#map) yield { hash, tenants: [...tenants] };
+    for (const hash of [...this.#map.keys()]) {
+      const tenants = this.#map.get(hash);
+      if (tenants !== undefined) yield { hash, tenants: [...tenants] };
+    }
   }
 }
