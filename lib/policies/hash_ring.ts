@@ -70,6 +70,37 @@ export class PrefixHasher {
   }
 }
 
+/**
+ * `PrefixHasher`'s digests of `units`' prefixes at every whole `block` (shallowest first), in
+ * one pass with the lanes in locals (several times faster than a `push` per unit).
+ */
+export function blockDigests(
+  units: string | readonly number[],
+  block: number,
+  seed: number,
+): number[] {
+  const out: number[] = [];
+  const n = units.length - units.length % block;
+  let a = 0xdeadbeef ^ seed;
+  let b = 0x41c6ce57 ^ seed;
+  if (typeof units === "string") {
+    for (let i = 0; i < n;) {
+      const c = units.charCodeAt(i++);
+      a = Math.imul(a ^ c, M1);
+      b = Math.imul(b ^ c, M2);
+      if (i % block === 0) out.push(finish(a, b));
+    }
+  } else {
+    for (let i = 0; i < n;) {
+      const c = units[i++] >>> 0;
+      a = Math.imul(a ^ c, M1);
+      b = Math.imul(b ^ c, M2);
+      if (i % block === 0) out.push(finish(a, b));
+    }
+  }
+  return out;
+}
+
 /** A consistent hash ring of worker URLs with `VIRTUAL_NODES` virtual nodes each. */
 export class HashRing {
   readonly #slotOf = new Map<string, number>();

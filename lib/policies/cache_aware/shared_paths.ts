@@ -15,7 +15,7 @@
  * Evictions stay local: placements past the bound go least recently used first.
  */
 
-import { PrefixHasher } from "../hash_ring.ts";
+import { blockDigests } from "../hash_ring.ts";
 
 /** Characters per token when cutting text into blocks. */
 export const CHARS_PER_TOKEN = 4;
@@ -43,22 +43,7 @@ export function blockUnits(kind: TreeKind, blockSize: number): number {
  * values (exact as JavaScript numbers and on the wire).
  */
 export function pathHashes(key: string | readonly number[], block: number): number[] {
-  const out: number[] = [];
-  const n = key.length - key.length % block;
-  if (n === 0) return out;
-  const h = new PrefixHasher(SEED_PATH);
-  if (typeof key === "string") {
-    for (let i = 0; i < n;) {
-      h.push(key.charCodeAt(i++));
-      if (i % block === 0) out.push(h.digest());
-    }
-  } else {
-    for (let i = 0; i < n;) {
-      h.push(key[i++] >>> 0);
-      if (i % block === 0) out.push(h.digest());
-    }
-  }
-  return out;
+  return blockDigests(key, block, SEED_PATH);
 }
 
 /** The deepest placement found for a request: its depth in units and its workers. */
