@@ -49,6 +49,8 @@ export type PinScope = "sticky" | "manual";
 export interface SharedPins {
   /** Sets `key`'s workers as a peer decided them (no sink call). */
   applyPin(key: string, urls: readonly string[]): void;
+  /** Whether the map holds `key` (pinned and not idle). */
+  holds(key: string): boolean;
 }
 
 /** Hears each pin change a pin map makes. */
@@ -60,6 +62,8 @@ export class PolicyReplicas {
   deltaSink: DeltaSink | null = null;
   /** Set by pin sync: hears every pin map's changes. */
   pinSink: PinSink | null = null;
+  /** Set by pin sync: hears every use of a pinned key. */
+  pinUsed: PinSink | null = null;
   /** The policy routing a model (set by the composition root); default none. */
   mainFor: (model: string) => Policy | null = () => null;
   readonly #trees = new Map<Policy, { role: TreeRole; trees: SharedTrees }>();

@@ -47,6 +47,8 @@ export interface StickyMapOptions {
   refOf?: (w: WorkerView) => string;
   /** Hears each change of a key's workers made here (not `applyRemote`'s); default none. */
   onPinned?: (key: string, refs: readonly string[]) => void;
+  /** Hears each use of a pinned key (`peek` finding it); default none. */
+  onUsed?: (key: string, refs: readonly string[]) => void;
 }
 
 interface Entry {
@@ -70,6 +72,7 @@ export class StickyMap {
   readonly #intervalMs: number;
   readonly #refOf: (w: WorkerView) => string;
   readonly #onPinned: (key: string, refs: readonly string[]) => void;
+  readonly #onUsed: ((key: string, refs: readonly string[]) => void) | null;
   /** Refs of the workers pinned through a view, by id (for `forgetWorker`). */
   readonly #refById = new Map<string, string>();
   #lastSweep: number | null = null;
@@ -81,6 +84,7 @@ export class StickyMap {
     this.#maxEntries = opts.maxEntries ?? DEFAULT_MAX_ENTRIES;
     this.#refOf = opts.refOf ?? ((w) => w.id);
     this.#onPinned = opts.onPinned ?? (() => {});
+    this.#onUsed = opts.onUsed ?? null;
   }
 
   /** Keys held (expired ones not yet swept included). */
@@ -106,6 +110,7 @@ export class StickyMap {
     const e = this.#live(key, now);
     if (e === undefined) return { kind: "vacant" };
     this.#refresh(key, e, now);
+    this.#onUsed?.(key, e.ids);
     for (const id of e.ids) {
       for (const c of candidates) if (this.#refOf(c) === id) return { kind: "pinned", worker: c };
     }
@@ -142,6 +147,12 @@ export class StickyMap {
     if (e === undefined) return this.#insert(key, ids, now, false);
     e.ids = ids;
     this.#refresh(key, e, now);
+  }
+
+  /** Whether `key` is held and not idle at `now`. */
+  holds(key: string, now: number): boolean {
+    const e = this.#entries.get(key);
+    return e !== undefined && (this.#maxIdleMs <= 0 || now - e.lastAccess < this.#maxIdleMs);
   }
 
   /** Marks `key` used at `now`, if present. */
@@ -242,7 +253,11 @@ export function sharedStickyMap(
     ...opts,
     refOf: (w) => w.url,
     onPinned: r ? (key, refs) => r.pinSink?.(scope, key, refs) : undefined,
+    onUsed: r ? (key, refs) => r.pinUsed?.(scope, key, refs) : undefined,
   });
-  r?.addPins(scope, { applyPin: (key, urls) => map.applyRemote(key, urls, deps.now()) });
+  r?.addPins(scope, {
+    applyPin: (key, urls) => map.applyRemote(key, urls, deps.now()),
+    holds: (key) => map.holds(key, deps.now()),
+  });
   return map;
 }

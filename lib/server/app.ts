@@ -152,6 +152,7 @@ export class Gateway {
         registry,
         manager,
         replicas,
+        pinMaxIdleSecs: config.manual.maxIdleSecs,
       })
       : null;
     registry.subscribe((e) => {

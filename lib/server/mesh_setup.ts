@@ -114,6 +114,8 @@ export interface MeshState {
   manager: WorkerManager;
   /** The policies' shared trees and pins. */
   replicas: PolicyReplicas;
+  /** `--max-idle-secs`: pins idle this long leave the store. */
+  pinMaxIdleSecs: number;
 }
 
 /** Tree-sync counters as metric series. */
@@ -174,6 +176,7 @@ export function createMesh(
       else mm.storeOps.with(ns, what).inc();
     },
     lag: (ms) => mm.storeAckLag.with().observe(ms / 1000),
+    members: () => node.members().flatMap((x) => (x.name === name ? [] : [x.name])),
   });
   const trees = new TreeSync({
     replicas: state.replicas,
@@ -211,6 +214,7 @@ export function createMesh(
     store,
     scheduler: systemScheduler,
     log: mlog,
+    maxIdleMs: state.pinMaxIdleSecs * 1000,
   });
   const mesh: Mesh = {
     node,
@@ -230,6 +234,7 @@ export function createMesh(
         storeSync.attach(node.streams);
         trees.attach(node.streams);
         workers.start();
+        pins.start();
         mlog.info("mesh listening", {
           bind: `${m.host}:${m.port}`,
           advertise: address,

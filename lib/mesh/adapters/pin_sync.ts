@@ -5,9 +5,13 @@
  * every peer's write replaces the local entry of the maps of that scope. Conflicts (two
  * routers pinning one key at once) resolve as every store key does: the write with the higher
  * Lamport clock, then the higher replica id, wins on every router, so a key converges to one
- * worker everywhere; the losing router's next request for it goes to the winner. Mere uses of
- * a key write nothing: idle expiry stays local, and a key idle everywhere is forgotten by each
- * map on its own (the store keeps the last assignment, within its key limit).
+ * worker everywhere; the losing router's next request for it goes to the winner.
+ *
+ * Expiry: each map forgets a key idle for `--max-idle-secs` on its own. The store keeps a pin
+ * alive while some router uses it: a use rewrites the pin (same workers, new clock) once its
+ * stored copy is older than half the idle time; and a pin whose stored copy is older than the
+ * idle time and that no local map holds any more is removed from the store (any router may; a
+ * concurrent refresh wins by clock), so the pins namespace holds about the keys in use.
  */
 
 import type { Logger } from "../../core/log.ts";
@@ -32,17 +36,22 @@ export interface PinSyncDeps {
   scheduler: Scheduler;
   /** Logger. */
   log: Logger;
+  /** `--max-idle-secs` in ms (0: pins never expire). */
+  maxIdleMs: number;
 }
 
 /** Keeps the pin maps of one router in step with its peers'. */
 export class PinSync {
   readonly #d: PinSyncDeps;
   #refused = 0;
+  #cancel: () => void = () => {};
+  #stopped = false;
 
   /** Connects the pin maps and the store; peers' pins already stored are applied at once. */
   constructor(d: PinSyncDeps) {
     this.#d = d;
     d.replicas.pinSink = (scope, key, urls) => this.#publish(scope, key, urls);
+    if (d.maxIdleMs > 0) d.replicas.pinUsed = (scope, key, urls) => this.#used(scope, key, urls);
     d.store.onChange((e, origin) => {
       if (origin === "remote" && e.ns === PINS_NS && e.value !== null) this.#apply(e.key, e.value);
     });
@@ -54,9 +63,46 @@ export class PinSync {
     return this.#refused;
   }
 
-  /** Detaches from the pin maps. */
+  /** Starts expiring idle pins from the store (every quarter of the idle time, at most 60 s). */
+  start(): void {
+    if (this.#d.maxIdleMs <= 0 || this.#stopped) return;
+    this.#cancel = this.#d.scheduler.after(Math.min(60_000, this.#d.maxIdleMs / 4), () => {
+      this.expire();
+      this.start();
+    });
+  }
+
+  /** Detaches from the pin maps and stops expiring. */
   stop(): void {
+    this.#stopped = true;
+    this.#cancel();
     this.#d.replicas.pinSink = null;
+    this.#d.replicas.pinUsed = null;
+  }
+
+  /** Removes from the store the pins stored longer ago than the idle time that no map holds. */
+  expire(): number {
+    const d = this.#d;
+    const now = d.scheduler.now();
+    const stale: string[] = [];
+    for (const e of d.store.all()) {
+      if (e.ns !== PINS_NS || e.value === null || now - e.storedAt < d.maxIdleMs) continue;
+      const at = e.key.indexOf(":");
+      const scope = e.key.slice(0, at) as PinScope;
+      const key = e.key.slice(at + 1);
+      if (!d.replicas.pins(scope).some((p) => p.holds(key))) stale.push(e.key);
+    }
+    for (const k of stale) d.store.write(PINS_NS, k, null, now);
+    return stale.length;
+  }
+
+  /** A pinned key was used: refresh its stored copy once it is half the idle time old. */
+  #used(scope: PinScope, key: string, urls: readonly string[]): void {
+    const e = this.#d.store.entry(PINS_NS, `${scope}:${key}`);
+    if (e && e.value !== null && this.#d.scheduler.now() - e.storedAt < this.#d.maxIdleMs / 2) {
+      return;
+    }
+    this.#publish(scope, key, urls);
   }
 
   #publish(scope: PinScope, key: string, urls: readonly string[]): void {

@@ -3,8 +3,13 @@
  * last-writer-wins by version (Lamport clock, then replica id), removals kept as tombstones so a
  * delayed older write cannot bring a value back, and a change log ordered by a local sequence
  * number, so a peer's sender asks "what changed since seq N" without scanning the store.
- * `collect` can drop tombstones older than a grace period that the caller says every peer holds
- * (the mesh's sync does not call it: see store_sync.ts). Bounded: values over `maxValueBytes`,
+ * `collect` drops tombstones older than a grace period that the caller says every peer holds;
+ * the versions it dropped are remembered for one more grace period (a late copy of one is
+ * refused as `collected`), after which their namespace's *horizon* (the highest clock
+ * collected) refuses any op at or below it for a key this store does not hold: an op that old
+ * comes from a router that missed the collection, and may be the removed value coming back.
+ * The caller tells such a sender (`forget` drops its stale copy; a writer rewrites its own
+ * write if it still means it). Bounded: values over `maxValueBytes`,
  * keys over `maxKeyLength`, new keys past `maxKeys` per namespace, namespaces outside the allowed
  * set and clocks far ahead of ours are refused (and counted by the caller). Pure data
  * structure: no I/O, time passed in.
@@ -31,7 +36,13 @@ export interface Entry extends Op {
 }
 
 /** Why a write was not stored. */
-export type Refusal = "too_large" | "too_many_keys" | "stale" | "bad_clock" | "unknown_namespace";
+export type Refusal =
+  | "too_large"
+  | "too_many_keys"
+  | "stale"
+  | "bad_clock"
+  | "unknown_namespace"
+  | "collected";
 
 /** Highest Lamport clock accepted: far below 2^53, so ticking can never lose precision. */
 export const MAX_CLOCK = 2 ** 50;
@@ -66,6 +77,10 @@ export class LwwStore {
   /** [seq, id] in seq order; stale records (superseded or collected) are skipped and compacted. */
   #log: { seq: number; id: string }[] = [];
   readonly #listeners: ChangeListener[] = [];
+  /** Collected tombstones' versions, by key id, until `until`. */
+  readonly #collected = new Map<string, Version & { until: number }>();
+  /** Per namespace, the highest clock of a collected tombstone no longer remembered. */
+  readonly #horizon = new Map<string, number>();
 
   /** An empty store for `replica`. */
   constructor(replica: string, limits: Partial<StoreLimits> = {}) {
@@ -163,15 +178,44 @@ export class LwwStore {
    * holds (so no peer can send the older live value back as news). Returns how many went.
    */
   collect(now: number, graceMs: number, everyoneHas: (e: Entry) => boolean): number {
+    for (const [k, c] of this.#collected) {
+      if (now < c.until) continue;
+      this.#collected.delete(k);
+      const ns = k.slice(0, k.indexOf("\u0000"));
+      this.#horizon.set(ns, Math.max(this.#horizon.get(ns) ?? 0, c.clock));
+    }
     let n = 0;
     for (const [k, e] of this.#entries) {
       if (e.value !== null || now - e.storedAt < graceMs || !everyoneHas(e)) continue;
       this.#entries.delete(k);
+      this.#collected.set(k, { clock: e.clock, replica: e.replica, until: now + graceMs });
       this.#count(e.ns, "tombstones", -1);
       n++;
     }
     if (n > 0) this.#compact();
     return n;
+  }
+
+  /** The clock at or below which ops for keys not held are refused in `ns` (0: none). */
+  horizon(ns: string): number {
+    return this.#horizon.get(ns) ?? 0;
+  }
+
+  /**
+   * Drops a live entry at exactly version `v` without leaving a tombstone (a peer refused it
+   * as older than its collection: the removal it missed was collected); listeners hear a
+   * removal. Returns whether it was dropped.
+   */
+  forget(ns: string, key: string, v: Version): boolean {
+    const k = id(ns, key);
+    const e = this.#entries.get(k);
+    if (!e || e.value === null || compareVersions(e, v) !== 0) return false;
+    this.#entries.delete(k);
+    this.#count(ns, "live", -1);
+    this.#compact();
+    const gone: Entry = { ...e, value: null };
+    for (const l of this.#listeners) l(gone, "remote");
+    return true;
   }
 
   #store(op: Op, now: number, origin: "local" | "remote"): "applied" | Refusal {
@@ -182,6 +226,12 @@ export class LwwStore {
     const k = id(op.ns, op.key);
     const current = this.#entries.get(k);
     if (current && compareVersions(op, current) <= 0) return "stale";
+    if (!current && origin === "remote") {
+      const c = this.#collected.get(k);
+      if (c ? compareVersions(op, c) <= 0 : op.clock <= (this.#horizon.get(op.ns) ?? 0)) {
+        return "collected";
+      }
+    }
     if (
       !current && (this.#counts.get(op.ns)?.live ?? 0) +
             (this.#counts.get(op.ns)?.tombstones ?? 0) >= this.#limits.maxKeys

@@ -97,14 +97,23 @@ export function decodeBatch(bytes: Uint8Array): Decoded<Op[]> {
   );
 }
 
+/** An ack: versions a batch delivered, and those of them refused as already collected. */
+export interface StoreAckMessage {
+  versions: KeyVersion[];
+  collected: KeyVersion[];
+}
+
 /** Encodes an ack. */
-export function encodeAck(versions: readonly KeyVersion[]): Uint8Array {
-  return AckT.encode({ versions }).finish();
+export function encodeAck(ack: StoreAckMessage): Uint8Array {
+  return AckT.encode(ack).finish();
 }
 
 /** Decodes an ack. */
-export function decodeAck(bytes: Uint8Array): Decoded<KeyVersion[]> {
-  return decode(AckT, bytes, (o: { versions: VersionPb[] }) => o.versions.map(versionOf));
+export function decodeAck(bytes: Uint8Array): Decoded<StoreAckMessage> {
+  return decode(AckT, bytes, (o: { versions: VersionPb[]; collected: VersionPb[] }) => ({
+    versions: o.versions.map(versionOf),
+    collected: o.collected.map(versionOf),
+  }));
 }
 
 /** Encodes a digest. */

@@ -10,9 +10,14 @@
  *
  * Writes learned from a peer are passed on to the other open peers at once (with the same
  * ack and resend), so a router whose stream to the writer is down still hears within a tick.
- * Tombstones are kept (as upstream does): collecting them could let a router that comes back
- * after any partition, however long, bring a removed key back; they are bounded by the store's
- * per-namespace key limit.
+ * Tombstones are collected (upstream keeps them forever) once older than `tombstoneGraceMs`
+ * and held by every member: a bucket of a peer's summary that matches ours proves the peer
+ * holds every tombstone of that bucket we stored before that moment (a summary that asks for a
+ * reply is answered with ours, so both sides learn it). A member that cannot be reached blocks
+ * collection until the membership forgets it. A router that returns after that, with a live
+ * copy of a removed key, meets the store's collection horizon: its op is refused as
+ * `collected`, the ack says so, and it drops its copy (or rewrites it, if it is its own write
+ * and it still holds it).
  */
 
 import type { Logger } from "../../core/log.ts";
@@ -64,6 +69,10 @@ export interface StoreSyncOptions {
   resendMs?: number;
   /** Anti-entropy with one random peer this often (30000 ms). */
   antiEntropyMs?: number;
+  /** Every known member but this router, in any status (default: the peers with a stream). */
+  members?: () => string[];
+  /** Collect a tombstone this long after storing it, once every member holds it (1 h). */
+  tombstoneGraceMs?: number;
   /** Hears each acknowledged write's milliseconds from (last) send to ack; default none. */
   lag?: (ms: number) => void;
   /** Hears each counted event (for metrics); default none. */
@@ -90,6 +99,8 @@ export class StoreSync {
   readonly #o: Required<StoreSyncOptions>;
   #port: StreamPort | null = null;
   readonly #peers = new Map<string, PeerState>();
+  /** Per peer and bucket, when its summary last matched ours (it held all we stored before). */
+  readonly #inSyncAt = new Map<string, number[]>();
   #flushQueued = false;
   #cancelTimer: () => void = () => {};
   #lastAntiEntropy: number;
@@ -102,6 +113,8 @@ export class StoreSync {
       antiEntropyMs: 30_000,
       count: () => {},
       lag: () => {},
+      members: () => [...this.#peers.keys()],
+      tombstoneGraceMs: 3_600_000,
       ...o,
     };
     this.#lastAntiEntropy = o.scheduler.now();
@@ -172,6 +185,7 @@ export class StoreSync {
       this.#lastAntiEntropy = now;
       const open = [...this.#peers.keys()];
       if (open.length > 0) this.#sendSummary(open[Math.floor(this.#o.random() * open.length)]);
+      this.#collect(now);
     }
     this.#cancelTimer = this.#o.scheduler.after(1000, () => this.#tick());
   }
@@ -206,18 +220,23 @@ export class StoreSync {
     if (!d.ok) return this.#malformed(peer, d.detail);
     const now = this.#o.scheduler.now();
     const held: codec.KeyVersion[] = [];
+    const collected: codec.KeyVersion[] = [];
     const learned: Op[] = [];
     for (const op of d.value) {
       this.#bump("received", op.ns);
       const r = this.#o.store.apply(op, now);
+      const v = { ns: op.ns, key: op.key, clock: op.clock, replica: op.replica };
       if (r === "applied") {
         this.#bump("applied", op.ns);
         learned.push(op);
-      } else if (r !== "stale") this.#bump("dropped", op.ns);
+      } else if (r === "collected") collected.push(v);
+      else if (r !== "stale") this.#bump("dropped", op.ns);
       // Acknowledged even when refused: resending a write this router refuses changes nothing.
-      held.push({ ns: op.ns, key: op.key, clock: op.clock, replica: op.replica });
+      held.push(v);
     }
-    if (held.length > 0) this.#port?.send(peer, "crdt_ack", codec.encodeAck(held));
+    if (held.length > 0) {
+      this.#port?.send(peer, "crdt_ack", codec.encodeAck({ versions: held, collected }));
+    }
     // Pass what was news here on to the other peers, which may not reach the writer.
     for (const [other, st] of this.#peers) if (other !== peer) this.#sendOps(other, st, learned);
   }
@@ -227,7 +246,8 @@ export class StoreSync {
     if (!d.ok) return this.#malformed(peer, d.detail);
     const st = this.#peers.get(peer);
     if (!st) return;
-    for (const v of d.value) {
+    for (const v of d.value.collected) this.#missedCollection(v);
+    for (const v of d.value.versions) {
       const f = st.inflight.get(id(v));
       if (f && compareVersions(f.op, v) <= 0) {
         st.inflight.delete(id(v));
@@ -236,14 +256,43 @@ export class StoreSync {
     }
   }
 
-  #sendSummary(peer: string): void {
+  /**
+   * A peer refused `v` as older than a removal it already collected: this router missed that
+   * removal. Its own write is rewritten (it still holds it live, so it still means it: the new
+   * clock passes every horizon); a copy of another router's write is dropped.
+   */
+  #missedCollection(v: codec.KeyVersion): void {
+    const store = this.#o.store;
+    const e = store.entry(v.ns, v.key);
+    if (!e || e.value === null || compareVersions(e, v) !== 0) return;
+    if (e.replica === store.replica) store.write(v.ns, v.key, e.value, this.#o.scheduler.now());
+    else store.forget(v.ns, v.key, v);
+  }
+
+  /** Collects the tombstones every member holds (see the module comment). */
+  #collect(now: number): void {
+    const members = this.#o.members();
+    for (const p of this.#inSyncAt.keys()) if (!members.includes(p)) this.#inSyncAt.delete(p);
+    const n = this.#o.store.collect(
+      now,
+      this.#o.tombstoneGraceMs,
+      (e) => {
+        const b = bucketOf(id(e));
+        return members.every((m) => (this.#inSyncAt.get(m)?.[b] ?? -Infinity) > e.storedAt);
+      },
+    );
+    if (n > 0) this.#o.log.debug("collected tombstones", { count: n });
+  }
+
+  /** A summary of the store; `reply` asks a peer whose store matches to answer with its own. */
+  #sendSummary(peer: string, reply = true): void {
     this.stats.antiEntropy++;
     this.#o.count("anti_entropy", "");
     const digest = {
       buckets: summary(this.#o.store),
       versions: [],
       versionBuckets: [],
-      reply: false,
+      reply,
     };
     this.#port?.send(peer, "digest", codec.encodeDigest(digest));
   }
@@ -257,6 +306,11 @@ export class StoreSync {
       // A summary: answer the buckets that differ with what this router holds there.
       const ours = summary(store);
       const differ = ours.flatMap((h, i) => (h !== m.buckets[i] ? [i] : []));
+      const now = this.#o.scheduler.now();
+      let synced = this.#inSyncAt.get(peer);
+      if (!synced) this.#inSyncAt.set(peer, synced = new Array<number>(BUCKETS).fill(-Infinity));
+      for (let i = 0; i < BUCKETS; i++) if (ours[i] === m.buckets[i]) synced[i] = now;
+      if (m.reply) this.#sendSummary(peer, false);
       if (differ.length === 0) return;
       return this.#sendVersions(peer, differ, true);
     }

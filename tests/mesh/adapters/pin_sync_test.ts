@@ -2,7 +2,8 @@
  * Pin sync over the replicated store of an in-memory mesh under fake time: a `manual` key
  * pinned on one router routes to the same worker on the others; sticky-session pins likewise;
  * two halves of a partition that pin one key to different workers agree on one after the heal
- * (the later write by Lamport clock, then replica id); a malformed pin value is ignored.
+ * (the later write by Lamport clock, then replica id); a malformed pin value is ignored; a pin
+ * idle everywhere leaves the store while one in use on some router stays.
  */
 
 import assert from "node:assert/strict";
@@ -13,6 +14,7 @@ import { PINS_NS, PinSync } from "../../../lib/mesh/adapters/pin_sync.ts";
 import { LwwStore } from "../../../lib/mesh/store/lww_store.ts";
 import { StoreSync } from "../../../lib/mesh/store/store_sync.ts";
 import { ManualPolicy } from "../../../lib/policies/manual.ts";
+import { stickyMapKey } from "../../../lib/policies/sticky_map.ts";
 import type { Policy } from "../../../lib/policies/policy.ts";
 import { PolicyReplicas } from "../../../lib/policies/replicas.ts";
 import { createPolicy } from "../../../lib/policies/factory.ts";
@@ -27,7 +29,7 @@ async function mesh(
 ) {
   const c = new Cluster();
   const names = await c.grow(n);
-  const routers = new Map<string, { policy: Policy; store: LwwStore }>();
+  const routers = new Map<string, { policy: Policy; store: LwwStore; pins: PinSync }>();
   const stops: (() => void)[] = [];
   for (const [i, name] of names.entries()) {
     const node = c.nodes.get(name)!.node;
@@ -51,9 +53,15 @@ async function mesh(
     node.streams.onPeer((p, open) => sync.peerChanged(p, open));
     node.streams.onEnvelope((p, t, b) => sync.onEnvelope(p, t, b));
     sync.attach(node.streams);
-    const pins = new PinSync({ replicas, store, scheduler: c.sched, log: silentLogger });
+    const pins = new PinSync({
+      replicas,
+      store,
+      scheduler: c.sched,
+      log: silentLogger,
+      maxIdleMs: config.manual.maxIdleSecs * 1000,
+    });
     stops.push(() => (sync.stop(), pins.stop()));
-    routers.set(name, { policy, store });
+    routers.set(name, { policy, store, pins });
   }
   assert.notEqual(c.waitFor(() => c.converged(), 30_000), null);
   c.sched.advance(3000);
@@ -125,5 +133,29 @@ Deno.test("pin sync: a malformed pin from a peer is ignored", async () => {
     0,
   );
   assert.equal(pick("r0", "k"), before);
+  await stop();
+});
+
+Deno.test("pin sync: a pin idle everywhere leaves the store; one still used somewhere stays", async () => {
+  const { c, names, routers, pick, stop } = await mesh(3, (d) => new ManualPolicy(d));
+  const idleMs = defaultConfig().manual.maxIdleSecs * 1000;
+  pick("r0", "idle");
+  pick("r0", "busy");
+  c.sched.advance(1000);
+  const stored = (n: string, k: string) =>
+    routers.get(n)!.store.get(PINS_NS, `manual:${stickyMapKey("m", k)}`);
+  for (const n of names) assert.ok(stored(n, "idle") && stored(n, "busy"), n);
+  // r2 keeps using "busy": its stored copy is refreshed every half idle time.
+  for (let t = 0; t < 5; t++) {
+    c.sched.advance(idleMs / 4);
+    pick("r2", "busy");
+  }
+  c.sched.advance(1000);
+  for (const n of names) routers.get(n)!.pins.expire();
+  c.sched.advance(2000);
+  for (const n of names) {
+    assert.equal(stored(n, "idle"), undefined, `${n}: idle pin removed`);
+    assert.ok(stored(n, "busy"), `${n}: busy pin kept`);
+  }
   await stop();
 });

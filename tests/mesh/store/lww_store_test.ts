@@ -86,6 +86,40 @@ Deno.test("store: tombstones are collected only after the grace and when every p
   assert.deepEqual(s.counts().get("w"), { live: 0, tombstones: 0 });
 });
 
+Deno.test("store: after a collection, late copies are refused, then everything below the horizon", () => {
+  const s = new LwwStore("r");
+  const live = { ns: "w", key: "k", value: bytes("v"), clock: 1, replica: "p" };
+  s.apply(live, 0);
+  s.apply({ ...live, value: null, clock: 2 }, 0);
+  assert.equal(s.collect(5000, 1000, () => true), 1);
+  assert.equal(s.apply(live, 5000), "collected", "the removed value, late");
+  assert.equal(s.horizon("w"), 0, "remembered by version for one more grace");
+  assert.equal(s.apply({ ...live, key: "other", clock: 2 }, 5000), "applied", "no horizon yet");
+  s.collect(6500, 1000, () => true);
+  assert.equal(s.horizon("w"), 2);
+  assert.equal(
+    s.apply({ ...live, key: "third", clock: 2 }, 6500),
+    "collected",
+    "below the horizon",
+  );
+  assert.equal(s.apply({ ...live, key: "third", clock: 3 }, 6500), "applied");
+  assert.equal(s.apply({ ...live, clock: 3 }, 6500), "applied", "a newer write of k is news");
+  assert.equal(s.apply({ ...live, ns: "x", key: "fresh" }, 6500), "applied", "per namespace");
+});
+
+Deno.test("store: forget drops exactly that live version, without a tombstone, and tells listeners", () => {
+  const s = new LwwStore("r");
+  const heard: [string, boolean][] = [];
+  s.onChange((e) => heard.push([e.key, e.value === null]));
+  const op = { ns: "w", key: "k", value: bytes("v"), clock: 4, replica: "p" };
+  s.apply(op, 0);
+  assert.equal(s.forget("w", "k", { clock: 3, replica: "p" }), false, "another version");
+  assert.equal(s.forget("w", "k", op), true);
+  assert.equal(s.entry("w", "k"), undefined);
+  assert.deepEqual(s.counts().get("w"), { live: 0, tombstones: 0 });
+  assert.deepEqual(heard, [["k", false], ["k", true]]);
+});
+
 Deno.test("store: oversized values and keys past the limit are refused", () => {
   const s = new LwwStore("r", { maxValueBytes: 4, maxKeys: 2 });
   assert.equal(s.write("w", "a", bytes("12345"), 0), "too_large");

@@ -10,7 +10,7 @@ import { Cluster } from "../../../bench/mesh/cluster.ts";
 const bytes = (s: string) => new TextEncoder().encode(s);
 
 /** A store per router, replicated through that router's streams. */
-function withStores(c: Cluster) {
+function withStores(c: Cluster, graceMs?: number) {
   const stores = new Map<string, LwwStore>();
   const syncs: StoreSync[] = [];
   const attach = (name: string) => {
@@ -21,6 +21,8 @@ function withStores(c: Cluster) {
       scheduler: c.sched,
       log: silentLogger,
       random: seededRandom(stores.size),
+      tombstoneGraceMs: graceMs,
+      members: () => node.members().flatMap((m) => (m.name === name ? [] : [m.name])),
     });
     node.streams.onPeer((p, open) => sync.peerChanged(p, open));
     node.streams.onEnvelope((p, t, b) => sync.onEnvelope(p, t, b));
@@ -40,10 +42,10 @@ function withStores(c: Cluster) {
   return { stores, attach, same, stop };
 }
 
-async function mesh(n: number) {
+async function mesh(n: number, graceMs?: number) {
   const c = new Cluster();
   const names = await c.grow(n);
-  const s = withStores(c);
+  const s = withStores(c, graceMs);
   for (const name of names) s.attach(name);
   assert.notEqual(c.waitFor(() => c.converged(), 30_000), null);
   c.sched.advance(3000); // streams open
@@ -115,6 +117,67 @@ Deno.test("store sync: a write whose batch was dropped is resent until acknowled
   stores.get("r0")!.write("workers", "w", bytes("v"), c.sched.now());
   const t = c.waitFor(() => stores.get(names[1])!.get("workers", "w") !== undefined, 20_000, 10);
   assert.notEqual(t, null);
+  stop();
+  await c.stop();
+});
+
+Deno.test("store sync: a removal's tombstone is collected everywhere once every member holds it", async () => {
+  const { c, names, stores, stop } = await mesh(3, 60_000);
+  stores.get("r0")!.write("workers", "w", bytes("v"), c.sched.now());
+  c.sched.advance(2000);
+  stores.get("r0")!.write("workers", "w", null, c.sched.now());
+  c.sched.advance(2000);
+  for (const n of names) {
+    assert.deepEqual(stores.get(n)!.counts().get("workers"), { live: 0, tombstones: 1 });
+  }
+  // Grace (60 s) plus anti-entropy rounds (30 s) that prove every peer holds it.
+  const t = c.waitFor(
+    () => names.every((n) => stores.get(n)!.counts().get("workers")!.tombstones === 0),
+    300_000,
+    1000,
+  );
+  assert.notEqual(t, null, "collected on every router");
+  // A late copy of the old live value is refused, not resurrected.
+  const late = { ns: "workers", key: "w", value: bytes("v"), clock: 1, replica: "r0#0" };
+  assert.equal(stores.get("r1")!.apply(late, c.sched.now()), "collected");
+  stop();
+  await c.stop();
+});
+
+Deno.test("store sync: a router that missed a collected removal drops its stale copy when it returns", async () => {
+  const { c, names, stores, stop } = await mesh(4, 60_000);
+  const addr = (n: string) => c.nodes.get(n)!.address;
+  stores.get("r0")!.write("workers", "gone", bytes("v"), c.sched.now());
+  stores.get("r3")!.write("workers", "mine", bytes("r3's"), c.sched.now());
+  c.sched.advance(3000);
+  assert.equal(new TextDecoder().decode(stores.get("r3")!.get("workers", "gone")), "v");
+  // r3 is cut off; the owner removes the key; r3 is forgotten (reaped) and the tombstone collected.
+  c.net.partition([addr("r3")], names.slice(0, 3).map(addr));
+  c.sched.advance(5000);
+  for (let i = 0; i < 5; i++) stores.get("r1")!.write("workers", `busy${i}`, bytes("x"), 0);
+  stores.get("r0")!.write("workers", "gone", null, c.sched.now());
+  // Meanwhile r3 writes a key of its own, at a clock below the others' collection horizon.
+  stores.get("r3")!.write("workers", "while-apart", bytes("new"), c.sched.now());
+  const collected = c.waitFor(
+    () => names.slice(0, 3).every((n) => stores.get(n)!.horizon("workers") > 0),
+    1_200_000,
+    1000,
+  );
+  assert.notEqual(collected, null, "collected and past the memory of collected versions");
+  c.net.heal();
+  assert.notEqual(c.waitFor(() => c.converged(), 1_200_000, 100), null);
+  const t = c.waitFor(() => stores.get("r3")!.get("workers", "gone") === undefined, 120_000, 100);
+  assert.notEqual(t, null, "r3 dropped its copy");
+  c.sched.advance(40_000);
+  for (const n of names) {
+    assert.equal(stores.get(n)!.get("workers", "gone"), undefined, `${n}: not resurrected`);
+    // r3's own write from before the partition is still everywhere.
+    assert.equal(new TextDecoder().decode(stores.get(n)!.get("workers", "mine")), "r3's", n);
+    // Its write from while apart was refused as too old, and rewritten at a newer clock.
+    assert.equal(new TextDecoder().decode(stores.get(n)!.get("workers", "while-apart")), "new", n);
+    const e = stores.get(n)!.entry("workers", "while-apart")!;
+    assert.ok(e.clock > stores.get("r0")!.horizon("workers"), `${n}: rewritten past the horizon`);
+  }
   stop();
   await c.stop();
 });
