@@ -50,21 +50,37 @@ interface Directives {
   modules: Map<string, number>;
 }
 
-/** Parses `info,proxy=debug`; unknown levels are ignored. */
+/**
+ * Parses `info,proxy=debug`; unknown levels are ignored. SMG's targets work as its docs write
+ * them: `smg=LEVEL` sets every module (this program has no other crates' logs), and
+ * `smg::NAME` or `smg_NAME` means module NAME (`smg_mesh`, `smg::mesh` and
+ * `smg::mesh_discovery` all reach the mesh's logs). More specific directives win.
+ */
 export function parseFilter(filter: string | undefined, base: LogLevel): Directives {
   const d: Directives = { base: RANK[base], modules: new Map() };
+  let all: number | null = null;
   for (const part of (filter ?? "").split(",")) {
     const p = part.trim().toLowerCase();
     if (!p) continue;
     const eq = p.indexOf("=");
     if (eq < 0) {
       if (p in RANK) d.base = RANK[p as LogLevel];
-    } else {
-      const lvl = p.slice(eq + 1);
-      if (lvl in RANK) d.modules.set(p.slice(0, eq), RANK[lvl as LogLevel]);
+      continue;
     }
+    const lvl = p.slice(eq + 1);
+    if (!(lvl in RANK)) continue;
+    const target = p.slice(0, eq);
+    if (target === "smg") all = RANK[lvl as LogLevel];
+    else d.modules.set(moduleOf(target), RANK[lvl as LogLevel]);
   }
+  if (all !== null) d.base = all;
   return d;
+}
+
+/** Our module for an SMG target: `smg::mesh_discovery` and `smg_mesh` → `mesh`. */
+function moduleOf(target: string): string {
+  const m = target.match(/^smg(?:::|_)([a-z]+)/);
+  return m ? m[1] : target;
 }
 
 const encoder = new TextEncoder();

@@ -111,3 +111,14 @@ Deno.test("logger: call fields override the child's fields on that line only", (
   c.info("two");
   assert.deepEqual(lines.map((l) => JSON.parse(l).worker), ["b", "a"]);
 });
+
+Deno.test("logger: SMG's targets work as its docs write them", () => {
+  const { log, lines } = capture({
+    level: "info",
+    filter: "warn,smg=info,smg_mesh=debug,smg::mesh=debug,smg::mesh_discovery=debug",
+  });
+  log.child({ module: "mesh" }).debug("mesh detail");
+  log.child({ module: "proxy" }).info("proxy info");
+  log.child({ module: "proxy" }).debug("proxy detail");
+  assert.deepEqual(lines.map((l) => l.match(/msg="([^"]+)"/)?.[1]), ["mesh detail", "proxy info"]);
+});
