@@ -514,7 +514,7 @@ export class TreeSync {
     const page = p.value;
     const k = groupKey(page.role, page.model, page.kind);
     const s = this.#sessions.get(k);
-    if (!s || s.id !== page.session || s.pages.has(page.index)) {
+    if (!s || s.id !== page.session || s.target !== peer || s.pages.has(page.index)) {
       return this.#o.count("pages_stale", 1);
     }
     this.#o.count("pages_received", 1);

@@ -2,7 +2,8 @@
  * Cache-aware tree sync over the real sync streams of an in-memory mesh, under fake time: five
  * routers with message loss share their decisions; across a partition each half routes on its
  * own, and after the heal (repair on the reopened streams) every router sends each
- * conversation's next turn where it went before.
+ * conversation's next turn where it went before; a router that joins after 10,000 decisions
+ * copies them at once.
  */
 
 import assert from "node:assert/strict";
@@ -24,7 +25,8 @@ async function mesh(n: number) {
   const c = new Cluster();
   const names = await c.grow(n);
   const routers = new Map<string, { policy: CacheAwarePolicy; sync: TreeSync }>();
-  for (const [i, name] of names.entries()) {
+  const attach = (name: string) => {
+    const i = routers.size;
     const node = c.nodes.get(name)!.node;
     const replicas = new PolicyReplicas();
     const policy = new CacheAwarePolicy({
@@ -46,7 +48,8 @@ async function mesh(n: number) {
     node.streams.onEnvelope((p, t, b) => sync.onEnvelope(p, t, b));
     sync.attach(node.streams);
     routers.set(name, { policy, sync });
-  }
+  };
+  for (const name of names) attach(name);
   assert.notEqual(c.waitFor(() => c.converged(), 30_000), null);
   c.sched.advance(3000); // streams open
   const route = (name: string, from: number, count: number) => {
@@ -63,7 +66,7 @@ async function mesh(n: number) {
     for (const r of routers.values()) r.sync.stop();
     await c.stop();
   };
-  return { c, names, route, nextTurn, stop };
+  return { c, names, route, nextTurn, stop, attach, routers };
 }
 
 Deno.test("tree cluster: five routers under 10 % loss route each conversation's next turn to its worker", async () => {
@@ -102,5 +105,20 @@ Deno.test("tree cluster: decisions made on both sides of a partition reach every
       assert.equal(nextTurn(name, i), url, `${name}: conversation ${i}`);
     }
   }
+  await stop();
+});
+
+Deno.test("tree cluster: a router that joins after 10,000 decisions routes their next turns like the others", async () => {
+  const { c, route, nextTurn, stop, attach, routers } = await mesh(3);
+  const picks = route("r0", 0, 10_000);
+  c.sched.advance(2000);
+  await c.add("late", ["r1"]);
+  attach("late");
+  assert.notEqual(c.waitFor(() => c.converged(), 30_000), null);
+  c.sched.advance(10_000);
+  for (const i of [0, 1, 2, 500, 4321, 7777, 9998, 9999]) {
+    assert.equal(nextTurn("late", i), picks.get(i), `conversation ${i}`);
+  }
+  assert.equal(routers.get("late")!.sync.repairing, 0);
   await stop();
 });
