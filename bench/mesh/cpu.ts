@@ -23,6 +23,7 @@ import {
 } from "../overhead/processes.ts";
 import { markdown, ratios, summarise } from "../overhead/report.ts";
 import { writeWrkScript } from "../overhead/wrk.ts";
+import { gatewayCommand } from "../routing/gateway.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const WORKER = new URL("../overhead/instant_worker.ts", import.meta.url).pathname;
@@ -31,26 +32,14 @@ const PROMPT = "You are a careful assistant. Answer briefly and cite sources. ".
 const BODY = JSON.stringify({ model: "sim-model", prompt: PROMPT, max_tokens: 1 });
 
 function routerArgs(port: number, promPort: number, workers: string[], mesh: string[]) {
-  return [
-    "run",
-    "--unstable-no-legacy-abort",
-    "--allow-net",
-    "--allow-env",
-    `${ROOT}main.ts`,
-    "--host",
-    HOST,
-    "--port",
-    String(port),
-    "--prometheus-port",
-    String(promPort),
+  // The routing benchmark's gateway command; grpc-js reads its environment variables.
+  return gatewayCommand(ROOT, port, promPort, 1, [
     "--worker-urls",
     ...workers,
     "--policy",
     "cache_aware",
-    "--log-level",
-    "warn",
     ...mesh,
-  ];
+  ]).map((a) => (a.startsWith("--allow-env=") ? "--allow-env" : a));
 }
 
 async function main(): Promise<number> {
