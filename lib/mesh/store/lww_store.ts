@@ -4,12 +4,15 @@
  * delayed older write cannot bring a value back, and a change log ordered by a local sequence
  * number, so a peer's sender asks "what changed since seq N" without scanning the store.
  * `collect` drops tombstones older than a grace period that the caller says every peer holds;
- * the versions it dropped are remembered for one more grace period (a late copy of one is
- * refused as `collected`), after which their namespace's *horizon* (the highest clock
- * collected) refuses any op at or below it for a key this store does not hold: an op that old
- * comes from a router that missed the collection, and may be the removed value coming back.
- * The caller tells such a sender (`forget` drops its stale copy; a writer rewrites its own
- * write if it still means it). Bounded: values over `maxValueBytes`,
+ * the versions it dropped are remembered for one more grace period (a late copy of one, or of
+ * an older write of that key, is refused as `collected`), after which their namespace's
+ * *horizon* (the highest clock collected) refuses any op at or below it for a key this store
+ * does not hold (`below_horizon`): such an op was written by a router that had not seen the
+ * collected removals (one that missed them, or one that just started and has not caught up
+ * with the clock), and may be a removed value coming back. The caller tells the sender: a
+ * writer rewrites its own write past the refuser's clock, a router holding a copy of a
+ * `collected` key drops it (`forget`), as it drops a tombstone the refuser already collected
+ * (`dropCollected`). Bounded: values over `maxValueBytes`,
  * keys over `maxKeyLength`, new keys past `maxKeys` per namespace, namespaces outside the allowed
  * set and clocks far ahead of ours are refused (and counted by the caller). Pure data
  * structure: no I/O, time passed in.
@@ -42,7 +45,8 @@ export type Refusal =
   | "stale"
   | "bad_clock"
   | "unknown_namespace"
-  | "collected";
+  | "collected"
+  | "below_horizon";
 
 /** Highest Lamport clock accepted: far below 2^53, so ticking can never lose precision. */
 export const MAX_CLOCK = 2 ** 50;
@@ -201,6 +205,30 @@ export class LwwStore {
     return this.#horizon.get(ns) ?? 0;
   }
 
+  /** Moves the clock to at least `clock` (a peer's, so that the next write passes its horizon). */
+  observe(clock: number): void {
+    if (
+      Number.isSafeInteger(clock) && clock > this.#clock && clock <= this.#clock + MAX_CLOCK_JUMP
+    ) {
+      this.#clock = Math.min(clock, MAX_CLOCK);
+    }
+  }
+
+  /**
+   * Drops a tombstone at version `v` or older that a peer already collected, remembering it as
+   * collected here too for `graceMs` (so this store stops sending it). Returns whether it did.
+   */
+  dropCollected(ns: string, key: string, v: Version, now: number, graceMs: number): boolean {
+    const k = id(ns, key);
+    const e = this.#entries.get(k);
+    if (!e || e.value !== null || compareVersions(e, v) > 0) return false;
+    this.#entries.delete(k);
+    this.#collected.set(k, { clock: v.clock, replica: v.replica, until: now + graceMs });
+    this.#count(ns, "tombstones", -1);
+    this.#compact();
+    return true;
+  }
+
   /**
    * Drops a live entry at exactly version `v` without leaving a tombstone (a peer refused it
    * as older than its collection: the removal it missed was collected); listeners hear a
@@ -228,9 +256,9 @@ export class LwwStore {
     if (current && compareVersions(op, current) <= 0) return "stale";
     if (!current && origin === "remote") {
       const c = this.#collected.get(k);
-      if (c ? compareVersions(op, c) <= 0 : op.clock <= (this.#horizon.get(op.ns) ?? 0)) {
-        return "collected";
-      }
+      if (c) {
+        if (compareVersions(op, c) <= 0) return "collected";
+      } else if (op.clock <= (this.#horizon.get(op.ns) ?? 0)) return "below_horizon";
     }
     if (
       !current && (this.#counts.get(op.ns)?.live ?? 0) +

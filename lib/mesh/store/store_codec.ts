@@ -97,22 +97,34 @@ export function decodeBatch(bytes: Uint8Array): Decoded<Op[]> {
   );
 }
 
-/** An ack: versions a batch delivered, and those of them refused as already collected. */
+/** An ack: versions a batch delivered, and those of them refused for a collected removal. */
 export interface StoreAckMessage {
   versions: KeyVersion[];
+  /** Refused: that key's removal was collected at or after this version. */
   collected: KeyVersion[];
+  /** Refused: at or below the receiver's collection horizon. */
+  belowHorizon: KeyVersion[];
+  /** The receiver's clock. */
+  clock: number;
 }
 
 /** Encodes an ack. */
 export function encodeAck(ack: StoreAckMessage): Uint8Array {
-  return AckT.encode(ack).finish();
+  return AckT.encode({ ...ack, below_horizon: ack.belowHorizon }).finish();
 }
 
 /** Decodes an ack. */
 export function decodeAck(bytes: Uint8Array): Decoded<StoreAckMessage> {
-  return decode(AckT, bytes, (o: { versions: VersionPb[]; collected: VersionPb[] }) => ({
+  return decode(AckT, bytes, (o: {
+    versions: VersionPb[];
+    collected: VersionPb[];
+    below_horizon: VersionPb[];
+    clock: string;
+  }) => ({
     versions: o.versions.map(versionOf),
     collected: o.collected.map(versionOf),
+    belowHorizon: o.below_horizon.map(versionOf),
+    clock: safe(o.clock),
   }));
 }
 

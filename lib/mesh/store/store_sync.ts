@@ -221,6 +221,7 @@ export class StoreSync {
     const now = this.#o.scheduler.now();
     const held: codec.KeyVersion[] = [];
     const collected: codec.KeyVersion[] = [];
+    const belowHorizon: codec.KeyVersion[] = [];
     const learned: Op[] = [];
     for (const op of d.value) {
       this.#bump("received", op.ns);
@@ -230,12 +231,18 @@ export class StoreSync {
         this.#bump("applied", op.ns);
         learned.push(op);
       } else if (r === "collected") collected.push(v);
+      else if (r === "below_horizon") belowHorizon.push(v);
       else if (r !== "stale") this.#bump("dropped", op.ns);
       // Acknowledged even when refused: resending a write this router refuses changes nothing.
       held.push(v);
     }
     if (held.length > 0) {
-      this.#port?.send(peer, "crdt_ack", codec.encodeAck({ versions: held, collected }));
+      const clock = this.#o.store.clock;
+      this.#port?.send(
+        peer,
+        "crdt_ack",
+        codec.encodeAck({ versions: held, collected, belowHorizon, clock }),
+      );
     }
     // Pass what was news here on to the other peers, which may not reach the writer.
     for (const [other, st] of this.#peers) if (other !== peer) this.#sendOps(other, st, learned);
@@ -246,7 +253,9 @@ export class StoreSync {
     if (!d.ok) return this.#malformed(peer, d.detail);
     const st = this.#peers.get(peer);
     if (!st) return;
-    for (const v of d.value.collected) this.#missedCollection(v);
+    this.#o.store.observe(d.value.clock);
+    for (const v of d.value.collected) this.#missedCollection(v, true);
+    for (const v of d.value.belowHorizon) this.#missedCollection(v, false);
     for (const v of d.value.versions) {
       const f = st.inflight.get(id(v));
       if (f && compareVersions(f.op, v) <= 0) {
@@ -257,16 +266,25 @@ export class StoreSync {
   }
 
   /**
-   * A peer refused `v` as older than a removal it already collected: this router missed that
-   * removal. Its own write is rewritten (it still holds it live, so it still means it: the new
-   * clock passes every horizon); a copy of another router's write is dropped.
+   * A peer refused `v`: it collected a removal of that key (`keyCollected`), or `v` is at or
+   * below its horizon. This router's own write is rewritten (it still holds it live, so it
+   * still means it; the clock already moved past the peer's); a copy of another router's
+   * write is dropped only when the key's removal was collected (below the horizon it may be
+   * a new write of a router that just started, which rewrites it itself); a tombstone the peer
+   * collected is dropped here too, so it stops travelling.
    */
-  #missedCollection(v: codec.KeyVersion): void {
+  #missedCollection(v: codec.KeyVersion, keyCollected: boolean): void {
     const store = this.#o.store;
     const e = store.entry(v.ns, v.key);
-    if (!e || e.value === null || compareVersions(e, v) !== 0) return;
-    if (e.replica === store.replica) store.write(v.ns, v.key, e.value, this.#o.scheduler.now());
-    else store.forget(v.ns, v.key, v);
+    if (!e) return;
+    const now = this.#o.scheduler.now();
+    if (e.value === null) {
+      if (keyCollected) store.dropCollected(v.ns, v.key, e, now, this.#o.tombstoneGraceMs);
+      return;
+    }
+    if (compareVersions(e, v) !== 0) return;
+    if (e.replica === store.replica) store.write(v.ns, v.key, e.value, now);
+    else if (keyCollected) store.forget(v.ns, v.key, v);
   }
 
   /** Collects the tombstones every member holds (see the module comment). */

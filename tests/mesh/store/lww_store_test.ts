@@ -99,12 +99,27 @@ Deno.test("store: after a collection, late copies are refused, then everything b
   assert.equal(s.horizon("w"), 2);
   assert.equal(
     s.apply({ ...live, key: "third", clock: 2 }, 6500),
-    "collected",
-    "below the horizon",
+    "below_horizon",
   );
   assert.equal(s.apply({ ...live, key: "third", clock: 3 }, 6500), "applied");
   assert.equal(s.apply({ ...live, clock: 3 }, 6500), "applied", "a newer write of k is news");
   assert.equal(s.apply({ ...live, ns: "x", key: "fresh" }, 6500), "applied", "per namespace");
+});
+
+Deno.test("store: a tombstone a peer collected is dropped and remembered; observe moves the clock", () => {
+  const s = new LwwStore("r");
+  s.apply({ ns: "w", key: "k", value: null, clock: 5, replica: "p" }, 0);
+  assert.equal(s.dropCollected("w", "k", { clock: 4, replica: "p" }, 0, 1000), false, "newer here");
+  assert.equal(s.dropCollected("w", "k", { clock: 5, replica: "p" }, 0, 1000), true);
+  assert.deepEqual(s.counts().get("w"), { live: 0, tombstones: 0 });
+  assert.equal(
+    s.apply({ ns: "w", key: "k", value: null, clock: 5, replica: "p" }, 10),
+    "collected",
+  );
+  s.observe(40);
+  assert.equal(s.clock, 40);
+  s.observe(2 ** 40); // far ahead: refused, as a peer's op would be
+  assert.equal(s.clock, 40);
 });
 
 Deno.test("store: forget drops exactly that live version, without a tombstone, and tells listeners", () => {

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { seededRandom } from "../../../lib/core/clock.ts";
 import { silentLogger } from "../../../lib/core/log.ts";
 import { LwwStore } from "../../../lib/mesh/store/lww_store.ts";
-import { StoreSync, summary } from "../../../lib/mesh/store/store_sync.ts";
+import { bucketOf, StoreSync, summary } from "../../../lib/mesh/store/store_sync.ts";
 import { Cluster } from "../../../bench/mesh/cluster.ts";
 
 const bytes = (s: string) => new TextEncoder().encode(s);
@@ -13,9 +13,10 @@ const bytes = (s: string) => new TextEncoder().encode(s);
 function withStores(c: Cluster, graceMs?: number) {
   const stores = new Map<string, LwwStore>();
   const syncs: StoreSync[] = [];
-  const attach = (name: string) => {
+  const attach = (name: string, before?: (s: LwwStore) => void) => {
     const node = c.nodes.get(name)!.node;
     const store = new LwwStore(`${name}#${stores.size}`);
+    before?.(store);
     const sync = new StoreSync({
       store,
       scheduler: c.sched,
@@ -144,40 +145,109 @@ Deno.test("store sync: a removal's tombstone is collected everywhere once every 
   await c.stop();
 });
 
-Deno.test("store sync: a router that missed a collected removal drops its stale copy when it returns", async () => {
-  const { c, names, stores, stop } = await mesh(4, 60_000);
+/** r3 holds "gone" and is cut off; r0 removes it; r3 is forgotten and the removal collected. */
+async function missedRemoval() {
+  const m = await mesh(4, 60_000);
+  const { c, names, stores } = m;
   const addr = (n: string) => c.nodes.get(n)!.address;
   stores.get("r0")!.write("workers", "gone", bytes("v"), c.sched.now());
   stores.get("r3")!.write("workers", "mine", bytes("r3's"), c.sched.now());
   c.sched.advance(3000);
   assert.equal(new TextDecoder().decode(stores.get("r3")!.get("workers", "gone")), "v");
-  // r3 is cut off; the owner removes the key; r3 is forgotten (reaped) and the tombstone collected.
   c.net.partition([addr("r3")], names.slice(0, 3).map(addr));
   c.sched.advance(5000);
   for (let i = 0; i < 5; i++) stores.get("r1")!.write("workers", `busy${i}`, bytes("x"), 0);
   stores.get("r0")!.write("workers", "gone", null, c.sched.now());
-  // Meanwhile r3 writes a key of its own, at a clock below the others' collection horizon.
+  // Meanwhile r3 writes a key of its own, at a clock below the others' by now.
   stores.get("r3")!.write("workers", "while-apart", bytes("new"), c.sched.now());
-  const collected = c.waitFor(
-    () => names.slice(0, 3).every((n) => stores.get(n)!.horizon("workers") > 0),
+  const t = c.waitFor(
+    () => names.slice(0, 3).every((n) => stores.get(n)!.counts().get("workers")!.tombstones === 0),
     1_200_000,
     1000,
   );
-  assert.notEqual(collected, null, "collected and past the memory of collected versions");
+  assert.notEqual(t, null, "collected while r3 was away");
+  return m;
+}
+
+/** Heals, waits for the mesh, and checks what every router holds afterwards. */
+async function healAndCheck(m: Awaited<ReturnType<typeof mesh>>, r3KeepsStale: boolean) {
+  const { c, names, stores, stop } = m;
   c.net.heal();
   assert.notEqual(c.waitFor(() => c.converged(), 1_200_000, 100), null);
-  const t = c.waitFor(() => stores.get("r3")!.get("workers", "gone") === undefined, 120_000, 100);
-  assert.notEqual(t, null, "r3 dropped its copy");
-  c.sched.advance(40_000);
-  for (const n of names) {
-    assert.equal(stores.get(n)!.get("workers", "gone"), undefined, `${n}: not resurrected`);
-    // r3's own write from before the partition is still everywhere.
-    assert.equal(new TextDecoder().decode(stores.get(n)!.get("workers", "mine")), "r3's", n);
-    // Its write from while apart was refused as too old, and rewritten at a newer clock.
-    assert.equal(new TextDecoder().decode(stores.get(n)!.get("workers", "while-apart")), "new", n);
-    const e = stores.get(n)!.entry("workers", "while-apart")!;
-    assert.ok(e.clock > stores.get("r0")!.horizon("workers"), `${n}: rewritten past the horizon`);
+  c.sched.advance(70_000); // streams open, anti-entropy, acks, rewrites
+  const text = (n: string, k: string) => {
+    const v = stores.get(n)!.get("workers", k);
+    return v === undefined ? undefined : new TextDecoder().decode(v);
+  };
+  for (const n of names.slice(0, 3)) {
+    assert.equal(text(n, "gone"), undefined, `${n}: not resurrected`);
   }
+  assert.equal(text("r3", "gone"), r3KeepsStale ? "v" : undefined, "r3's stale copy");
+  for (const n of names) {
+    assert.equal(text(n, "mine"), "r3's", n);
+    // r3's write from while apart reached everyone (rewritten past the horizon if refused).
+    assert.equal(text(n, "while-apart"), "new", n);
+  }
+  stop();
+  await c.stop();
+}
+
+Deno.test("store sync: a router that missed a collected removal drops its copy when it returns", async () => {
+  const m = await missedRemoval();
+  assert.equal(m.stores.get("r0")!.horizon("workers"), 0, "the collected version is remembered");
+  await healAndCheck(m, false);
+});
+
+Deno.test("store sync: much later, below the horizon, a stale copy stays on its router alone; new writes are rewritten", async () => {
+  const m = await missedRemoval();
+  const t = m.c.waitFor(
+    () => m.names.slice(0, 3).every((n) => m.stores.get(n)!.horizon("workers") > 0),
+    600_000,
+    1000,
+  );
+  assert.notEqual(t, null);
+  await healAndCheck(m, true);
+  const e = m.stores.get("r0")!.entry("workers", "while-apart")!;
+  assert.ok(e.clock > m.stores.get("r0")!.horizon("workers"), "rewritten past the horizon");
+});
+
+Deno.test("store sync: a tombstone that arrives after its peers collected it is dropped, not stuck", async () => {
+  const { c, names, stores, attach, stop } = await mesh(3, 60_000);
+  const r0 = stores.get("r0")!;
+  r0.write("workers", "w", bytes("v"), c.sched.now());
+  c.sched.advance(2000);
+  r0.write("workers", "w", null, c.sched.now());
+  const t = { ...r0.entry("workers", "w")! };
+  assert.notEqual(
+    c.waitFor(
+      () => names.every((n) => stores.get(n)!.counts().get("workers")!.tombstones === 0),
+      300_000,
+      1000,
+    ),
+    null,
+  );
+  // A router that copied the tombstone from a peer before that peer collected it.
+  await c.add("late", ["r1"]);
+  const late = attach("late", (s) => s.apply({ ...t }, c.sched.now()));
+  // Another key of the same bucket, removed afterwards, must still be collected everywhere.
+  const b = bucketOf("workers\u0000w");
+  let k2 = "";
+  for (let i = 0; !k2; i++) if (bucketOf(`workers\u0000x${i}`) === b) k2 = `x${i}`;
+  c.sched.advance(5000);
+  r0.write("workers", k2, bytes("v"), c.sched.now());
+  c.sched.advance(2000);
+  r0.write("workers", k2, null, c.sched.now());
+  const all = [...names, "late"];
+  assert.notEqual(
+    c.waitFor(
+      () => all.every((n) => stores.get(n)!.counts().get("workers")!.tombstones === 0),
+      1_800_000,
+      1000,
+    ),
+    null,
+    all.map((n) => `${n}: ${stores.get(n)!.counts().get("workers")!.tombstones}`).join(" "),
+  );
+  assert.equal(late.entry("workers", "w"), undefined);
   stop();
   await c.stop();
 });
