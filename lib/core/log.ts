@@ -54,7 +54,8 @@ interface Directives {
  * Parses `info,proxy=debug`; unknown levels are ignored. SMG's targets work as its docs write
  * them: `smg=LEVEL` sets every module (this program has no other crates' logs), and
  * `smg::NAME` or `smg_NAME` means module NAME (`smg_mesh`, `smg::mesh` and
- * `smg::mesh_discovery` all reach the mesh's logs). More specific directives win.
+ * `smg::mesh_discovery` all reach the mesh's logs). A module directive beats `smg=`; of two
+ * directives for one module, the last wins.
  */
 export function parseFilter(filter: string | undefined, base: LogLevel): Directives {
   const d: Directives = { base: RANK[base], modules: new Map() };

@@ -148,19 +148,19 @@ export class MeshMetrics {
     this.treeDeltas = new FastCounter(
       r,
       "router_mesh_tree_deltas_total",
-      "Cache-tree deltas by result (sent, received, applied: path known, unknown: path new here, dropped)",
+      "Cache-tree deltas by result (sent: summed over peers, received, applied: path known here, unknown: path new here, dropped)",
       ["result"],
     );
     this.treeRepairs = new FastCounter(
       r,
       "router_mesh_tree_repairs_total",
-      "Cache-tree repair sessions by result (started, finished, failed, retried, folded, refused)",
+      "Cache-tree repair sessions by result (started, finished, failed, retried, folded: its target named more unknown paths, queued: another peer did, refused: a request this router declined)",
       ["result"],
     );
     this.treePages = new FastCounter(
       r,
       "router_mesh_tree_repair_pages_total",
-      "Cache-tree repair pages by result (sent, received, stale)",
+      "Cache-tree repair pages by result (sent, received, stale), and entries_skipped (paths too long to send)",
       ["result"],
     );
     this.treeBytes = new FastCounter(

@@ -154,6 +154,12 @@ export class StreamManager {
     return !!s && this.#send(s, { kind: "envelope", type, payload });
   }
 
+  /** Frames waiting in the queue to `peer` (plus one while its connection is blocked). */
+  queued(peer: string): number {
+    const s = this.#byPeer.get(peer);
+    return s ? s.out.length + (s.blocked ? 1 : 0) : 0;
+  }
+
   /** Closes every stream and stops the timer. */
   closeAll(): void {
     this.#stopped = true;

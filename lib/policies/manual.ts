@@ -57,7 +57,7 @@ export class ManualPolicy implements Policy {
     this.#deps = deps;
     this.#observer = deps.observer ?? NO_OBSERVER;
     this.#mode = deps.config.manual.assignmentMode ?? "random";
-    this.#map = sharedStickyMap(deps, "manual", {
+    this.#map = sharedStickyMap(deps, "manual", this, {
       maxIdleSecs: deps.config.manual.maxIdleSecs,
       evictionIntervalSecs: deps.config.evictionIntervalSecs,
     });

@@ -107,8 +107,13 @@ export class PolicyRegistry {
     const entry = this.#models.get(model);
     if (!entry) return;
     entry.workers.delete(workerId);
-    if (entry.workers.size === 0) this.#models.delete(model);
+    if (entry.workers.size > 0) return;
+    this.#models.delete(model);
+    if (entry.policy !== this.#default) this.onRetired?.(entry.policy);
   }
+
+  /** Hears a model's own policy instance being dropped (its last worker left). */
+  onRetired: ((policy: Policy) => void) | null = null;
 }
 
 /** A policy name from a label (case-insensitive; `roundrobin` for `round_robin` too), or null. */

@@ -42,8 +42,21 @@ export type DeltaSink = (
   tenant: string,
 ) => void;
 
-/** Which pin map a pin belongs to. */
-export type PinScope = "sticky" | "manual";
+/**
+ * Which pin maps a pin belongs to: sticky sessions or `manual`, of the model's policy
+ * (`sticky`, `manual`) or of a PD leg (`sticky.prefill`, `manual.decode`, ...).
+ */
+export type PinScope = string;
+
+/** The scope of a pin map of `kind` in a policy of `role`. */
+export function pinScope(kind: "sticky" | "manual", role: TreeRole = "main"): PinScope {
+  return role === "main" ? kind : `${kind}.${role}`;
+}
+
+/** Whether `s` names a pin scope. */
+export function isPinScope(s: string): boolean {
+  return /^(sticky|manual)(\.(prefill|decode))?$/.test(s);
+}
 
 /** What a pin map offers to pin sync: workers by URL, primary first. */
 export interface SharedPins {
@@ -67,23 +80,49 @@ export class PolicyReplicas {
   /** The policy routing a model (set by the composition root); default none. */
   mainFor: (model: string) => Policy | null = () => null;
   readonly #trees = new Map<Policy, { role: TreeRole; trees: SharedTrees }>();
-  readonly #pins = new Map<PinScope, SharedPins[]>();
+  readonly #pins = new Map<PinScope, { owner: Policy; pins: SharedPins }[]>();
 
   /** A cache-aware policy joins (at construction). */
   addTrees(policy: Policy & SharedTrees, role: TreeRole): void {
     this.#trees.set(policy, { role, trees: policy });
   }
 
-  /** A pin map joins (at construction). */
-  addPins(scope: PinScope, pins: SharedPins): void {
+  /** A pin map of policy `owner` joins (at construction). */
+  addPins(scope: PinScope, pins: SharedPins, owner: Policy): void {
     const list = this.#pins.get(scope) ?? [];
-    list.push(pins);
+    list.push({ owner, pins });
     this.#pins.set(scope, list);
   }
 
-  /** Pin maps of `scope`. */
-  pins(scope: PinScope): readonly SharedPins[] {
-    return this.#pins.get(scope) ?? [];
+  /**
+   * The pin maps a pin of `scope` for `model` goes to: the model's policy's for the main
+   * scopes (its sticky wrapper, or `manual` itself), every one of the scope for a PD leg's.
+   */
+  pinsFor(scope: PinScope, model: string): SharedPins[] {
+    const list = this.#pins.get(scope) ?? [];
+    if (scope.includes(".")) return list.map((e) => e.pins);
+    const p = this.mainFor(model);
+    return list.filter((e) => e.owner === p).map((e) => e.pins);
+  }
+
+  /** Every pin map of `scope` (for expiry). */
+  pins(scope: PinScope): SharedPins[] {
+    return (this.#pins.get(scope) ?? []).map((e) => e.pins);
+  }
+
+  /** Scopes with pin maps. */
+  pinScopes(): PinScope[] {
+    return [...this.#pins.keys()];
+  }
+
+  /** A policy instance was dropped (its model's last worker left): forget its state. */
+  remove(policy: Policy): void {
+    this.#trees.delete(policy);
+    const inner = (policy as { inner?: Policy }).inner;
+    if (inner) this.#trees.delete(inner);
+    for (const [scope, list] of this.#pins) {
+      this.#pins.set(scope, list.filter((e) => e.owner !== policy));
+    }
   }
 
   /** Whether any cache-aware policy takes part. */

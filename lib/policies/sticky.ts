@@ -63,7 +63,7 @@ export class StickySessions implements Policy {
     this.#deps = deps;
     this.#observer = deps.observer ?? NO_OBSERVER;
     this.#mode = deps.config.manual.assignmentMode ?? "delegate";
-    this.#map = sharedStickyMap(deps, "sticky", {
+    this.#map = sharedStickyMap(deps, "sticky", this, {
       maxIdleSecs: deps.config.manual.maxIdleSecs,
       evictionIntervalSecs: deps.config.evictionIntervalSecs,
     });

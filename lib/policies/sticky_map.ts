@@ -20,8 +20,8 @@
  */
 
 import type { WorkerView } from "../core/types.ts";
-import type { PolicyDeps } from "./policy.ts";
-import type { PinScope } from "./replicas.ts";
+import type { Policy, PolicyDeps } from "./policy.ts";
+import { pinScope } from "./replicas.ts";
 
 /** Workers remembered per key (primary first), as upstream. */
 export const MAX_PINNED_WORKERS = 2;
@@ -56,6 +56,14 @@ interface Entry {
   ids: string[];
   /** Clock ms of the last use. */
   lastAccess: number;
+}
+
+/** The model a map key (`stickyMapKey`) is scoped by, or null when malformed. */
+export function modelOfMapKey(mapKey: string): string | null {
+  const colon = mapKey.indexOf(":");
+  const n = Number(mapKey.slice(0, colon));
+  if (colon < 1 || !Number.isSafeInteger(n) || n < 0 || colon + 1 + n > mapKey.length) return null;
+  return mapKey.slice(colon + 1, colon + 1 + n);
 }
 
 /** The map key for `key` under `model`: keys are scoped by model (length-prefixed, unambiguous). */
@@ -245,10 +253,12 @@ export class StickyMap {
  */
 export function sharedStickyMap(
   deps: PolicyDeps,
-  scope: PinScope,
+  kind: "sticky" | "manual",
+  owner: Policy,
   opts: Omit<StickyMapOptions, "refOf" | "onPinned">,
 ): StickyMap {
   const r = deps.replicas;
+  const scope = pinScope(kind, deps.role);
   const map = new StickyMap({
     ...opts,
     refOf: (w) => w.url,
@@ -258,6 +268,6 @@ export function sharedStickyMap(
   r?.addPins(scope, {
     applyPin: (key, urls) => map.applyRemote(key, urls, deps.now()),
     holds: (key) => map.holds(key, deps.now()),
-  });
+  }, owner);
   return map;
 }

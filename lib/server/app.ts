@@ -115,6 +115,7 @@ export class Gateway {
       log.child({ module: "policy" }),
     );
     replicas.mainFor = (model) => policies.forModel(model);
+    policies.onRetired = (p) => replicas.remove(p);
     this.checker = new HealthChecker({
       config: config.health,
       registry,

@@ -120,12 +120,15 @@ export interface MeshState {
 
 /** Tree-sync counters as metric series. */
 function treeCounter(mm: MeshMetrics, what: TreeCounter, n: number): void {
+  if (what === "malformed") return mm.rejected.with("malformed").inc(n);
+  if (what === "entries_skipped") return mm.treePages.with("entries_skipped").inc(n);
+  if (what === "requests_refused") return mm.treeRepairs.with("refused").inc(n);
   const [family, result] = what.split("_", 2) as [string, string];
   if (family === "deltas") mm.treeDeltas.with(result).inc(n);
   else if (family === "delta") mm.treeBytes.with("deltas").inc(n);
   else if (family === "page") mm.treeBytes.with("pages").inc(n);
   else if (family === "pages") mm.treePages.with(result).inc(n);
-  else mm.treeRepairs.with(family === "requests" ? "refused" : result).inc(n);
+  else mm.treeRepairs.with(result).inc(n);
 }
 
 /** Builds the mesh of `m` (which must be enabled and validated). */

@@ -15,14 +15,14 @@
  */
 
 import type { Logger } from "../../core/log.ts";
-import type { PinScope, PolicyReplicas } from "../../policies/replicas.ts";
+import { isPinScope, type PinScope, type PolicyReplicas } from "../../policies/replicas.ts";
+import { modelOfMapKey } from "../../policies/sticky_map.ts";
 import type { Scheduler } from "../scheduler.ts";
 import type { LwwStore } from "../store/lww_store.ts";
 
 /** The store namespace of pins. */
 export const PINS_NS = "pins";
 
-const SCOPES: readonly PinScope[] = ["sticky", "manual"];
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
@@ -88,9 +88,8 @@ export class PinSync {
     for (const e of d.store.all()) {
       if (e.ns !== PINS_NS || e.value === null || now - e.storedAt < d.maxIdleMs) continue;
       const at = e.key.indexOf(":");
-      const scope = e.key.slice(0, at) as PinScope;
       const key = e.key.slice(at + 1);
-      if (!d.replicas.pins(scope).some((p) => p.holds(key))) stale.push(e.key);
+      if (!d.replicas.pins(e.key.slice(0, at)).some((p) => p.holds(key))) stale.push(e.key);
     }
     for (const k of stale) d.store.write(PINS_NS, k, null, now);
     return stale.length;
@@ -119,8 +118,10 @@ export class PinSync {
 
   #apply(storeKey: string, value: Uint8Array): void {
     const at = storeKey.indexOf(":");
-    const scope = storeKey.slice(0, at) as PinScope;
-    if (at < 0 || !SCOPES.includes(scope)) return;
+    const scope = storeKey.slice(0, at);
+    const key = storeKey.slice(at + 1);
+    const model = modelOfMapKey(key);
+    if (at < 0 || !isPinScope(scope) || model === null) return;
     let urls: unknown;
     try {
       urls = JSON.parse(dec.decode(value));
@@ -128,7 +129,6 @@ export class PinSync {
       return;
     }
     if (!Array.isArray(urls) || !urls.every((u) => typeof u === "string")) return;
-    const key = storeKey.slice(at + 1);
-    for (const pins of this.#d.replicas.pins(scope)) pins.applyPin(key, urls);
+    for (const pins of this.#d.replicas.pinsFor(scope, model)) pins.applyPin(key, urls);
   }
 }

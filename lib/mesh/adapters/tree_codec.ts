@@ -219,8 +219,22 @@ interface EntryPb {
   shared: number;
 }
 
-/** Decodes a repair page. */
-export function decodePage(bytes: Uint8Array): Decoded<RepairPage> {
+/** What a page is, before its entries are expanded. */
+export type PageHead = Omit<RepairPage, "entries">;
+
+/** Most path units a decoded page may expand to by default (2^22). */
+export const MAX_PAGE_UNITS = 1 << 22;
+
+/**
+ * Decodes a repair page. `accept` sees the page's head first: a page it declines decodes to
+ * null without expanding its entries. Front-coded paths that would expand past `maxUnits` in
+ * all make the page malformed (a small page cannot cost unbounded memory).
+ */
+export function decodePage(
+  bytes: Uint8Array,
+  accept: (head: PageHead) => boolean = () => true,
+  maxUnits = MAX_PAGE_UNITS,
+): Decoded<RepairPage | null> {
   return decode(PageT, bytes, (o: {
     session: string;
     role: string;
@@ -231,21 +245,25 @@ export function decodePage(bytes: Uint8Array): Decoded<RepairPage> {
     entries: EntryPb[];
     next_cursor: string;
     last: boolean;
-  }) => ({
-    session: o.session,
-    role: roleIn(o.role),
-    model: o.model,
-    kind: kindIn(o.kind),
-    index: o.index,
-    entries: decodeEntries(o.entries, o.workers),
-    nextCursor: safe(o.next_cursor),
-    last: o.last,
-  }));
+  }) => {
+    const head: PageHead = {
+      session: o.session,
+      role: roleIn(o.role),
+      model: o.model,
+      kind: kindIn(o.kind),
+      index: o.index,
+      nextCursor: safe(o.next_cursor),
+      last: o.last,
+    };
+    if (!accept(head)) return null;
+    return { ...head, entries: decodeEntries(o.entries, o.workers, maxUnits) };
+  });
 }
 
 /** Page entries with their paths restored from the front coding. */
-function decodeEntries(entries: EntryPb[], workers: string[]): TreeEntry[] {
+function decodeEntries(entries: EntryPb[], workers: string[], maxUnits: number): TreeEntry[] {
   let prev: string | readonly number[] | null = null;
+  let units = 0;
   return entries.map((e): TreeEntry => {
     const tenants = e.tenants.map((i) => at(workers, i));
     if (e.hash !== undefined && e.hash !== null) return { hash: safe(e.hash), tenants };
@@ -254,6 +272,8 @@ function decodeEntries(entries: EntryPb[], workers: string[]): TreeEntry[] {
     if (base === null || base.length < e.shared || typeof base === "string" === tokens) {
       throw new Error(`entry shares ${e.shared} units with no such previous path`);
     }
+    units += e.shared + (tokens ? e.tokens!.ids.length : (e.text ?? "").length);
+    if (units > maxUnits) throw new Error(`page expands past ${maxUnits} path units`);
     const path: string | readonly number[] = tokens
       ? [...(base as readonly number[]).slice(0, e.shared), ...e.tokens!.ids]
       : (base as string).slice(0, e.shared) + (e.text ?? "");

@@ -55,7 +55,10 @@ export type TreeCounter =
   | "pages_received"
   | "pages_stale"
   | "page_bytes_sent"
-  | "requests_refused";
+  | "requests_refused"
+  | "repairs_queued"
+  | "entries_skipped"
+  | "malformed";
 
 /** Options of tree sync. */
 export interface TreeSyncOptions {
@@ -79,6 +82,12 @@ export interface TreeSyncOptions {
   pageBytes?: number;
   /** Most entries a page holds (512), so that encoding or decoding one page takes a few ms. */
   pageEntries?: number;
+  /** Most path units (characters or token ids, whole paths) a page holds (2^21). */
+  pageUnits?: number;
+  /** Longest path sent; longer ones are skipped (2^20 units). */
+  maxPathUnits?: number;
+  /** Pages wait while the stream to the requester holds this many frames (16). */
+  maxQueued?: number;
   /** Responder work between two yields (4 ms). */
   sliceMs?: number;
   /**
@@ -124,24 +133,29 @@ const ENTRY_OVERHEAD = 16;
 
 /** A repair being answered. */
 interface Responder {
+  /** Requester and tree. */
+  key: string;
   peer: string;
   request: codec.RepairRequest;
   it: Iterator<TreeEntry>;
-  /** Entries consumed from the start of the tree. */
+  /** Entries taken from the iterator (from the start of the tree). */
   consumed: number;
   /** Index of the next page. */
   index: number;
-  /** The entry that did not fit the previous page. */
+  /** The entry that did not fit the previous page (taken, not yet sent). */
   held: TreeEntry | null;
-  /** The encoded page waiting for room in the stream's queue. */
+  /** The page being filled: entries, estimated bytes, path units. */
+  entries: TreeEntry[];
+  bytes: number;
+  units: number;
+  /** The encoded page waiting for room on the stream. */
   page: Uint8Array | null;
-  /** Whether `page` is the last. */
-  last?: boolean;
-  /** The page being filled. */
-  entries?: TreeEntry[];
-  bytes?: number;
+  /** Whether the page filled last is the tree's last. */
+  last: boolean;
   /** Give up sending `page` at this time. */
   deadline: number;
+  /** A newer request for the same tree replaced this one. */
+  cancelled: boolean;
 }
 
 /**
@@ -171,7 +185,8 @@ export class TreeSync {
   /** Peers whose stream opened since the last round: told which trees this router holds. */
   readonly #announce = new Set<string>();
   readonly #sessions = new Map<string, Session>();
-  #responses = 0;
+  /** Repairs being answered, by requester and tree. */
+  readonly #jobs = new Map<string, Responder>();
   #seq = 0;
   #cancelTimer: () => void = () => {};
   #stopped = false;
@@ -184,6 +199,9 @@ export class TreeSync {
       maxRetries: 3,
       pageBytes: 2 * 1024 * 1024 - 256,
       pageEntries: 512,
+      pageUnits: 1 << 21,
+      maxPathUnits: 1 << 20,
+      maxQueued: 16,
       sliceMs: 4,
       maxDeltas: 8192,
       maxResponses: 4,
@@ -294,7 +312,7 @@ export class TreeSync {
     const d = codec.decodeDeltas(payload);
     if (!d.ok) {
       this.#o.log.warn("dropping undecodable tree deltas", { peer, err: d.detail });
-      return this.#o.count("deltas_dropped", 1);
+      return this.#o.count("malformed", 1);
     }
     const r = this.#rounds.get(peer);
     if (r) {
@@ -328,8 +346,10 @@ export class TreeSync {
     const k = groupKey(role, model, kind);
     const s = this.#sessions.get(k);
     if (s) {
-      if (from !== s.target) s.pending.add(from);
-      return this.#o.count("repairs_folded", 1);
+      if (from === s.target) return this.#o.count("repairs_folded", 1);
+      if (!s.pending.has(from)) this.#o.count("repairs_queued", 1);
+      s.pending.add(from);
+      return;
     }
     const now = this.#o.scheduler.now();
     const session: Session = {
@@ -371,7 +391,7 @@ export class TreeSync {
     for (const [k, s] of this.#sessions) {
       if (now - s.lastProgress < this.#o.progressMs) continue;
       if (s.retries >= this.#o.maxRetries) {
-        this.#end(k, s);
+        this.#end(k, s, false);
         this.#o.count("repairs_failed", 1);
         this.#o.log.warn("cache tree repair failed; the next unknown path starts over", {
           peer: s.target,
@@ -382,15 +402,16 @@ export class TreeSync {
         continue;
       }
       const others = open.filter((p) => p !== s.target);
+      let i = 0;
+      while (s.pages.has(i)) i++;
       if (others.length > 0) {
-        // The first target still owes its own paths: it is asked again once this one ends.
+        // Another peer's tree is another order: start from its beginning. The first target
+        // still owes its own paths; it is asked again once this one ends.
         s.pending.add(s.target);
         s.target = others[Math.floor(this.#o.random() * others.length)];
         s.pending.delete(s.target);
-      }
-      let i = 0;
-      while (s.pages.has(i)) i++;
-      s.base = i > 0 ? s.pages.get(i - 1)! : s.base;
+        s.base = 0;
+      } else if (i > 0) s.base = s.pages.get(i - 1)!; // the same peer: go on after what arrived
       s.id = this.#newId();
       s.retries++;
       s.pages.clear();
@@ -402,11 +423,13 @@ export class TreeSync {
   }
 
   /**
-   * Ends a session; a peer that named unknown paths meanwhile and is still not copied is
-   * repaired from next (what the target sent need not cover it: they may have been apart).
+   * Ends a session. After a success, a peer that named unknown paths meanwhile and is still not
+   * copied is repaired from next (what the target sent need not cover it: they may have been
+   * apart); after a failure nothing follows until the next unknown path.
    */
-  #end(k: string, s: Session): void {
+  #end(k: string, s: Session, finished: boolean): void {
     this.#sessions.delete(k);
+    if (!finished) return;
     for (const p of s.pending) {
       if (this.#copied.get(p)?.has(k) !== false) continue;
       this.#repair(s.role, s.model, s.kind, p);
@@ -419,104 +442,138 @@ export class TreeSync {
   #onRequest(peer: string, payload: Uint8Array): void {
     const r = codec.decodeRequest(payload);
     if (!r.ok) return this.#o.count("requests_refused", 1);
-    if (this.#responses >= this.#o.maxResponses) return this.#o.count("requests_refused", 1);
-    const trees = this.#o.replicas.treesFor(r.value.role, r.value.model);
-    const entries = trees ? trees.exportTree(r.value.model, r.value.kind) : [];
-    this.#responses++;
-    const job = {
+    const { role, model, kind } = r.value;
+    // A new request from a peer for a tree replaces its earlier one (a retry of the same repair).
+    const key = `${peer}\u0000${groupKey(role, model, kind)}`;
+    const earlier = this.#jobs.get(key);
+    if (earlier) earlier.cancelled = true;
+    let mine = 0;
+    for (const j of this.#jobs.values()) if (j.peer === peer && !j.cancelled) mine++;
+    if (this.#jobs.size - (earlier ? 1 : 0) >= this.#o.maxResponses || mine >= 2) {
+      this.#jobs.delete(key);
+      return this.#o.count("requests_refused", 1);
+    }
+    const trees = this.#o.replicas.treesFor(role, model);
+    const entries = trees ? trees.exportTree(model, kind) : [];
+    const job: Responder = {
+      key,
       peer,
       request: r.value,
       it: entries[Symbol.iterator](),
       consumed: 0,
       index: 0,
       held: null,
+      entries: [],
+      bytes: 0,
+      units: 0,
       page: null,
+      last: false,
       deadline: 0,
+      cancelled: false,
     };
+    this.#jobs.set(key, job);
     this.#o.scheduler.after(0, () => this.#respond(job));
   }
 
   /**
    * One slice of answering a repair: skips to the cursor, fills and sends pages, and comes back
-   * through the scheduler after `sliceMs` of work, after each page, and while the stream's queue
-   * is full (for at most the progress timeout). Timer-driven, so it runs under fake time too.
+   * through the scheduler after `sliceMs` of work, after each page, and while the stream to the
+   * requester holds `maxQueued` frames or more (for at most the progress timeout), so pages
+   * never crowd out deltas, store batches and heartbeats. Timer-driven, so it runs under fake
+   * time too. A path longer than `maxPathUnits` is skipped (counted): it could not travel.
    */
   #respond(job: Responder): void {
     const o = this.#o;
-    const end = () => void this.#responses--;
-    if (this.#stopped || !this.#copied.has(job.peer)) return end();
+    const end = () => {
+      if (this.#jobs.get(job.key) === job) this.#jobs.delete(job.key);
+    };
+    if (job.cancelled || this.#stopped || !this.#copied.has(job.peer)) return end();
     const start = performance.now();
-    const over = () => performance.now() - start > o.sliceMs;
+    const later = (ms = 0) => void o.scheduler.after(ms, () => this.#respond(job));
     if (job.page === null) {
-      for (; job.consumed < job.request.cursor; job.consumed++) {
+      while (job.consumed < job.request.cursor) {
+        if ((job.consumed & 1023) === 1023 && performance.now() - start > o.sliceMs) {
+          return later();
+        }
+        job.consumed++;
         if (job.it.next().done) {
-          job.request.cursor = job.consumed;
+          job.request.cursor = job.consumed = job.consumed - 1;
           break;
         }
-        if ((job.consumed & 1023) === 1023 && over()) {
-          return void o.scheduler.after(0, () => this.#respond(job));
-        }
       }
-      job.entries ??= [];
-      job.bytes ??= 0;
-      let done = false;
       for (let n = 1;; n++) {
+        if ((n & 63) === 0 && performance.now() - start > o.sliceMs) return later();
         let e: TreeEntry | null = job.held;
         job.held = null;
         if (e === null) {
           const next = job.it.next();
           if (next.done) {
-            done = true;
+            job.last = true;
             break;
           }
+          job.consumed++;
           e = next.value;
+        }
+        const units = codec.pathOf(e)?.length ?? 0;
+        if (units > o.maxPathUnits) {
+          o.count("entries_skipped", 1);
+          continue;
         }
         const size = entrySize(e, job.entries.at(-1) ?? null);
         if (
-          job.entries.length >= o.pageEntries ||
-          (job.entries.length > 0 && job.bytes + size > o.pageBytes)
+          job.entries.length > 0 &&
+          (job.entries.length >= o.pageEntries || job.bytes + size > o.pageBytes ||
+            job.units + units > o.pageUnits)
         ) {
           job.held = e;
           break;
         }
         job.entries.push(e);
         job.bytes += size;
-        job.consumed++;
-        if ((n & 63) === 0 && over()) return void o.scheduler.after(0, () => this.#respond(job));
+        job.units += units;
       }
+      // The held entry is not in this page: it was consumed but belongs to the next.
+      const nextCursor = job.consumed - (job.held === null ? 0 : 1);
       job.page = codec.encodePage({
         ...job.request,
         index: job.index++,
         entries: job.entries,
-        nextCursor: job.consumed,
-        last: done,
+        nextCursor,
+        last: job.last,
       });
-      job.last = done;
       job.entries = [];
       job.bytes = 0;
+      job.units = 0;
       job.deadline = o.scheduler.now() + o.progressMs;
     }
-    if (this.#port?.send(job.peer, "tree_repair_page", job.page)) {
+    const port = this.#port;
+    const room = (port?.queued?.(job.peer) ?? 0) < o.maxQueued;
+    if (room && port?.send(job.peer, "tree_repair_page", job.page)) {
       o.count("pages_sent", 1);
       o.count("page_bytes_sent", job.page.byteLength);
       job.page = null;
-      if (job.last) return end();
-      return void o.scheduler.after(0, () => this.#respond(job));
+      return job.last ? end() : later();
     }
-    // The stream's queue is full: wait for it, not past the requester's patience.
+    // No room on the stream: wait for it, not past the requester's patience.
     if (o.scheduler.now() >= job.deadline) return end();
-    o.scheduler.after(50, () => this.#respond(job));
+    later(50);
   }
 
   #onPage(peer: string, payload: Uint8Array): void {
-    const p = codec.decodePage(payload);
-    if (!p.ok) return this.#o.count("pages_stale", 1);
-    const page = p.value;
-    const k = groupKey(page.role, page.model, page.kind);
-    const s = this.#sessions.get(k);
-    if (!s || s.id !== page.session || s.target !== peer || s.pages.has(page.index)) {
-      return this.#o.count("pages_stale", 1);
+    let s: Session | undefined;
+    let k = "";
+    // The session is checked on the page's head, before its paths are expanded.
+    const p = codec.decodePage(payload, (h) => {
+      k = groupKey(h.role, h.model, h.kind);
+      s = this.#sessions.get(k);
+      return !!s && s.id === h.session && s.target === peer && !s.pages.has(h.index);
+    }, this.#o.pageUnits * 2);
+    if (!p.ok) {
+      this.#o.log.warn("dropping an undecodable tree repair page", { peer, err: p.detail });
+      return this.#o.count("malformed", 1);
     }
+    if (p.value === null || !s) return this.#o.count("pages_stale", 1);
+    const page = p.value;
     this.#o.count("pages_received", 1);
     const trees = this.#o.replicas.treesFor(page.role, page.model);
     if (trees) { for (const e of page.entries) trees.applyEntry(page.model, page.kind, e); }
@@ -526,7 +583,7 @@ export class TreeSync {
     if (s.terminal === null) return;
     for (let i = 0; i <= s.terminal; i++) if (!s.pages.has(i)) return;
     this.#copied.get(s.target)?.add(k);
-    this.#end(k, s);
+    this.#end(k, s, true);
     this.#o.count("repairs_finished", 1);
     this.#o.log.info("cache tree repaired from a peer", {
       peer: s.target,

@@ -39,6 +39,8 @@ export interface StreamPort {
   send(peer: string, type: EnvelopeType, payload: Uint8Array): boolean;
   /** Peers with an open stream. */
   openPeers(): string[];
+  /** Frames waiting to go to `peer` (a sender of bulk data waits while it is high). */
+  queued?(peer: string): number;
 }
 
 /** Counters the sync reports (per namespace where it applies). */

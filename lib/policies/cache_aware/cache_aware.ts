@@ -234,7 +234,8 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
   }
 
   applyDelta(model: string, kind: TreeKind, hash: number, tenant: string): boolean {
-    return this.#trees(model).placements[kind].add(hash, tenant);
+    const t = this.#peerTrees(model);
+    return t === null ? false : t.placements[kind].add(hash, tenant);
   }
 
   *exportTree(model: string, kind: TreeKind): Iterable<TreeEntry> {
@@ -259,7 +260,8 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
   }
 
   applyEntry(model: string, kind: TreeKind, entry: TreeEntry): void {
-    const t = this.#trees(model);
+    const t = this.#peerTrees(model);
+    if (t === null) return;
     if ("hash" in entry) {
       // Oldest holder first, so the most recent ends up first.
       for (let i = entry.tenants.length - 1; i >= 0; i--) {
@@ -268,6 +270,14 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     } else if ("path" in entry) {
       if (kind === "string") { for (const x of entry.tenants) t.text.apply(entry.path, x); }
     } else if (kind === "token") { for (const x of entry.tenants) t.tokens.apply(entry.tokens, x); }
+  }
+
+  /**
+   * A model's trees for a peer's decision: peers name models too (clients choose them), so a
+   * new one is created only while the policy holds fewer than `MAX_MODELS` models; null past it.
+   */
+  #peerTrees(model: string): ModelTrees | null {
+    return this.#models.has(model) || this.#models.size < MAX_MODELS ? this.#trees(model) : null;
   }
 
   #trees(model: string): ModelTrees {
@@ -385,6 +395,9 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     return max > c.overloadTokenUsageThreshold || max - min > c.balanceTokenUsageThreshold;
   }
 }
+
+/** Models a policy creates trees for on its peers' word (its own requests are not limited). */
+const MAX_MODELS = 256;
 
 /** Characters per token when only text is known (as prefix_hash and the hash index assume). */
 const CHARS_PER_TOKEN = 4;

@@ -120,13 +120,20 @@ export class StringTree {
 
   /**
    * Each tenant leaf's full text, oldest first (applying them in order rebuilds the tree with
-   * its recency), or in tree order (`"path"`: consecutive texts share long prefixes).
+   * its recency), or in tree order (`"path"`: consecutive texts share long prefixes; lazy, so
+   * the tree may change between steps: leaves pruned meanwhile are skipped).
    */
   *export(order: "stamp" | "path" = "stamp"): Iterable<StringEntry> {
+    const root = this.#core.root;
     for (const { node, tenant, stamp } of this.#core.leaves(order)) {
       let text = "";
-      for (let x: StringNode | null = node; x !== null; x = x.parent) text = x.label + text;
-      yield { text, tenant, stamp };
+      let top: StringNode = node;
+      for (let x: StringNode | null = node; x !== null; x = x.parent) {
+        text = x.label + text;
+        top = x;
+      }
+      // A node pruned while a lazy walk was under way no longer reaches the root: skip it.
+      if (top === root) yield { text, tenant, stamp };
     }
   }
 

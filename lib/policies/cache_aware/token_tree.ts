@@ -134,12 +134,20 @@ export class TokenTree {
 
   /**
    * Each tenant leaf's full token path, oldest first (applying them in order rebuilds the tree
-   * with its recency), or in tree order (`"path"`: consecutive paths share long prefixes).
+   * with its recency), or in tree order (`"path"`: consecutive paths share long prefixes; lazy,
+   * so the tree may change between steps: leaves pruned meanwhile are skipped).
    */
   *export(order: "stamp" | "path" = "stamp"): Iterable<TokenEntry> {
+    const root = this.#core.root;
     for (const { node, tenant, stamp } of this.#core.leaves(order)) {
       const labels: Uint32Array[] = [];
-      for (let x: TokenNode | null = node; x !== null; x = x.parent) labels.push(x.label);
+      let top: TokenNode = node;
+      for (let x: TokenNode | null = node; x !== null; x = x.parent) {
+        labels.push(x.label);
+        top = x;
+      }
+      // A node pruned while a lazy walk was under way no longer reaches the root: skip it.
+      if (top !== root) continue;
       const tokens: number[] = [];
       for (let i = labels.length - 1; i >= 0; i--) for (const id of labels[i]) tokens.push(id);
       yield { tokens, tenant, stamp };

@@ -43,6 +43,7 @@ async function mesh(
       config,
       replicas,
     });
+    replicas.mainFor = () => policy;
     const store = new LwwStore(`${name}#1`, { namespaces: new Set([PINS_NS]) });
     const sync = new StoreSync({
       store,
@@ -158,4 +159,32 @@ Deno.test("pin sync: a pin idle everywhere leaves the store; one still used some
     assert.ok(stored(n, "busy"), `${n}: busy pin kept`);
   }
   await stop();
+});
+
+Deno.test("pin sync: a PD leg's pins go to that leg's maps only", () => {
+  const replicas = new PolicyReplicas();
+  const config = defaultConfig();
+  const deps = (role: "prefill" | "decode") => ({
+    random: seededRandom(5),
+    now: () => 0,
+    log: silentLogger,
+    config,
+    replicas,
+    role,
+  });
+  const prefill = new ManualPolicy(deps("prefill"));
+  const decode = new ManualPolicy(deps("decode"));
+  const store = new LwwStore("r#1", { namespaces: new Set([PINS_NS]) });
+  const sched = { now: () => 0, after: () => () => {} };
+  const pins = new PinSync({ replicas, store, scheduler: sched, log: silentLogger, maxIdleMs: 0 });
+  const key = stickyMapKey("m", "conv");
+  const value = new TextEncoder().encode(JSON.stringify([WORKERS[3].url]));
+  store.apply({ ns: PINS_NS, key: `manual.prefill:${key}`, value, clock: 1, replica: "x" }, 0);
+  assert.equal(prefill.size, 1);
+  assert.equal(decode.size, 0);
+  assert.equal(prefill.select(WORKERS, request("hi", { stickyKey: "conv" }))?.url, WORKERS[3].url);
+  // A leg's own pin is published under its scope.
+  decode.select(WORKERS, request("hi", { stickyKey: "other" }));
+  assert.ok(store.get(PINS_NS, `manual.decode:${stickyMapKey("m", "other")}`));
+  pins.stop();
 });

@@ -66,3 +66,24 @@ Deno.test("tree codec: requests round-trip; malformed bytes are refused with a r
     assert.equal(codec.decodeRequest(bad).ok, false);
   }
 });
+
+Deno.test("tree codec: a page that expands past its cap is malformed; a declined head is not expanded", () => {
+  const long = "y".repeat(1000);
+  const entries = Array.from({ length: 50 }, (_, i) => ({ path: long + i, tenants: ["a"] }));
+  const page = {
+    session: "s",
+    role: "main" as const,
+    model: "m",
+    kind: "string" as const,
+    index: 0,
+    entries,
+    nextCursor: 50,
+    last: true,
+  };
+  const bytes = codec.encodePage(page);
+  assert.ok(bytes.byteLength < 2000, "front-coded: small on the wire");
+  const r = codec.decodePage(bytes, () => true, 10_000);
+  assert.equal(r.ok, false);
+  assert.match(r.ok ? "" : r.detail, /expands past 10000/);
+  assert.deepEqual(codec.decodePage(bytes, () => false, 10), { ok: true, value: null });
+});

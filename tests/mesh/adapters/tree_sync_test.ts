@@ -14,6 +14,7 @@ import type { WorkerView } from "../../../lib/core/types.ts";
 import { type TreeCounter, TreeSync } from "../../../lib/mesh/adapters/tree_sync.ts";
 import { FakeScheduler } from "../../../lib/mesh/scheduler.ts";
 import type { EnvelopeType } from "../../../lib/mesh/wire.ts";
+import * as codec from "../../../lib/mesh/adapters/tree_codec.ts";
 import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.ts";
 import { PolicyReplicas, type TreeRole } from "../../../lib/policies/replicas.ts";
 import { request, view } from "../../support/policies.ts";
@@ -30,13 +31,21 @@ interface Node {
 /** Routers whose streams deliver after 1 ms; `drop` filters envelopes in flight. */
 function mesh(
   names: string[],
-  opts: { pageBytes?: number; role?: TreeRole; notCacheAware?: string } = {},
+  opts: {
+    pageBytes?: number;
+    role?: TreeRole;
+    notCacheAware?: string;
+    sliceMs?: number;
+    pageEntries?: number;
+    maxPathUnits?: number;
+  } = {},
 ) {
   const sched = new FakeScheduler();
   const nodes = new Map<string, Node>();
   const links = new Set<string>();
   let drop: (from: string, to: string, type: EnvelopeType, payload: Uint8Array) => boolean = () =>
     false;
+  let queued = 0;
   const linkKey = (a: string, b: string) => [a, b].sort().join("|");
   for (const [i, name] of names.entries()) {
     const replicas = new PolicyReplicas();
@@ -57,11 +66,15 @@ function mesh(
       random: seededRandom(100 + i),
       name,
       pageBytes: opts.pageBytes,
+      sliceMs: opts.sliceMs,
+      pageEntries: opts.pageEntries,
+      maxPathUnits: opts.maxPathUnits,
       count: (what, n) => counts.set(what, (counts.get(what) ?? 0) + n),
     });
     const node: Node = { name, policy, sync, counts, sent: [] };
     nodes.set(name, node);
     sync.attach({
+      queued: () => queued,
       openPeers: () => names.filter((p) => p !== name && links.has(linkKey(name, p))),
       send(peer, type, payload) {
         if (!links.has(linkKey(name, peer))) return false;
@@ -89,6 +102,7 @@ function mesh(
     link,
     unlink,
     setDrop: (f: typeof drop) => (drop = f),
+    setQueued: (n: number) => (queued = n),
     stop: () => {
       for (const n of nodes.values()) n.sync.stop();
     },
@@ -174,8 +188,9 @@ Deno.test("tree sync: unknown paths fold into the repair in flight; another peer
   route(a, 101, 1);
   route(b, 102, 1);
   m.sched.advance(1000);
-  // b's first round (its 30 decisions) and both second rounds.
-  assert.equal(count(c, "repairs_folded"), 3);
+  // a's second round folds into the repair from a; b's rounds wait their turn (counted once).
+  assert.equal(count(c, "repairs_folded"), 1);
+  assert.equal(count(c, "repairs_queued"), 1);
   assert.equal(count(c, "repairs_started"), 1);
   // The retry goes to b (another peer); a, whose paths b need not know, is repaired after it.
   assert.ok(m.sched.advanceUntil(() => count(c, "repairs_finished") === 2, 20_000));
@@ -233,7 +248,8 @@ Deno.test("tree sync: a repair that never progresses fails after three retries; 
   m.setDrop(() => false);
   c.sync.onEnvelope("a", "tree_repair_page", held[0]);
   c.sync.onEnvelope("a", "tree_repair_page", new Uint8Array([0xff]));
-  assert.equal(count(c, "pages_stale"), 2);
+  assert.equal(count(c, "pages_stale"), 1);
+  assert.equal(count(c, "malformed"), 1);
   m.stop();
 });
 
@@ -270,4 +286,73 @@ Deno.test("tree sync: PD legs share their trees by role; a role without cache_aw
   assert.equal(count(m2.node("y"), "repairs_started"), 0);
   m.stop();
   m2.stop();
+});
+
+/** The pages `from` sends `to` while the fake time advances, decoded. */
+function pagesSeen(m: ReturnType<typeof mesh>, from: string) {
+  const pages: codec.RepairPage[] = [];
+  m.setDrop((f, _t, type, payload) => {
+    if (f === from && type === "tree_repair_page") {
+      const p = codec.decodePage(payload);
+      if (p.ok && p.value) pages.push(p.value);
+    }
+    return false;
+  });
+  return pages;
+}
+
+const request_ = (session: string, cursor: number) =>
+  codec.encodeRequest({ session, role: "main", model: "m", kind: "string", cursor });
+
+Deno.test("tree sync: a cursor skips exactly that many entries, however the work is sliced", () => {
+  for (const sliceMs of [4, -1]) {
+    const m = mesh(["a", "b"], { sliceMs, pageEntries: 64 });
+    const [a] = ["a"].map(m.node);
+    route(a, 0, 500);
+    m.link("a", "b");
+    const all = [...a.policy.exportTree("m", "string")];
+    const pages = pagesSeen(m, "a");
+    a.sync.onEnvelope("b", "tree_repair_request", request_("s1", 300));
+    m.sched.advance(2000);
+    const got = pages.filter((p) => p.session === "s1").flatMap((p) => p.entries);
+    assert.deepEqual(got, all.slice(300), `sliceMs ${sliceMs}`);
+    const last = pages.filter((p) => p.session === "s1").at(-1)!;
+    assert.equal(last.last, true);
+    assert.equal(last.nextCursor, all.length);
+    m.stop();
+  }
+});
+
+Deno.test("tree sync: a newer request for the same tree cancels the earlier answer; pages wait for room", () => {
+  const m = mesh(["a", "b"], { pageEntries: 16 });
+  const [a] = ["a"].map(m.node);
+  route(a, 0, 200);
+  m.link("a", "b");
+  const pages = pagesSeen(m, "a");
+  m.setQueued(100); // the stream to b is backed up
+  a.sync.onEnvelope("b", "tree_repair_request", request_("old", 0));
+  m.sched.advance(1000);
+  assert.equal(pages.length, 0, "no page while the stream is full");
+  a.sync.onEnvelope("b", "tree_repair_request", request_("new", 0));
+  m.setQueued(0);
+  m.sched.advance(3000);
+  // (b's own repair, asked when the stream opened, is answered too.)
+  const ours = pages.filter((p) => p.session === "old" || p.session === "new");
+  assert.deepEqual(new Set(ours.map((p) => p.session)), new Set(["new"]));
+  assert.equal(ours.at(-1)!.last, true);
+  m.stop();
+});
+
+Deno.test("tree sync: a path too long to send is skipped and counted", () => {
+  const m = mesh(["a", "b"], { maxPathUnits: 200 });
+  const [a, b] = ["a", "b"].map(m.node);
+  const ws = WORKERS.slice(0, 2);
+  a.policy.select(ws, request("x".repeat(500)));
+  a.policy.select(ws, request("short prompt but above one block of sixty-four characters, really"));
+  m.link("a", "b");
+  m.sched.advanceUntil(() => count(b, "repairs_finished") === 1, 10_000);
+  assert.equal(count(a, "entries_skipped"), 1);
+  const paths = [...b.policy.exportTree("m", "string")].filter((e) => "path" in e);
+  assert.equal(paths.length, 1);
+  m.stop();
 });
