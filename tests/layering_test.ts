@@ -1,7 +1,7 @@
 /**
  * Dependencies point one way (CONVENTIONS.md "Shape"): the bottom (core, config, metrics)
  * imports nothing above it; policies and workers import only the bottom; routing only core;
- * proxy uses those; only server wires the gateway; the simulator (sim) stands apart on core;
+ * proxy uses those; discovery turns pods into workers; only server wires the gateway; the simulator (sim) stands apart on core;
  * commands sit on top. Read from `deno info --json`.
  */
 
@@ -26,12 +26,15 @@ const ALLOWED: Record<string, string[]> = {
     "proxy",
     "mesh",
     "mesh/adapters",
+    "discovery",
     "server",
   ],
   sim: ["core", "sim"],
   mesh: ["core", "config", "metrics", "mesh"],
   // Adapters bridge the mesh to workers and policies; only the composition root imports them.
   "mesh/adapters": ["core", "config", "metrics", "mesh", "workers", "policies", "mesh/adapters"],
+  // Kubernetes discovery: pods to workers; only the composition root imports it.
+  discovery: ["core", "config", "workers", "discovery"],
   serve: ["core", "config", "sim", "serve"],
   commands: ["core", "config", "policies", "server", "serve", "sim", "commands"],
 };

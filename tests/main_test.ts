@@ -32,6 +32,8 @@ Deno.test("main: bad configuration fails at start with one line and exit code 2"
       /--policy: invalid value 'bucket'; bucket routes the PD prefill leg only; use --prefill-policy bucket/,
     ],
     [["--queue-size", "5", "--queue-timeout-secs", "0"], /--queue-timeout-secs/],
+    // The task's narrow --allow-env cannot load the Kubernetes client: refused, not ignored.
+    [["--service-discovery", "--selector", "app=x"], /--service-discovery: run with --allow-env/],
   ];
   for (const [args, message] of cases) {
     const r = await run(args);

@@ -309,6 +309,34 @@ export interface GatewayConfig {
   admission: AdmissionConfig;
   /** HA mesh. */
   mesh: MeshConfig;
+  /** Kubernetes service discovery. */
+  discovery: DiscoveryConfig;
+}
+
+/** Where a discovered worker's model id comes from (`--model-id-from`). */
+export type ModelIdSource =
+  | { from: "namespace" }
+  | { from: "label"; key: string }
+  | { from: "annotation"; key: string };
+
+/** Kubernetes service discovery (`--service-discovery`). */
+export interface DiscoveryConfig {
+  /** Watch pods and register the matching ones as workers (`--service-discovery`). */
+  enabled: boolean;
+  /** Labels a worker pod carries, all of them (`--selector k=v...`). */
+  selector: Record<string, string>;
+  /** PD: labels of prefill pods (`--prefill-selector`). */
+  prefillSelector: Record<string, string>;
+  /** PD: labels of decode pods (`--decode-selector`). */
+  decodeSelector: Record<string, string>;
+  /** Port of a discovered worker (`--service-discovery-port`, 80). */
+  port: number;
+  /** Namespace watched; null: all (`--service-discovery-namespace`). */
+  namespace: string | null;
+  /** Model id of a discovered worker; null: its served models (`--model-id-from`). */
+  modelIdFrom: ModelIdSource | null;
+  /** Labels of router pods, for the mesh's membership (`--router-selector`). */
+  routerSelector: Record<string, string>;
 }
 
 /** SMG's defaults. */
@@ -389,6 +417,16 @@ export function defaultConfig(): GatewayConfig {
       overloadTokenUsage: null,
     },
     admission: { maxConcurrentRequests: -1, queueSize: 100, queueTimeoutSecs: 60 },
+    discovery: {
+      enabled: false,
+      selector: {},
+      prefillSelector: {},
+      decodeSelector: {},
+      port: 80,
+      namespace: null,
+      modelIdFrom: null,
+      routerSelector: {},
+    },
     mesh: {
       enabled: false,
       serverName: null,

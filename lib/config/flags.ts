@@ -5,6 +5,7 @@
 
 import { LOG_LEVELS } from "../core/log.ts";
 import { type GatewayConfig, POLICY_NAMES } from "./config.ts";
+import { DISCOVERY_FLAGS } from "./discovery_flags.ts";
 import { MESH_FLAGS } from "./mesh_flags.ts";
 import { ROUTING_FLAGS } from "./routing_flags.ts";
 
@@ -342,4 +343,5 @@ export const FLAGS: FlagSpec[] = [
   },
   ...ROUTING_FLAGS,
   ...MESH_FLAGS,
+  ...DISCOVERY_FLAGS,
 ];

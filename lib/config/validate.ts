@@ -7,6 +7,7 @@ import { atLeast } from "./checks.ts";
 import { badValue } from "../core/errors.ts";
 import type { GatewayConfig } from "./config.ts";
 import { validateMesh } from "./validate_mesh.ts";
+import { validateDiscovery } from "./validate_discovery.ts";
 
 const WORKER_SCHEMES = new Set(["http:", "https:"]);
 
@@ -101,6 +102,7 @@ export function validateConfig(c: GatewayConfig): void {
   validatePolicies(c);
   validatePd(c);
   validateMesh(c);
+  validateDiscovery(c);
 
   const a = c.admission;
   if (a.maxConcurrentRequests !== -1 && a.maxConcurrentRequests < 1) {

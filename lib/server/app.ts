@@ -25,6 +25,7 @@ import { policyObserver } from "./observers.ts";
 import { createEntry, INFERENCE_PATHS, type Route } from "./routes.ts";
 import * as workersApi from "./workers_api.ts";
 import { createMesh, type Mesh, meshStatus } from "./mesh_setup.ts";
+import { createDiscovery, type Discovery } from "./discovery_setup.ts";
 
 /** What a gateway is built from; everything but `config` and `log` has a production default. */
 export interface GatewayOptions {
@@ -77,6 +78,8 @@ export class Gateway {
   readonly policies: PolicyRegistry;
   /** The HA mesh (`--enable-mesh`), or null. */
   readonly mesh: Mesh | null;
+  /** Kubernetes worker discovery (`--service-discovery`), or null. */
+  readonly discovery: Discovery | null;
   /** The main port's handler: `(request, completed)`. */
   readonly handle: (req: Request, completed: Promise<unknown>) => Promise<Response>;
   readonly #log: Logger;
@@ -155,6 +158,9 @@ export class Gateway {
         replicas,
         pinMaxIdleSecs: config.manual.maxIdleSecs,
       })
+      : null;
+    this.discovery = config.discovery.enabled
+      ? createDiscovery(config, metrics, log, { registry, manager })
       : null;
     registry.subscribe((e) => {
       if (e.kind === "status" && e.to === "failed" && config.health.removeUnhealthy) {
@@ -322,7 +328,11 @@ export class Gateway {
       this.meshStarted = this.mesh.start();
       this.#tasks.push(this.meshStarted);
     }
+    if (this.discovery) this.discoveryStarted = this.discovery.start();
   }
+
+  /** Settles once discovery watches, or stayed off without a Kubernetes configuration. */
+  discoveryStarted: Promise<void> = Promise.resolve();
 
   /** Settles once the mesh has started, or stayed off after a bind failure (logged, counted). */
   meshStarted: Promise<void> = Promise.resolve();
@@ -358,6 +368,8 @@ export class Gateway {
   /** Stops the background loops and pending removals. */
   async stop(): Promise<void> {
     this.#loops.abort();
+    await this.discoveryStarted;
+    await this.discovery?.stop();
     await Promise.all([...this.#tasks, this.manager.stop()]);
     await this.mesh?.stop();
     this.#proxy.close();

@@ -1,0 +1,154 @@
+/**
+ * Kubernetes service discovery's part of the composition root: with `--service-discovery`, the
+ * pod API (`lib/discovery/kube.ts`, which loads `@kubernetes/client-node` only now), a
+ * list-and-watch loop over the worker selector (or each PD leg's), and the reconciler that
+ * registers and removes workers, with SMG's `smg_discovery_*` metrics. A configuration that
+ * cannot be loaded is logged and leaves the gateway serving what it has (flags and API
+ * workers); an API server that cannot be reached is retried by the loop.
+ */
+
+import type { GatewayConfig } from "../config/config.ts";
+import { ConfigError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import { connectPods, type PodApi } from "../discovery/kube.ts";
+import { type Pod, selectorQuery } from "../discovery/pods.ts";
+import { PodWatch } from "../discovery/watch.ts";
+import { WorkerDiscovery } from "../discovery/worker_discovery.ts";
+import { FastCounter, FastGauge, FastHistogram } from "../metrics/fast.ts";
+import { DURATION_BUCKETS, type Metrics } from "../metrics/metrics.ts";
+import type { WorkerManager } from "../workers/manager.ts";
+import type { WorkerRegistry } from "../workers/registry.ts";
+
+const SOURCE = "kubernetes";
+
+/** SMG's discovery metrics. */
+class DiscoveryMetrics {
+  readonly registrations: FastCounter;
+  readonly deregistrations: FastCounter;
+  readonly sync: FastHistogram;
+  readonly discovered: FastGauge;
+  constructor(m: Metrics) {
+    const r = m.registry;
+    this.registrations = new FastCounter(
+      r,
+      "smg_discovery_registrations_total",
+      "Discovered workers registered, by result",
+      ["source", "result"],
+    );
+    this.deregistrations = new FastCounter(
+      r,
+      "smg_discovery_deregistrations_total",
+      "Discovered workers deregistered, by reason (deleted, not_ready, gone)",
+      ["source", "reason"],
+    );
+    this.sync = new FastHistogram(
+      r,
+      "smg_discovery_sync_duration_seconds",
+      "Time to apply one pod list or event to the registry",
+      ["source"],
+      DURATION_BUCKETS,
+    );
+    this.discovered = new FastGauge(
+      r,
+      "smg_discovery_workers_discovered",
+      "Discovered workers registered now",
+      ["source"],
+    );
+  }
+}
+
+/** Discovery, built but not started. */
+export interface Discovery {
+  /** Connects and starts watching (a failure to connect is logged, not thrown). */
+  start(): Promise<void>;
+  /** Stops watching; discovered workers stay registered until shutdown. */
+  stop(): Promise<void>;
+}
+
+/** Builds worker discovery for `c` (which must have it enabled and be validated). */
+export function createDiscovery(
+  c: GatewayConfig,
+  metrics: Metrics,
+  log: Logger,
+  state: { registry: WorkerRegistry; manager: WorkerManager },
+): Discovery {
+  const d = c.discovery;
+  // client-node reads the whole environment (its HTTP stack enumerates it): without full env
+  // access it cannot even load, so refuse at start rather than serve without discovery.
+  if (Deno.permissions.querySync({ name: "env" }).state !== "granted") {
+    throw new ConfigError(
+      "--service-discovery: run with --allow-env (the Kubernetes client reads the environment) " +
+        "and --allow-read for the kubeconfig or /var/run/secrets/kubernetes.io/serviceaccount",
+    );
+  }
+  const dlog = log.child({ module: "discovery" });
+  const mm = new DiscoveryMetrics(metrics);
+  const reconciler = new WorkerDiscovery({
+    config: d,
+    pd: c.pd.enabled,
+    registry: state.registry,
+    manager: state.manager,
+    log: dlog,
+    counters: {
+      registered: (result) => mm.registrations.with(SOURCE, result).inc(),
+      deregistered: (reason) => mm.deregistrations.with(SOURCE, reason).inc(),
+      synced: (s) => mm.sync.with(SOURCE).observe(s),
+      discovered: (n) => mm.discovered.with(SOURCE).set(n),
+    },
+  });
+  let api: PodApi | null = null;
+  const watches: PodWatch[] = [];
+  // PD: one watch per leg, each leg's pods kept, so that a relist of one leg (which replaces
+  // what is known) does not forget the other's.
+  const legs: Map<string, Pod>[] = [];
+  const allPods = () => legs.flatMap((m) => [...m.values()]);
+  let resync: ReturnType<typeof setInterval> | undefined;
+  const selectors = c.pd.enabled ? [d.prefillSelector, d.decodeSelector] : [d.selector];
+  return {
+    async start() {
+      try {
+        api = await connectPods(d.namespace);
+      } catch (e) {
+        dlog.error("service discovery is off: no Kubernetes configuration", { err: String(e) });
+        return;
+      }
+      dlog.info("watching Kubernetes pods", {
+        server: api.server,
+        config: api.origin,
+        namespace: d.namespace ?? "(all)",
+        selectors: selectors.map(selectorQuery).join(" | "),
+      });
+      for (const sel of selectors) {
+        const pods = new Map<string, Pod>();
+        const w = new PodWatch({
+          name: `pods ${selectorQuery(sel)}`,
+          source: api.source(selectorQuery(sel)),
+          log: dlog,
+          handlers: {
+            onList: (list) => {
+              pods.clear();
+              for (const p of list) if (p.metadata?.uid) pods.set(p.metadata.uid, p);
+              reconciler.onList(allPods());
+            },
+            onEvent: (type, p) => {
+              if (p.metadata?.uid) {
+                if (type === "DELETED") pods.delete(p.metadata.uid);
+                else pods.set(p.metadata.uid, p);
+              }
+              reconciler.onEvent(type, p);
+            },
+          },
+        });
+        legs.push(pods);
+        watches.push(w);
+        w.start();
+      }
+      resync = setInterval(() => reconciler.resync(), 10_000);
+    },
+    async stop() {
+      clearInterval(resync);
+      await Promise.all(watches.map((w) => w.stop()));
+      api?.close();
+    },
+  };
+}
