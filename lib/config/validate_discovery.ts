@@ -1,7 +1,7 @@
 /**
  * Start-up checks of the service-discovery flags: a selector for what is discovered (worker
  * pods, or both PD legs), none without `--service-discovery`, a port in range, a non-empty
- * namespace; `--router-selector` (with the mesh on) is refused until router discovery lands.
+ * namespace, and `--router-selector` only with the mesh on.
  */
 
 import { badValue } from "../core/errors.ts";
@@ -17,12 +17,8 @@ export function validateDiscovery(c: GatewayConfig): void {
   if (!empty(d.routerSelector) && !c.mesh.enabled) {
     throw badValue("--router-selector", shown(d.routerSelector), "needs --enable-mesh");
   }
-  if (!empty(d.routerSelector)) {
-    throw badValue(
-      "--router-selector",
-      shown(d.routerSelector),
-      "router discovery is not available in this build yet; use --mesh-peer-urls",
-    );
+  if (!empty(d.routerSelector) && !d.enabled) {
+    throw badValue("--router-selector", shown(d.routerSelector), "needs --service-discovery");
   }
   if (!d.enabled) {
     for (
@@ -61,7 +57,7 @@ export function validateDiscovery(c: GatewayConfig): void {
       );
     }
   } else {
-    if (empty(d.selector)) {
+    if (empty(d.selector) && empty(d.routerSelector)) {
       throw badValue("--selector", "", "required with --service-discovery (every pod would match)");
     }
     if (!empty(d.prefillSelector) || !empty(d.decodeSelector)) {

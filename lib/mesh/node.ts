@@ -191,6 +191,12 @@ export class MeshNode {
     this.streams.closeAll();
   }
 
+  /** A router pod's state from Kubernetes discovery (`--router-selector`). */
+  discovered(name: string, address: string, state: "ready" | "not_ready" | "gone"): void {
+    if (this.#stopped) return;
+    this.#dispatch({ type: "discovered", name, address, state });
+  }
+
   /** Stops timers, streams and the transport. */
   async stop(): Promise<void> {
     if (this.#stopped) return;

@@ -10,7 +10,13 @@
  */
 
 import { isLive } from "./member.ts";
-import { applyUpdate, broadcast, expireSuspicions, setStatus } from "./swim_merge.ts";
+import {
+  applyUpdate,
+  broadcast,
+  expireSuspicions,
+  setStatus,
+  startSuspicion,
+} from "./swim_merge.ts";
 import {
   absorbLag,
   advanceProbes,
@@ -65,11 +71,59 @@ export function step(s: SwimState, ev: SwimEvent, now: number): SwimOutput {
     case "lagged":
       absorbLag(s, ev.ms);
       break;
+    case "discovered":
+      discovered(s, out, ev.name, ev.address, ev.state, now);
+      break;
     case "tick":
       break;
   }
   advance(s, out, now);
   return { effects: out, wakeAt: wakeAt(s) };
+}
+
+/** A router pod's state from Kubernetes discovery (see `SwimEvent`). */
+function discovered(
+  s: SwimState,
+  out: SwimEffect[],
+  name: string,
+  address: string,
+  state: "ready" | "not_ready" | "gone",
+  now: number,
+): void {
+  if (name === s.self || s.leaving) return;
+  const m = s.members.get(name);
+  if (state === "ready") {
+    // Kept as a seed while the pod lives, so an isolated router keeps finding it.
+    if (!s.seeds.includes(address)) s.seeds.push(address);
+    if (m && m.status === "ALIVE" && m.address === address) return;
+    sendFullState(s, out, address, "", { kind: "join", address });
+    s.joinInFlight++;
+    return;
+  }
+  s.seeds = s.seeds.filter((a) => a !== address && a !== m?.address);
+  if (!m) return;
+  if (state === "not_ready") {
+    if (m.status !== "ALIVE") return;
+    setStatus(s, out, m, "SUSPECTED", m.incarnation, s.self, now);
+    startSuspicion(s, m, s.self, now);
+    out.push({
+      type: "log",
+      level: "info",
+      msg: "mesh member suspected: its pod is not ready",
+      fields: { peer: name },
+    });
+    broadcast(s, out, toUpdate(m));
+    return;
+  }
+  if (m.status === "DOWN" || m.status === "LEAVING") return;
+  setStatus(s, out, m, "DOWN", m.incarnation, s.self, now);
+  out.push({
+    type: "log",
+    level: "info",
+    msg: "mesh member down: its pod is gone",
+    fields: { peer: name },
+  });
+  broadcast(s, out, toUpdate(m));
 }
 
 /** Everything driven by time. */

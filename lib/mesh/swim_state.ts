@@ -125,7 +125,15 @@ export type SwimEvent =
    * This router was not running for `ms` (paused, starved): its deadlines are pushed back by
    * that much so replies that waited in its sockets count, and its local health drops.
    */
-  | { type: "lagged"; ms: number };
+  | { type: "lagged"; ms: number }
+  /**
+   * A router pod seen by Kubernetes discovery (`--router-selector`): `ready` at `address`
+   * (contacted with a full-state exchange; the member's own answer makes it ALIVE), `not_ready`
+   * (a known live member is suspected, at its own incarnation, so it can refute), or `gone`
+   * (deleted or terminating: DOWN). A pod event never raises an incarnation or sets ALIVE, so
+   * it cannot override a fresher record.
+   */
+  | { type: "discovered"; name: string; address: string; state: "ready" | "not_ready" | "gone" };
 
 /** The reducer's result. */
 export interface SwimOutput {

@@ -159,8 +159,13 @@ export class Gateway {
         pinMaxIdleSecs: config.manual.maxIdleSecs,
       })
       : null;
+    const mesh = this.mesh;
     this.discovery = config.discovery.enabled
-      ? createDiscovery(config, metrics, log, { registry, manager })
+      ? createDiscovery(config, metrics, log, {
+        registry,
+        manager,
+        routers: mesh ? (n, a, st) => mesh.node.discovered(n, a, st) : undefined,
+      })
       : null;
     registry.subscribe((e) => {
       if (e.kind === "status" && e.to === "failed" && config.health.removeUnhealthy) {

@@ -14,6 +14,7 @@ import { connectPods, type PodApi } from "../discovery/kube.ts";
 import { type Pod, selectorQuery } from "../discovery/pods.ts";
 import { PodWatch } from "../discovery/watch.ts";
 import { WorkerDiscovery } from "../discovery/worker_discovery.ts";
+import { RouterDiscovery, type RouterSink } from "../discovery/router_discovery.ts";
 import { FastCounter, FastGauge, FastHistogram } from "../metrics/fast.ts";
 import { DURATION_BUCKETS, type Metrics } from "../metrics/metrics.ts";
 import type { WorkerManager } from "../workers/manager.ts";
@@ -70,7 +71,12 @@ export function createDiscovery(
   c: GatewayConfig,
   metrics: Metrics,
   log: Logger,
-  state: { registry: WorkerRegistry; manager: WorkerManager },
+  state: {
+    registry: WorkerRegistry;
+    manager: WorkerManager;
+    /** The mesh's membership, for `--router-selector`. */
+    routers?: RouterSink;
+  },
 ): Discovery {
   const d = c.discovery;
   // client-node reads the whole environment (its HTTP stack enumerates it): without full env
@@ -103,7 +109,14 @@ export function createDiscovery(
   const legs: Map<string, Pod>[] = [];
   const allPods = () => legs.flatMap((m) => [...m.values()]);
   let resync: ReturnType<typeof setInterval> | undefined;
-  const selectors = c.pd.enabled ? [d.prefillSelector, d.decodeSelector] : [d.selector];
+  const selectors = c.pd.enabled
+    ? [d.prefillSelector, d.decodeSelector]
+    : Object.keys(d.selector).length > 0
+    ? [d.selector]
+    : [];
+  const routers = state.routers && Object.keys(d.routerSelector).length > 0
+    ? new RouterDiscovery(state.routers, c.mesh.port)
+    : null;
   return {
     async start() {
       try {
@@ -117,7 +130,21 @@ export function createDiscovery(
         config: api.origin,
         namespace: d.namespace ?? "(all)",
         selectors: selectors.map(selectorQuery).join(" | "),
+        routers: routers ? selectorQuery(d.routerSelector) : "",
       });
+      if (routers) {
+        const w = new PodWatch({
+          name: `router pods ${selectorQuery(d.routerSelector)}`,
+          source: api.source(selectorQuery(d.routerSelector)),
+          log: dlog,
+          handlers: {
+            onList: (list) => routers.onList(list),
+            onEvent: (type, p) => routers.onEvent(type, p),
+          },
+        });
+        watches.push(w);
+        w.start();
+      }
       for (const sel of selectors) {
         const pods = new Map<string, Pod>();
         const w = new PodWatch({
@@ -143,7 +170,7 @@ export function createDiscovery(
         watches.push(w);
         w.start();
       }
-      resync = setInterval(() => reconciler.resync(), 10_000);
+      if (selectors.length > 0) resync = setInterval(() => reconciler.resync(), 10_000);
     },
     async stop() {
       clearInterval(resync);

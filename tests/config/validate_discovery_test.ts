@@ -63,19 +63,16 @@ Deno.test("discovery flags: SMG's names and defaults; selectors as pairs, severa
   assert.deepEqual([pd.prefillSelector, pd.decodeSelector], [{ role: "prefill" }, {
     role: "decode",
   }]);
-  refused(
-    [
-      "--enable-mesh",
-      "--mesh-advertise-host",
-      "127.0.0.1",
-      "--service-discovery",
-      "--selector",
-      "a=b",
-      "--router-selector",
-      "app.kubernetes.io/component=router",
-    ],
-    /--router-selector.*not available in this build yet/,
-  );
+  const r = check([
+    "--enable-mesh",
+    "--mesh-advertise-host",
+    "127.0.0.1",
+    "--service-discovery",
+    "--router-selector",
+    "app.kubernetes.io/component=router",
+  ]).discovery;
+  assert.deepEqual(r.routerSelector, { "app.kubernetes.io/component": "router" });
+  assert.deepEqual(r.selector, {}, "routers only: workers come from flags or peers");
 });
 
 Deno.test("discovery flags: what is refused, and why", () => {
@@ -106,4 +103,8 @@ Deno.test("discovery flags: what is refused, and why", () => {
     /need --pd-disaggregation/,
   );
   refused(["--model-id-from", "namespace"], /needs --service-discovery/);
+  refused(
+    ["--enable-mesh", "--mesh-advertise-host", "127.0.0.1", "--router-selector", "a=b"],
+    /--router-selector.*needs --service-discovery/,
+  );
 });

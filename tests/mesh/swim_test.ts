@@ -507,3 +507,54 @@ Deno.test("swim: ping-req for a member this router does not know at that address
   assert.equal(sends(fx).length, 0, "nothing dialled");
   assert.ok(fx.some((e) => e.type === "respond" && e.ack.nack));
 });
+
+Deno.test("swim: router pods from discovery — ready is contacted, not made ALIVE; not ready suspects; gone is DOWN", () => {
+  const s = world({ b: "ALIVE", c: "ALIVE" });
+  // A new router's pod: contacted with a full-state exchange, kept as a seed; not ALIVE yet.
+  let fx = step(s, { type: "discovered", name: "d", address: "10.0.0.4:39527", state: "ready" }, 10)
+    .effects;
+  const join = sends(fx).find((e) => e.to === "10.0.0.4:39527");
+  assert.ok(join && join.req.kind === "ping" && join.req.fullState, "contacted");
+  assert.equal(status(s, "d"), null);
+  assert.ok(s.seeds.includes("10.0.0.4:39527"));
+  // Its own answer makes it a member, at its own incarnation.
+  const seq = join.req.seq;
+  step(s, {
+    type: "reply",
+    seq,
+    ack: ack(seq, "d", {
+      fullState: true,
+      updates: [{
+        name: "d",
+        address: "10.0.0.4:39527",
+        status: "ALIVE",
+        incarnation: 7,
+        from: "",
+      }],
+    }),
+  }, 12);
+  assert.equal(status(s, "d"), "ALIVE");
+  assert.equal(s.members.get("d")!.incarnation, 7);
+  // Not ready: suspected at its incarnation (it can refute with 8).
+  fx = step(s, { type: "discovered", name: "b", address: "b:1", state: "not_ready" }, 20).effects;
+  assert.equal(status(s, "b"), "SUSPECTED");
+  assert.equal(s.members.get("b")!.incarnation, 1);
+  assert.ok(sends(fx).length > 0, "broadcast");
+  step(s, {
+    type: "request",
+    id: 1,
+    req: gossip("b", [{ name: "b", address: "b:1", status: "ALIVE", incarnation: 2, from: "" }]),
+  }, 21);
+  assert.equal(status(s, "b"), "ALIVE", "refuted");
+  // Gone: DOWN at its incarnation; a later ready event for the same pod does not revive it.
+  step(s, { type: "discovered", name: "c", address: "c:1", state: "gone" }, 30);
+  assert.equal(status(s, "c"), "DOWN");
+  assert.equal(s.members.get("c")!.incarnation, 1);
+  step(s, { type: "discovered", name: "c", address: "c:1", state: "ready" }, 31);
+  assert.equal(status(s, "c"), "DOWN", "only its own answer can");
+  // Its own pod, and a DOWN member not ready, change nothing.
+  step(s, { type: "discovered", name: "a", address: "a:1", state: "gone" }, 32);
+  assert.equal(status(s, "a"), "ALIVE");
+  step(s, { type: "discovered", name: "c", address: "c:1", state: "not_ready" }, 33);
+  assert.equal(status(s, "c"), "DOWN");
+});

@@ -67,8 +67,11 @@ export class FakeWorker {
   readonly #timers = new Set<ReturnType<typeof setTimeout>>();
   readonly #hung = new Set<() => void>();
 
-  /** Starts on a free loopback port. */
-  constructor(opts: FakeWorkerOptions = {}) {
+  readonly #host: string;
+
+  /** Starts on a free port of `at.hostname` (127.0.0.1), or `at.port`. */
+  constructor(opts: FakeWorkerOptions = {}, at: { hostname?: string; port?: number } = {}) {
+    this.#host = at.hostname ?? "127.0.0.1";
     this.opts = {
       model: "test-model",
       chunks: 3,
@@ -79,14 +82,14 @@ export class FakeWorker {
       ...opts,
     };
     this.#server = Deno.serve(
-      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+      { hostname: this.#host, port: at.port ?? 0, onListen: () => {} },
       (req) => this.#handle(req),
     );
   }
 
   /** Base URL. */
   get url(): string {
-    return `http://127.0.0.1:${this.#server.addr.port}`;
+    return `http://${this.#host}:${this.#server.addr.port}`;
   }
 
   /** Stops the server, releasing hung requests. */

@@ -37,7 +37,16 @@ export async function spawnGateway(
   extraFlags: string[] = [],
 ): Promise<GatewayProcess> {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", ...RUN_FLAGS, ...extraFlags, script, ...args],
+    // An --allow-env among the extra flags replaces the narrow one (Deno takes one).
+    args: [
+      "run",
+      ...RUN_FLAGS.filter((f) =>
+        !f.startsWith("--allow-env") || !extraFlags.some((x) => x.startsWith("--allow-env"))
+      ),
+      ...extraFlags,
+      script,
+      ...args,
+    ],
     cwd,
     stdout: "null",
     stderr: "piped",
