@@ -12,6 +12,9 @@ import { ConfigError } from "../core/errors.ts";
 import type { Pod } from "./pods.ts";
 import { ApiStatusError, type PodPage, type WatchSource } from "./watch.ts";
 
+/** What discovery asks of the API server, on pods: all its Role must grant (`deploy/`). */
+export const KUBE_VERBS = ["list", "watch"] as const;
+
 /** Pods per list page. */
 const PAGE = 500;
 

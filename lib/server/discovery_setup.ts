@@ -23,11 +23,12 @@ import type { WorkerRegistry } from "../workers/registry.ts";
 const SOURCE = "kubernetes";
 
 /** SMG's discovery metrics. */
-class DiscoveryMetrics {
+export class DiscoveryMetrics {
   readonly registrations: FastCounter;
   readonly deregistrations: FastCounter;
   readonly sync: FastHistogram;
   readonly discovered: FastGauge;
+  /** Registers them in `m`'s registry. */
   constructor(m: Metrics) {
     const r = m.registry;
     this.registrations = new FastCounter(
