@@ -53,6 +53,8 @@ export interface WatchHandlers {
   onEvent(type: "ADDED" | "MODIFIED" | "DELETED", pod: Pod): void;
   /** A list or watch failed (already logged); for metrics. */
   onError?(what: "list" | "watch", err: string): void;
+  /** A bookmark moved the resume point to `resourceVersion`. */
+  onBookmark?(resourceVersion: string): void;
 }
 
 /** Options of the loop. */
@@ -215,7 +217,10 @@ export class PodWatch {
         if (obj?.code === 410) return "gone";
         throw new Error(`watch: error event ${obj?.code ?? "?"} ${obj?.message ?? ""}`);
       case "BOOKMARK":
-        if (rv) seen(rv);
+        if (rv) {
+          seen(rv);
+          this.#o.handlers.onBookmark?.(rv);
+        }
         return null;
       case "ADDED":
       case "MODIFIED":

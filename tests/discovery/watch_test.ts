@@ -44,6 +44,7 @@ function fetchSource(k: FakeKube, selector: string): WatchSource {
 class Seen {
   readonly pods = new Map<string, Pod>();
   errors = 0;
+  bookmark = "";
   #waiters: { cond: () => boolean; resolve: () => void }[] = [];
   readonly handlers = {
     onList: (pods: Pod[]) => {
@@ -58,6 +59,10 @@ class Seen {
     },
     onError: () => {
       this.errors++;
+      this.#check();
+    },
+    onBookmark: (rv: string) => {
+      this.bookmark = rv;
       this.#check();
     },
   };
@@ -188,4 +193,23 @@ Deno.test("pod watch: a watch that delivers nothing for idleMs is dropped and wa
   assert.ok(k.requests.filter((r) => r.includes("watch=1")).length >= 1);
   await watch.stop();
   await k.close();
+});
+
+Deno.test("pod watch: a bookmark moves the resume point, so a reset after compaction needs no relist", async () => {
+  const { k, seen, watch, stop } = await setup();
+  // Changes this watch does not see advance the server's version; a bookmark tells the watch.
+  for (let i = 0; i < 5; i++) k.apply(pod(`db${i}`, "10.0.1.1", { app: "redis" }));
+  k.apply(pod("w3", "10.0.0.4", { app: "sglang" }));
+  await seen.wait(() => seen.pods.has("w3"), "w3");
+  k.apply(pod("db9", "10.0.1.9", { app: "redis" }));
+  const before = k.requests.length;
+  k.bookmark();
+  await seen.wait(() => seen.bookmark !== "", "the bookmark read");
+  k.compact(); // history gone: resuming from before the bookmark would be 410
+  k.resetWatches();
+  k.apply(pod("w4", "10.0.0.5", { app: "sglang" }));
+  await seen.wait(() => seen.pods.has("w4"), "w4 after the reset");
+  assert.equal(watch.lists, 1, "resumed from the bookmark");
+  assert.ok(k.requests.slice(before).some((r) => r.includes("watch=1")));
+  await stop();
 });
