@@ -93,7 +93,9 @@ function discovered(
   if (name === s.self || s.leaving) return;
   const m = s.members.get(name);
   if (state === "ready") {
-    // Kept as a seed while the pod lives, so an isolated router keeps finding it.
+    // Kept as a seed while the pod lives, so an isolated router keeps finding it; a pod that
+    // moved (a new IP) leaves its old address behind, so seeds stay one per router pod.
+    if (m && m.address !== address) s.seeds = s.seeds.filter((x) => x !== m.address);
     if (!s.seeds.includes(address)) s.seeds.push(address);
     if (m && m.status === "ALIVE" && m.address === address) return;
     sendFullState(s, out, address, "", { kind: "join", address });

@@ -552,6 +552,10 @@ Deno.test("swim: router pods from discovery — ready is contacted, not made ALI
   assert.equal(s.members.get("c")!.incarnation, 1);
   step(s, { type: "discovered", name: "c", address: "c:1", state: "ready" }, 31);
   assert.equal(status(s, "c"), "DOWN", "only its own answer can");
+  // A pod that moved replaces its old address among the seeds.
+  step(s, { type: "discovered", name: "d", address: "10.0.0.4:39527", state: "ready" }, 34);
+  step(s, { type: "discovered", name: "d", address: "10.0.0.9:39527", state: "ready" }, 35);
+  assert.deepEqual(s.seeds.filter((x) => x.includes("39527")), ["10.0.0.9:39527"]);
   // Its own pod, and a DOWN member not ready, change nothing.
   step(s, { type: "discovered", name: "a", address: "a:1", state: "gone" }, 32);
   assert.equal(status(s, "a"), "ALIVE");
