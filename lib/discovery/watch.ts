@@ -110,18 +110,27 @@ export class PodWatch {
     while (!this.#stop.signal.aborted) {
       try {
         if (rv === null) rv = await this.#list();
-        const end = await this.#watch(rv, (v) => (rv = v));
-        if (end === "gone") rv = null;
+        const started = Date.now();
+        let events = 0;
+        const end = await this.#watch(rv, (v) => {
+          rv = v;
+          events++;
+        });
+        if (end === "gone") {
+          // Relist, but never in a tight loop: a server that keeps answering 410 waits too.
+          rv = null;
+          if (Date.now() - started < 1000) throw new Error("watch: 410 Gone at once");
+        } else if (events === 0 && Date.now() - started < 1000 && !this.#stop.signal.aborted) {
+          // A watch that ends at once with nothing (a proxy, a server shutting down): back off.
+          throw new Error("watch: ended at once with no events");
+        }
         if (failing) o.log.info("kubernetes watch recovered", { watch: o.name });
         failing = false;
         delay = o.backoffMs;
       } catch (e) {
         if (this.#stop.signal.aborted) break;
         const err = e instanceof Error ? e.message : String(e);
-        if (e instanceof ApiStatusError && e.status === 410) {
-          rv = null;
-          continue;
-        }
+        if (e instanceof ApiStatusError && e.status === 410) rv = null; // relist, after the wait
         const what = rv === null ? "list" : "watch";
         o.handlers.onError?.(what, err);
         (failing ? o.log.debug : o.log.warn).call(
@@ -140,8 +149,15 @@ export class PodWatch {
     const pods: Pod[] = [];
     let token: string | null = null;
     let rv = "";
+    const stopped = new Promise<never>((_, reject) => {
+      const fail = () => reject(new Error("stopped"));
+      if (this.#stop.signal.aborted) fail();
+      else this.#stop.signal.addEventListener("abort", fail, { once: true });
+    });
+    stopped.catch(() => {});
     do {
-      const page: PodPage = await this.#o.source.list(token);
+      // A list the server never answers must not hold up stop().
+      const page: PodPage = await Promise.race([this.#o.source.list(token), stopped]);
       pods.push(...page.items);
       token = page.continueToken;
       rv = page.resourceVersion;

@@ -18,7 +18,7 @@ import { isTerminating, type Pod, type PodWorker, podWorker } from "./pods.ts";
 
 /** What discovery counts (SMG's `smg_discovery_*` metrics). */
 export interface DiscoveryCounters {
-  registered(result: "ok" | "failed"): void;
+  registered(result: "ok" | "failed" | "duplicate"): void;
   deregistered(reason: "deleted" | "not_ready" | "gone"): void;
   synced(seconds: number): void;
   discovered(n: number): void;
@@ -85,11 +85,23 @@ export class WorkerDiscovery {
     this.#report(t);
   }
 
-  /** Retries registrations that could not be made yet (a URL still draining). */
+  /**
+   * Retries registrations that could not be made yet (a URL still draining), and registers
+   * again a serving pod's worker that something else removed (`--remove-unhealthy-workers`,
+   * `DELETE /workers/{id}`).
+   */
   resync(): void {
     for (const [uid, k] of this.#known) {
+      this.#lost(k);
       if (k.worker.serving && k.id === null) this.#register(uid, k);
     }
+  }
+
+  /** Forgets a registration the registry no longer holds (removed by another path). */
+  #lost(k: Known): void {
+    if (k.id === null) return;
+    const w = this.#d.registry.get(k.id);
+    if (!w || (w.status === "draining" && k.worker.serving)) k.id = null;
   }
 
   #upsert(w: PodWorker, terminating: boolean): void {
@@ -104,6 +116,7 @@ export class WorkerDiscovery {
       if (w.serving) this.#register(w.uid, fresh);
       return;
     }
+    this.#lost(k);
     const moved = k.worker.url !== w.url || k.worker.model !== w.model ||
       k.worker.type !== w.type || k.worker.bootstrapPort !== w.bootstrapPort;
     k.worker = w;
@@ -125,12 +138,13 @@ export class WorkerDiscovery {
       d.counters?.registered("ok");
       d.log.info("registered a discovered worker", { pod: w.pod, worker: w.url, type: w.type });
     } catch (e) {
-      d.counters?.registered("failed");
       if (e instanceof DuplicateWorkerError) {
+        d.counters?.registered("duplicate");
         // Registered otherwise (flags, API), or still draining from an earlier life: not ours.
         d.log.debug("discovered worker already registered", { pod: w.pod, worker: w.url });
         return;
       }
+      d.counters?.registered("failed");
       d.log.warn("cannot register a discovered worker", { pod: w.pod, uid, err: String(e) });
     }
   }

@@ -102,8 +102,10 @@ function discovered(
     s.joinInFlight++;
     return;
   }
-  s.seeds = s.seeds.filter((a) => a !== address && a !== m?.address);
-  if (!m) return;
+  s.seeds = s.seeds.filter((a) => a !== address);
+  // Only about the member at that address: a stale event for an earlier pod of the same name
+  // (the router moved and rejoined meanwhile) must not suspect or down its new life.
+  if (!m || address === "" || m.address !== address) return;
   if (state === "not_ready") {
     if (m.status !== "ALIVE") return;
     setStatus(s, out, m, "SUSPECTED", m.incarnation, s.self, now);

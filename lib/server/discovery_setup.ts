@@ -159,11 +159,17 @@ export function createDiscovery(
               reconciler.onList(allPods());
             },
             onEvent: (type, p) => {
-              if (p.metadata?.uid) {
-                if (type === "DELETED") pods.delete(p.metadata.uid);
-                else pods.set(p.metadata.uid, p);
+              const uid = p.metadata?.uid;
+              if (uid) {
+                if (type === "DELETED") pods.delete(uid);
+                else pods.set(uid, p);
               }
-              reconciler.onEvent(type, p);
+              // PD: a pod that left this leg's selector may now be in the other leg's.
+              const other = type === "DELETED" && uid
+                ? legs.find((m) => m !== pods && m.has(uid))?.get(uid)
+                : undefined;
+              if (other) reconciler.onEvent("MODIFIED", other);
+              else reconciler.onEvent(type, p);
             },
           },
         });

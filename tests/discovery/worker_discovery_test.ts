@@ -96,7 +96,7 @@ Deno.test("worker discovery: a URL registered by flags is neither taken over nor
   const { d, manager, urls, counts } = setup();
   manager.add({ url: "http://10.0.0.1:8000" });
   d.onList([pod("a", "10.0.0.1", W)]);
-  assert.deepEqual(counts, ["reg:failed"]);
+  assert.deepEqual(counts, ["reg:duplicate"]);
   d.onEvent("DELETED", pod("a", "10.0.0.1", W));
   assert.deepEqual(urls(), ["http://10.0.0.1:8000 regular"]);
 });
@@ -154,4 +154,14 @@ Deno.test("podWorker: the model id from the namespace, a label or an annotation;
     "",
   ]);
   assert.equal(podWorker(pod("c", "10.0.0.1", { app: "db" }), c, false), null);
+});
+
+Deno.test("worker discovery: a serving pod's worker removed by another path is registered again", async () => {
+  const { d, registry, manager, urls, settled } = setup();
+  d.onList([pod("a", "10.0.0.1", W)]);
+  manager.remove(registry.all()[0].id); // e.g. --remove-unhealthy-workers, or DELETE /workers/{id}
+  await settled();
+  assert.deepEqual(urls(), []);
+  d.resync();
+  assert.deepEqual(urls(), ["http://10.0.0.1:8000 regular"]);
 });

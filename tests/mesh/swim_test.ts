@@ -556,6 +556,10 @@ Deno.test("swim: router pods from discovery — ready is contacted, not made ALI
   step(s, { type: "discovered", name: "d", address: "10.0.0.4:39527", state: "ready" }, 34);
   step(s, { type: "discovered", name: "d", address: "10.0.0.9:39527", state: "ready" }, 35);
   assert.deepEqual(s.seeds.filter((x) => x.includes("39527")), ["10.0.0.9:39527"]);
+  // An event about another address than the member's (an earlier pod of that name) is stale.
+  step(s, { type: "discovered", name: "b", address: "10.9.9.9:1", state: "gone" }, 36);
+  step(s, { type: "discovered", name: "b", address: "10.9.9.9:1", state: "not_ready" }, 36);
+  assert.equal(status(s, "b"), "ALIVE");
   // Its own pod, and a DOWN member not ready, change nothing.
   step(s, { type: "discovered", name: "a", address: "a:1", state: "gone" }, 32);
   assert.equal(status(s, "a"), "ALIVE");
