@@ -213,3 +213,29 @@ Deno.test("pod watch: a bookmark moves the resume point, so a reset after compac
   assert.ok(k.requests.slice(before).some((r) => r.includes("watch=1")));
   await stop();
 });
+
+Deno.test("pod watch: a server whose watches end at once, or answer 410 at once, is retried with backoff", async () => {
+  for (const answer of [() => new Response(""), () => new Response("{}", { status: 410 })]) {
+    let watches = 0;
+    let lists = 0;
+    const seen = new Seen();
+    const watch = new PodWatch({
+      name: "stub",
+      source: {
+        list:
+          () => (lists++,
+            Promise.resolve({ items: [], resourceVersion: "1", continueToken: null })),
+        watch: () => (watches++, Promise.resolve(answer())),
+      },
+      handlers: seen.handlers,
+      log: silentLogger,
+      backoffMs: 20,
+      maxBackoffMs: 40,
+    });
+    watch.start();
+    await seen.wait(() => seen.errors >= 4, "four failed watches");
+    await watch.stop();
+    // Four failures with backoff between them, not thousands of requests.
+    assert.ok(watches <= 6 && lists <= 6, `${watches} watches, ${lists} lists`);
+  }
+});
