@@ -39,6 +39,11 @@ export function validateMesh(c: GatewayConfig): void {
     throw badValue("--mesh-port", m.port, "allowed: 1..65535");
   }
   if (m.host.trim() === "") throw badValue("--mesh-host", m.host, "must not be empty");
+  // A raw IPv6 address (a pod's $(POD_IP) on an IPv6 cluster) is taken in brackets, as every
+  // host:port of the mesh writes it.
+  const bracket = (h: string) => (h.includes(":") && !h.startsWith("[") ? `[${h}]` : h);
+  m.host = bracket(m.host.trim());
+  if (m.advertiseHost !== null) m.advertiseHost = bracket(m.advertiseHost.trim());
   const advertise = m.advertiseHost ?? m.host;
   if (isUnspecified(advertise)) {
     throw new ConfigError(

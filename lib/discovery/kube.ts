@@ -57,6 +57,19 @@ export interface PodApi {
 const decode64 = (s: string) =>
   new TextDecoder().decode(Uint8Array.from(atob(s), (c) => c.charCodeAt(0)));
 
+/** Whether a kubeconfig file is there to load (KUBECONFIG's, or ~/.kube/config). */
+function hasKubeconfig(): boolean {
+  const paths = Deno.env.get("KUBECONFIG")?.split(":").filter(Boolean) ??
+    [`${Deno.env.get("HOME") ?? ""}/.kube/config`];
+  return paths.some((p) => {
+    try {
+      return Deno.statSync(p).isFile;
+    } catch {
+      return false;
+    }
+  });
+}
+
 /** Loads the configuration and builds the pod API; throws ConfigError when there is none. */
 export async function connectPods(namespace: string | null): Promise<PodApi> {
   const k8s = await import("@kubernetes/client-node");
@@ -73,6 +86,12 @@ export async function connectPods(namespace: string | null): Promise<PodApi> {
     throw new ConfigError(`--service-discovery: cannot load the Kubernetes configuration: ${why}`);
   }
   const cluster = kc.getCurrentCluster();
+  // client-node falls back to http://localhost:8080 when it finds no configuration at all.
+  if (!inCluster && cluster?.server === "http://localhost:8080" && !hasKubeconfig()) {
+    throw new ConfigError(
+      "--service-discovery: no Kubernetes configuration found (run in a pod, or set KUBECONFIG)",
+    );
+  }
   if (!cluster?.server) {
     throw new ConfigError(
       "--service-discovery: no Kubernetes API server configured (run in a pod, or set KUBECONFIG)",

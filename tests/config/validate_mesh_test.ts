@@ -70,3 +70,9 @@ Deno.test("mesh flags: host:port parsing and the unspecified address", () => {
   for (const u of ["0.0.0.0", "::", "[::]", "0:0:0:0:0:0:0:0"]) assert.ok(isUnspecified(u), u);
   for (const u of ["127.0.0.1", "::1", "host"]) assert.ok(!isUnspecified(u), u);
 });
+
+Deno.test("mesh flags: a raw IPv6 address (an IPv6 pod's IP) is taken in brackets", () => {
+  const m = check(["--enable-mesh", "--mesh-host", "::", "--mesh-advertise-host", "fd00::7"]).mesh;
+  assert.equal(m.advertiseHost, "[fd00::7]");
+  assert.equal(m.host, "[::]");
+});

@@ -142,3 +142,22 @@ Deno.test({
     await k.close();
   },
 });
+
+Deno.test({
+  name: "kube: no configuration anywhere is a clear error, not client-node's localhost:8080",
+  sanitizeResources: false,
+  sanitizeOps: false,
+  fn: async () => {
+    const saved = { home: Deno.env.get("HOME"), kc: Deno.env.get("KUBECONFIG") };
+    const home = Deno.makeTempDirSync();
+    Deno.env.set("HOME", home);
+    Deno.env.delete("KUBECONFIG");
+    try {
+      await assert.rejects(() => connectPods(null), /no Kubernetes configuration found/);
+    } finally {
+      if (saved.home !== undefined) Deno.env.set("HOME", saved.home);
+      if (saved.kc !== undefined) Deno.env.set("KUBECONFIG", saved.kc);
+      Deno.removeSync(home, { recursive: true });
+    }
+  },
+});
