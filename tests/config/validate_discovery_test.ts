@@ -1,23 +1,7 @@
 /** Service-discovery flags: SMG's names and defaults, selector parsing, and the refusals. */
 
 import assert from "node:assert/strict";
-import { parseGatewayArgs } from "../../lib/config/cli.ts";
-import { validateConfig } from "../../lib/config/validate.ts";
-import { ConfigError } from "../../lib/core/errors.ts";
-
-function check(args: string[]) {
-  const c = parseGatewayArgs(args);
-  validateConfig(c);
-  return c;
-}
-
-function refused(args: string[], want: RegExp): void {
-  assert.throws(() => check(args), (e) => {
-    assert.ok(e instanceof ConfigError, String(e));
-    assert.match(e.message, want);
-    return true;
-  }, args.join(" "));
-}
+import { check, refused } from "../support/config.ts";
 
 Deno.test("discovery flags: SMG's names and defaults; selectors as pairs, several in one argument", () => {
   const off = check([]).discovery;

@@ -1,23 +1,6 @@
 import assert from "node:assert/strict";
-import { parseGatewayArgs } from "../../lib/config/cli.ts";
-import { validateConfig } from "../../lib/config/validate.ts";
 import { isUnspecified, parseHostPort } from "../../lib/config/validate_mesh.ts";
-import { ConfigError } from "../../lib/core/errors.ts";
-
-function check(args: string[]) {
-  const c = parseGatewayArgs(args);
-  validateConfig(c);
-  return c;
-}
-
-function refused(args: string[], want: RegExp): void {
-  assert.throws(() => check(args), (e) => {
-    assert.ok(e instanceof ConfigError, String(e));
-    assert.match(e.message, want);
-    assert.ok(!e.message.includes("\n"));
-    return true;
-  }, args.join(" "));
-}
+import { check, refused } from "../support/config.ts";
 
 const base = ["--enable-mesh", "--mesh-advertise-host", "127.0.0.1"];
 

@@ -6,18 +6,11 @@
 import assert from "node:assert/strict";
 import client from "prom-client";
 import { MeshMetrics } from "../../lib/mesh/mesh_metrics.ts";
+import { hasCommand } from "../support/process.ts";
 
 const RULES = new URL("../../deploy/prometheus/mesh-alerts.yml", import.meta.url).pathname;
 
-/** promtool comes with Debian's `prometheus` package; .ci/run installs it. */
-const hasPromtool = (() => {
-  try {
-    return new Deno.Command("promtool", { args: ["--version"], stdout: "null", stderr: "null" })
-      .outputSync().code === 0;
-  } catch {
-    return false;
-  }
-})();
+const hasPromtool = hasCommand("promtool");
 
 Deno.test({ name: "deploy: mesh alert rules pass promtool", ignore: !hasPromtool }, async () => {
   const out = await new Deno.Command("promtool", {

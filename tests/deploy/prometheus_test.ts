@@ -6,19 +6,18 @@
  */
 
 import assert from "node:assert/strict";
-import { freePort, type GatewayProcess, meshRouterArgs, spawnGateway } from "../support/process.ts";
+import {
+  freePort,
+  type GatewayProcess,
+  hasCommand,
+  meshRouterArgs,
+  spawnGateway,
+} from "../support/process.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const RULES = new URL("../../deploy/prometheus/mesh-alerts.yml", import.meta.url).pathname;
 
-const hasPrometheus = (() => {
-  try {
-    return new Deno.Command("prometheus", { args: ["--version"], stdout: "null", stderr: "null" })
-      .outputSync().code === 0;
-  } catch {
-    return false;
-  }
-})();
+const hasPrometheus = hasCommand("prometheus");
 
 /** Polls `check` every 250 ms until it returns true, at most `ms`. */
 async function until(what: string, check: () => Promise<boolean>, ms = 60_000): Promise<void> {

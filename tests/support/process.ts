@@ -137,3 +137,13 @@ export function meshRouterArgs(
     ...(seeds.length ? ["--mesh-peer-urls", ...seeds] : []),
   ];
 }
+
+/** Whether `cmd --version` runs (a Debian package the CI installs, e.g. prometheus, promtool). */
+export function hasCommand(cmd: string): boolean {
+  try {
+    return new Deno.Command(cmd, { args: ["--version"], stdout: "null", stderr: "null" })
+      .outputSync().code === 0;
+  } catch {
+    return false;
+  }
+}
