@@ -48,6 +48,10 @@ const DeltasT = root.lookupType("smg.mesh.v1.TreeDeltas");
 const RequestT = root.lookupType("smg.mesh.v1.TreeRepairRequest");
 const PageT = root.lookupType("smg.mesh.v1.TreeRepairPage");
 
+/** A map key for one tree: role, kind and model. */
+export const groupKey = (role: TreeRole, model: string, kind: TreeKind): string =>
+  `${role}\u0000${kind}\u0000${model}`;
+
 const KINDS: readonly TreeKind[] = ["string", "token"];
 const ROLES: readonly TreeRole[] = ["main", "prefill", "decode"];
 const roleOut = (r: TreeRole) => (r === "main" ? "" : r);

@@ -19,10 +19,10 @@
  *    without deltas), so a router that joins copies its peers' trees at once instead of
  *    waiting for new traffic. One session per (role, model, kind) at a time; unknown hashes
  *    from its target meanwhile are folded into it, other peers' are repaired from next, one at
- *    a time (what one peer sent need not cover another's). The responder pages its tree (at
- *    most `pageBytes` per page) in slices of `sliceMs` of work, yielding to request handling
- *    between slices. Pages of another or an ended session are stale and dropped; duplicates
- *    are ignored. A session without progress for `progressMs` is retried from the pages
+ *    a time (what one peer sent need not cover another's). The responder (`tree_responder.ts`)
+ *    pages its tree in slices of `sliceMs` of work, yielding to request handling between
+ *    slices. Pages of another or an ended session are stale and dropped; duplicates are
+ *    ignored. A session without progress for `progressMs` is retried from the pages
  *    already applied (cursor), preferably with another peer (the first is asked again after),
  *    at most `maxRetries` times, then fails (the next unknown hash starts over).
  *
@@ -32,11 +32,12 @@
 
 import type { Logger } from "../../core/log.ts";
 import type { TreeKind } from "../../policies/cache_aware/shared_paths.ts";
-import type { PolicyReplicas, TreeEntry, TreeRole } from "../../policies/replicas.ts";
+import type { PolicyReplicas, TreeRole } from "../../policies/replicas.ts";
 import type { Scheduler } from "../scheduler.ts";
 import type { StreamPort } from "../store/store_sync.ts";
 import type { EnvelopeType } from "../wire.ts";
 import * as codec from "./tree_codec.ts";
+import { TreeResponder } from "./tree_responder.ts";
 
 /** What tree sync counts (for metrics and benchmarks). */
 export type TreeCounter =
@@ -125,53 +126,6 @@ interface Session {
   pending: Set<string>;
 }
 
-const groupKey = (role: TreeRole, model: string, kind: TreeKind) =>
-  `${role}\u0000${kind}\u0000${model}`;
-
-/** Per-entry bytes a page spends besides the path (tenant indexes, tags, lengths). */
-const ENTRY_OVERHEAD = 16;
-
-/** A repair being answered. */
-interface Responder {
-  /** Requester and tree. */
-  key: string;
-  peer: string;
-  request: codec.RepairRequest;
-  it: Iterator<TreeEntry>;
-  /** Entries taken from the iterator (from the start of the tree). */
-  consumed: number;
-  /** Index of the next page. */
-  index: number;
-  /** The entry that did not fit the previous page (taken, not yet sent). */
-  held: TreeEntry | null;
-  /** The page being filled: entries, estimated bytes, path units. */
-  entries: TreeEntry[];
-  bytes: number;
-  units: number;
-  /** The encoded page waiting for room on the stream. */
-  page: Uint8Array | null;
-  /** Whether the page filled last is the tree's last. */
-  last: boolean;
-  /** Give up sending `page` at this time. */
-  deadline: number;
-  /** A newer request for the same tree replaced this one. */
-  cancelled: boolean;
-}
-
-/**
- * About the bytes an entry takes in a page after `prev` (an upper bound for text): its path is
- * front-coded against the previous one (`encodePage`).
- */
-function entrySize(e: TreeEntry, prev: TreeEntry | null): number {
-  const path = codec.pathOf(e);
-  const before = prev === null ? null : codec.pathOf(prev);
-  const shared = path !== null && before !== null && typeof path === typeof before
-    ? codec.sharedPrefix(before, path)
-    : 0;
-  const units = path === null ? 8 : (path.length - shared) * (typeof path === "string" ? 3 : 5);
-  return ENTRY_OVERHEAD + e.tenants.length * 2 + units;
-}
-
 /** Keeps one router's cache-aware trees in step with its peers'. */
 export class TreeSync {
   readonly #o: Required<TreeSyncOptions>;
@@ -185,8 +139,7 @@ export class TreeSync {
   /** Peers whose stream opened since the last round: told which trees this router holds. */
   readonly #announce = new Set<string>();
   readonly #sessions = new Map<string, Session>();
-  /** Repairs being answered, by requester and tree. */
-  readonly #jobs = new Map<string, Responder>();
+  readonly #responder: TreeResponder;
   #seq = 0;
   #cancelTimer: () => void = () => {};
   #stopped = false;
@@ -208,6 +161,11 @@ export class TreeSync {
       count: () => {},
       ...o,
     };
+    this.#responder = new TreeResponder({
+      ...this.#o,
+      port: () => this.#port,
+      open: (peer) => !this.#stopped && this.#copied.has(peer),
+    });
     o.replicas.deltaSink = (role, model, kind, hash, worker) =>
       this.#publish(role, model, kind, hash, worker);
   }
@@ -239,7 +197,7 @@ export class TreeSync {
   /** An envelope from `peer`. */
   onEnvelope(peer: string, type: EnvelopeType, payload: Uint8Array): void {
     if (type === "tree_deltas") this.#onDeltas(peer, payload);
-    else if (type === "tree_repair_request") this.#onRequest(peer, payload);
+    else if (type === "tree_repair_request") this.#responder.onRequest(peer, payload);
     else if (type === "tree_repair_page") this.#onPage(peer, payload);
   }
 
@@ -252,7 +210,7 @@ export class TreeSync {
 
   #publish(role: TreeRole, model: string, kind: TreeKind, hash: number, worker: string): void {
     if (this.#buffered >= this.#o.maxDeltas) return this.#o.count("deltas_dropped", 1);
-    const k = groupKey(role, model, kind);
+    const k = codec.groupKey(role, model, kind);
     let g = this.#buffer.get(k);
     if (!g) this.#buffer.set(k, g = { role, model, kind, deltas: [] });
     g.deltas.push({ hash, worker });
@@ -298,11 +256,13 @@ export class TreeSync {
 
   /** Empty groups for the non-empty trees held here that `groups` does not name. */
   #held(groups: readonly Group[]): Group[] {
-    const named = new Set(groups.map((g) => groupKey(g.role, g.model, g.kind)));
+    const named = new Set(groups.map((g) => codec.groupKey(g.role, g.model, g.kind)));
     const out: Group[] = [];
     for (const { role, trees } of this.#o.replicas.allTrees()) {
       for (const { model, kind } of trees.heldTrees()) {
-        if (!named.has(groupKey(role, model, kind))) out.push({ role, model, kind, deltas: [] });
+        if (!named.has(codec.groupKey(role, model, kind))) {
+          out.push({ role, model, kind, deltas: [] });
+        }
       }
     }
     return out;
@@ -331,7 +291,7 @@ export class TreeSync {
       for (const x of g.deltas) if (!trees.applyDelta(g.model, g.kind, x.hash, x.worker)) unknown++;
       this.#o.count("deltas_applied", g.deltas.length - unknown);
       this.#o.count("deltas_unknown", unknown);
-      const k = groupKey(g.role, g.model, g.kind);
+      const k = codec.groupKey(g.role, g.model, g.kind);
       if (this.#copied.get(peer)?.has(k) ?? true) continue;
       if (unknown > 0) this.#repair(g.role, g.model, g.kind, peer);
       // A tree announced by a peer just connected: copied unless a repair is already running
@@ -343,7 +303,7 @@ export class TreeSync {
   }
 
   #repair(role: TreeRole, model: string, kind: TreeKind, from: string): void {
-    const k = groupKey(role, model, kind);
+    const k = codec.groupKey(role, model, kind);
     const s = this.#sessions.get(k);
     if (s) {
       if (from === s.target) return this.#o.count("repairs_folded", 1);
@@ -439,132 +399,12 @@ export class TreeSync {
     }
   }
 
-  #onRequest(peer: string, payload: Uint8Array): void {
-    const r = codec.decodeRequest(payload);
-    if (!r.ok) return this.#o.count("requests_refused", 1);
-    const { role, model, kind } = r.value;
-    // A new request from a peer for a tree replaces its earlier one (a retry of the same repair).
-    const key = `${peer}\u0000${groupKey(role, model, kind)}`;
-    const earlier = this.#jobs.get(key);
-    if (earlier) earlier.cancelled = true;
-    let mine = 0;
-    for (const j of this.#jobs.values()) if (j.peer === peer && !j.cancelled) mine++;
-    if (this.#jobs.size - (earlier ? 1 : 0) >= this.#o.maxResponses || mine >= 2) {
-      this.#jobs.delete(key);
-      return this.#o.count("requests_refused", 1);
-    }
-    const trees = this.#o.replicas.treesFor(role, model);
-    const entries = trees ? trees.exportTree(model, kind) : [];
-    const job: Responder = {
-      key,
-      peer,
-      request: r.value,
-      it: entries[Symbol.iterator](),
-      consumed: 0,
-      index: 0,
-      held: null,
-      entries: [],
-      bytes: 0,
-      units: 0,
-      page: null,
-      last: false,
-      deadline: 0,
-      cancelled: false,
-    };
-    this.#jobs.set(key, job);
-    this.#o.scheduler.after(0, () => this.#respond(job));
-  }
-
-  /**
-   * One slice of answering a repair: skips to the cursor, fills and sends pages, and comes back
-   * through the scheduler after `sliceMs` of work, after each page, and while the stream to the
-   * requester holds `maxQueued` frames or more (for at most the progress timeout), so pages
-   * never crowd out deltas, store batches and heartbeats. Timer-driven, so it runs under fake
-   * time too. A path longer than `maxPathUnits` is skipped (counted): it could not travel.
-   */
-  #respond(job: Responder): void {
-    const o = this.#o;
-    const end = () => {
-      if (this.#jobs.get(job.key) === job) this.#jobs.delete(job.key);
-    };
-    if (job.cancelled || this.#stopped || !this.#copied.has(job.peer)) return end();
-    const start = performance.now();
-    const later = (ms = 0) => void o.scheduler.after(ms, () => this.#respond(job));
-    if (job.page === null) {
-      while (job.consumed < job.request.cursor) {
-        if ((job.consumed & 1023) === 1023 && performance.now() - start > o.sliceMs) {
-          return later();
-        }
-        job.consumed++;
-        if (job.it.next().done) {
-          job.request.cursor = job.consumed = job.consumed - 1;
-          break;
-        }
-      }
-      for (let n = 1;; n++) {
-        if ((n & 63) === 0 && performance.now() - start > o.sliceMs) return later();
-        let e: TreeEntry | null = job.held;
-        job.held = null;
-        if (e === null) {
-          const next = job.it.next();
-          if (next.done) {
-            job.last = true;
-            break;
-          }
-          job.consumed++;
-          e = next.value;
-        }
-        const units = codec.pathOf(e)?.length ?? 0;
-        if (units > o.maxPathUnits) {
-          o.count("entries_skipped", 1);
-          continue;
-        }
-        const size = entrySize(e, job.entries.at(-1) ?? null);
-        if (
-          job.entries.length > 0 &&
-          (job.entries.length >= o.pageEntries || job.bytes + size > o.pageBytes ||
-            job.units + units > o.pageUnits)
-        ) {
-          job.held = e;
-          break;
-        }
-        job.entries.push(e);
-        job.bytes += size;
-        job.units += units;
-      }
-      // The held entry is not in this page: it was consumed but belongs to the next.
-      const nextCursor = job.consumed - (job.held === null ? 0 : 1);
-      job.page = codec.encodePage({
-        ...job.request,
-        index: job.index++,
-        entries: job.entries,
-        nextCursor,
-        last: job.last,
-      });
-      job.entries = [];
-      job.bytes = 0;
-      job.units = 0;
-      job.deadline = o.scheduler.now() + o.progressMs;
-    }
-    const port = this.#port;
-    const room = (port?.queued?.(job.peer) ?? 0) < o.maxQueued;
-    if (room && port?.send(job.peer, "tree_repair_page", job.page)) {
-      o.count("pages_sent", 1);
-      o.count("page_bytes_sent", job.page.byteLength);
-      job.page = null;
-      return job.last ? end() : later();
-    }
-    // No room on the stream: wait for it, not past the requester's patience.
-    if (o.scheduler.now() >= job.deadline) return end();
-    later(50);
-  }
-
   #onPage(peer: string, payload: Uint8Array): void {
     let s: Session | undefined;
     let k = "";
     // The session is checked on the page's head, before its paths are expanded.
     const p = codec.decodePage(payload, (h) => {
-      k = groupKey(h.role, h.model, h.kind);
+      k = codec.groupKey(h.role, h.model, h.kind);
       s = this.#sessions.get(k);
       return !!s && s.id === h.session && s.target === peer && !s.pages.has(h.index);
     }, this.#o.pageUnits * 2);
