@@ -15,7 +15,8 @@ const ALLOWED: Record<string, string[]> = {
   routing: ["core", "routing"],
   policies: ["core", "config", "policies"],
   workers: ["core", "config", "workers"],
-  proxy: ["core", "config", "metrics", "policies", "routing", "workers", "proxy"],
+  upstream: ["upstream"],
+  proxy: ["core", "config", "metrics", "policies", "routing", "workers", "upstream", "proxy"],
   server: [
     "core",
     "config",
@@ -24,6 +25,7 @@ const ALLOWED: Record<string, string[]> = {
     "routing",
     "workers",
     "proxy",
+    "upstream",
     "mesh",
     "mesh/adapters",
     "discovery",

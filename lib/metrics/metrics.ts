@@ -56,6 +56,8 @@ export class Metrics {
   readonly routerErrors: FastCounter;
   /** smg_router_upstream_responses_total{router_type,status_code,error_code} */
   readonly upstreamResponses: FastCounter;
+  /** smg_router_upstream_send_retries_total: requests resent after a stale pooled connection */
+  readonly upstreamSendRetries: FastCounter;
   /** smg_router_ttft_seconds{router_type,backend_type,model,endpoint} */
   readonly ttft: FastHistogram;
   /** smg_worker_requests_active{worker} */
@@ -177,6 +179,11 @@ export class Metrics {
         "status_code",
         "error_code",
       ],
+    );
+    this.upstreamSendRetries = counter(
+      "smg_router_upstream_send_retries_total",
+      "Requests resent once on a fresh connection after a pooled one turned out closed",
+      [],
     );
     this.ttft = hist("smg_router_ttft_seconds", "Gateway-side time to the first streamed byte", [
       "router_type",

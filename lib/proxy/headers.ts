@@ -2,13 +2,15 @@
  * Header handling between client and worker: which request headers reach the worker (all but
  * hop-by-hop, length and encoding ones; the worker's own key replaces the client's bearer), and
  * which worker headers reach the client (the same minus hop-by-hop, plus the request id and the
- * routed worker id). `fetch` decodes compressed worker bodies, so encoding and length headers
- * never pass through. Lists of pairs, not `Headers` objects: `fetch` and `Response` convert
- * either, and building a `Headers` first costs a second conversion.
+ * routed worker id). The client never asks workers for compression (`accept-encoding` is
+ * dropped); should a worker compress anyway, its bytes and `content-encoding` pass through
+ * together. Lists of pairs, not `Headers` objects: `Response` converts either, and building a
+ * `Headers` first costs a second conversion.
  */
 
-/** Header name/value pairs. */
-export type HeaderList = [string, string][];
+import type { HeaderList } from "../upstream/types.ts";
+
+export type { HeaderList };
 
 const DROP_REQUEST = new Set([
   "host",
@@ -28,7 +30,6 @@ const DROP_REQUEST = new Set([
 
 const DROP_RESPONSE = new Set([
   "content-length",
-  "content-encoding",
   "connection",
   "keep-alive",
   "transfer-encoding",
@@ -60,18 +61,33 @@ export function upstreamHeaders(
 
 /** Headers for the client response. */
 export function clientHeaders(
-  worker: Headers,
+  worker: HeaderList,
   requestId: string,
   workerId: string,
   stream: boolean,
 ): HeaderList {
   const h: HeaderList = [["x-request-id", requestId], ["x-smg-routed-worker-id", workerId]];
-  for (const [k, v] of worker) {
+  for (let i = 0; i < worker.length; i++) {
+    const k = worker[i][0];
     if (DROP_RESPONSE.has(k) || (stream && (k === "content-type" || k === "cache-control"))) {
       continue;
     }
-    h.push([k, v]);
+    h.push(worker[i]);
   }
   if (stream) h.push(["content-type", "text/event-stream"], ["cache-control", "no-cache"]);
+  return h;
+}
+
+const HOP_BY_HOP = new Set(["connection", "keep-alive", "trailer", "upgrade"]);
+
+/** Headers for a worker's error response passed through as the request's answer. */
+export function passThroughHeaders(worker: HeaderList, requestId: string): HeaderList {
+  const h: HeaderList = [["x-request-id", requestId]];
+  for (const pair of worker) {
+    const k = pair[0];
+    if (k !== "content-length" && k !== "transfer-encoding" && k !== "x-request-id") {
+      if (!HOP_BY_HOP.has(k)) h.push(pair);
+    }
+  }
   return h;
 }

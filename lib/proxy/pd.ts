@@ -6,28 +6,26 @@
  * decode response, streamed or whole, while the prefill response is drained in the background
  * (cancelling it could abort the prefill the decode waits for).
  *
- * A failure on either leg frees the other and fails the attempt; the pair is re-selected
- * without the worker that failed (retryable: connect errors, 5xx, 408, 429, a stream dying before
- * its first byte). A leg's own error status is passed through as the worker sent it. No usable
- * pair: 503 `server_selection_failed`.
+ * A failure on either leg frees the other and fails the attempt; the attempt loop
+ * (`attempts.ts`) re-selects the pair without the worker that failed (retryable: connect
+ * errors, 5xx, 408, 429, a stream dying before its first byte). A leg's own error status is
+ * passed through as the worker sent it. No usable pair: 503 `server_selection_failed`.
  */
 
-import { sleep } from "../core/clock.ts";
 import { GatewayError } from "../core/errors.ts";
 import type { Worker } from "../workers/worker.ts";
-import {
-  type Attempt,
-  type CallContext,
-  Calls,
-  CLIENT_CLOSED,
-  type Failure,
-  finalResponse,
-  type Sent,
-  timeoutError,
-} from "./attempt.ts";
-import type { PdPolicies, ProxyDeps } from "./proxy.ts";
-import { backoffMs, isRetryableStatus, maxAttempts } from "./retry.ts";
-import { noCandidates, selectWorker } from "./select.ts";
+import type { Calls } from "./attempt.ts";
+import { isRetryableStatus } from "./retry.ts";
+import { noCandidates, type SelectEnv, selectWorker } from "./select.ts";
+import type {
+  AttemptPlan,
+  AttemptResult,
+  CallContext,
+  Failed,
+  PdPolicies,
+  ProxyDeps,
+  Sent,
+} from "./types.ts";
 
 const encoder = new TextEncoder();
 
@@ -60,141 +58,131 @@ export function withBootstrap(
   return encoder.encode(JSON.stringify({ ...body, ...fields }));
 }
 
-/** Routes requests to prefill/decode pairs. */
-export class PdDispatch {
+/** A prefill/decode pair for one attempt. */
+export interface Pair {
+  /** The prefill worker. */
+  prefill: Worker;
+  /** The decode worker. */
+  decode: Worker;
+}
+
+/** The request's candidates per leg. */
+export interface PdCandidates {
+  /** Prefill workers for the model. */
+  prefills: readonly Worker[];
+  /** Decode workers for the model. */
+  decodes: readonly Worker[];
+}
+
+const CODE = "server_selection_failed";
+
+/** Serves requests with prefill/decode pairs (an `AttemptPlan`). */
+export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
+  readonly label = "pd";
+  readonly code = CODE;
+  readonly retryMessage = "PD attempt failed; retrying with another pair";
   readonly #d: ProxyDeps;
+  readonly #env: SelectEnv;
   readonly #calls: Calls;
   readonly #legs: PdPolicies;
-  readonly #timeoutMs: number;
 
   /** Over the proxy's dependencies and attempt machinery. */
-  constructor(d: ProxyDeps, calls: Calls, legs: PdPolicies, timeoutMs: number) {
+  constructor(d: ProxyDeps, env: SelectEnv, calls: Calls, legs: PdPolicies) {
     this.#d = d;
+    this.#env = env;
     this.#calls = calls;
     this.#legs = legs;
-    this.#timeoutMs = timeoutMs;
   }
 
-  /** Serves one request with a prefill/decode pair. */
-  async dispatch(c: CallContext, body: Record<string, unknown>): Promise<Response> {
+  candidates(c: CallContext): PdCandidates {
     const d = this.#d;
     const prefills = d.registry.forModel(c.rr.model, "prefill");
     const decodes = d.registry.forModel(c.rr.model, "decode");
-    if (prefills.length === 0 && decodes.length === 0) throw noCandidates(d, c.rr);
+    if (prefills.length === 0 && decodes.length === 0) throw noCandidates(d.registry.size, c.rr);
     if (prefills.length === 0 || decodes.length === 0) {
       throw new GatewayError(
         503,
-        "server_selection_failed",
+        CODE,
         `No available servers: no ${
           prefills.length === 0 ? "prefill" : "decode"
         } worker serves model '${c.rr.model ?? "any"}'`,
         { retryAfter: 1 },
       );
     }
-    const attempts = maxAttempts(d.config.retry);
-    const failedP = new Set<string>();
-    const failedD = new Set<string>();
-    let last: Failure | null = null;
-    for (let attempt = 0; attempt < attempts; attempt++) {
-      if (attempt > 0) {
-        d.metrics.retries.with("pd", c.series.labels[4]).inc();
-        try {
-          await sleep(backoffMs(attempt - 1, d.config.retry, d.random), c.signal);
-        } catch {
-          break;
-        }
-      }
-      const retrying = last !== null;
-      const code = "server_selection_failed";
-      const p = selectWorker(d, prefills, failedP, c.rr, retrying, this.#legs.prefill, code);
-      const w = p && selectWorker(d, decodes, failedD, c.rr, retrying, this.#legs.decode, code);
-      if (!p || !w) break;
-      c.series.selection.inc();
-      const result = await this.#attempt(c, body, p, w);
-      if ("response" in result) return result.response;
-      last = result.failure;
-      if (result.failed === "prefill") failedP.add(p.id);
-      else failedD.add(w.id);
-      if (!last.retryable) break;
-      d.log.warn("PD attempt failed; retrying with another pair", {
-        request_id: c.ctx.requestId,
-        leg: result.failed,
-        prefill: p.url,
-        decode: w.url,
-        attempt: attempt + 1,
-      });
-    }
-    if (c.req.signal.aborted) return new Response(null, { status: CLIENT_CLOSED });
-    if (c.timedOut() && (!last || last.retryable)) {
-      last = { retryable: false, error: timeoutError(this.#timeoutMs) };
-    }
-    if (!last) {
-      throw new GatewayError(
-        503,
-        "server_selection_failed",
-        "No available servers: no usable prefill/decode pair",
-        {
-          retryAfter: 1,
-        },
-      );
-    }
-    return finalResponse(last, c.ctx.requestId);
+    return { prefills, decodes };
   }
 
-  async #attempt(
+  pick(
     c: CallContext,
-    body: Record<string, unknown>,
-    p: Worker,
-    w: Worker,
-  ): Promise<{ response: Response } | { failure: Failure; failed: "prefill" | "decode" }> {
-    const calls = this.#calls;
-    const bytes = withBootstrap(body, p, this.#d.random);
-    const [ps, ds] = await Promise.all([calls.send(c, p, bytes), calls.send(c, w, bytes)]);
-    const dropIfSent = (s: Sent | Attempt) => {
-      if (!("res" in s)) return;
-      s.res.body?.cancel().catch(() => {});
-      s.release();
+    cands: PdCandidates,
+    failed: ReadonlySet<string>,
+    retrying: boolean,
+  ): Pair | null {
+    const env = this.#env;
+    const prefill = selectWorker(
+      env,
+      cands.prefills,
+      failed,
+      c.rr,
+      retrying,
+      this.#legs.prefill,
+      CODE,
+    );
+    if (!prefill) return null;
+    const decode = selectWorker(
+      env,
+      cands.decodes,
+      failed,
+      c.rr,
+      retrying,
+      this.#legs.decode,
+      CODE,
+    );
+    return decode ? { prefill, decode } : null;
+  }
+
+  describe(pair: Pair, f: Failed): Record<string, unknown> {
+    return {
+      leg: f.worker === pair.prefill ? "prefill" : "decode",
+      prefill: pair.prefill.url,
+      decode: pair.decode.url,
     };
-    if (!("res" in ps) || !("res" in ds)) {
-      dropIfSent(ps);
-      dropIfSent(ds);
-      const bad = !("res" in ps) ? ps : ds as Attempt;
-      if ("response" in bad) return bad;
-      return { failure: pdFailure(bad.failure), failed: !("res" in ps) ? "prefill" : "decode" };
+  }
+
+  async run(c: CallContext, pair: Pair): Promise<AttemptResult> {
+    const calls = this.#calls;
+    const { prefill: p, decode: w } = pair;
+    const bytes = withBootstrap(c.body as Record<string, unknown>, p, this.#d.random);
+    const [ps, ds] = await Promise.all([calls.send(c, p, bytes), calls.send(c, w, bytes)]);
+    if (ps.kind !== "sent" || ds.kind !== "sent") {
+      drop(ps);
+      drop(ds);
+      const bad = ps.kind !== "sent" ? ps : ds as AttemptResult;
+      return bad.kind === "response" ? bad : pdFailure(bad);
     }
     if (ps.res.status >= 300) {
-      dropIfSent(ds);
-      return this.#legError(c, p, ps, "prefill");
+      drop(ds);
+      return await this.#legError(c, p, ps);
     }
     this.#drain(c, p, ps);
-    if (ds.res.status >= 300) return this.#legError(c, w, ds, "decode");
-    const answer = await calls.respond(c, w, ds);
-    return "response" in answer ? answer : { failure: answer.failure, failed: "decode" };
+    if (ds.res.status >= 300) return await this.#legError(c, w, ds);
+    return await calls.respond(c, w, ds);
   }
 
   /** A leg answered with an error status: retried elsewhere if retryable, else passed through. */
-  async #legError(
-    c: CallContext,
-    worker: Worker,
-    sent: Sent,
-    leg: "prefill" | "decode",
-  ): Promise<{ response: Response } | { failure: Failure; failed: "prefill" | "decode" }> {
-    if (isRetryableStatus(sent.res.status)) {
-      const r = await this.#calls.retryableStatus(worker, sent);
-      return "response" in r ? r : { failure: r.failure, failed: leg };
-    }
-    const r = await this.#calls.respond(c, worker, sent);
-    return "response" in r ? r : { failure: r.failure, failed: leg };
+  #legError(c: CallContext, worker: Worker, sent: Sent): Promise<AttemptResult> {
+    if (isRetryableStatus(sent.res.status)) return this.#calls.retryableStatus(worker, sent);
+    return this.#calls.respond(c, worker, sent);
   }
 
   /** Reads the prefill's response to its end without holding up the client. */
   #drain(c: CallContext, p: Worker, ps: Sent): void {
     c.holds.add(ps.release);
     const body = ps.res.body;
-    // Bounded by the request's deadline and client (the fetch's signal); never rejects.
+    // Bounded by the request's deadline and client (the request's signal); never rejects.
     (async () => {
       try {
-        if (body) { for await (const _ of body) { /* discard */ } }
+        while ((await body.read()) !== null) { /* discard */ }
         this.#calls.record(p, "success");
       } catch {
         if (!c.req.signal.aborted && !c.timedOut()) this.#calls.record(p, "failure");
@@ -205,11 +193,21 @@ export class PdDispatch {
   }
 }
 
-function pdFailure(f: Failure): Failure {
-  if (!f.error) return f;
-  const e = f.error;
+/** Frees a leg that got a response head (its body is abandoned). */
+function drop(s: Sent | AttemptResult): void {
+  if (s.kind !== "sent") return;
+  s.res.body.cancel();
+  s.release();
+}
+
+function pdFailure(f: Failed): Failed {
+  const e = f.failure.error;
+  if (!e) return f;
   return {
     ...f,
-    error: new GatewayError(e.status, e.code, `PD disaggregation request failed: ${e.message}`),
+    failure: {
+      ...f.failure,
+      error: new GatewayError(e.status, e.code, `PD disaggregation request failed: ${e.message}`),
+    },
   };
 }

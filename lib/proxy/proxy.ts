@@ -14,78 +14,66 @@
  * released once, when `ctx.completed` settles: the response was delivered or abandoned.
  */
 
-import type { GatewayConfig } from "../config/config.ts";
-import { type Clock, type Random, sleep } from "../core/clock.ts";
 import { errorResponse, GatewayError } from "../core/errors.ts";
-import type { Logger } from "../core/log.ts";
 import type { Endpoint, RouteRequest } from "../core/types.ts";
-import type { Metrics } from "../metrics/metrics.ts";
-import type { Policy } from "../policies/policy.ts";
-
-/** Which policy routes a model. */
-export interface PolicyLookup {
-  /** The policy for `model` (null: any model). */
-  forModel(model: string | null): Policy;
-}
+import type { Worker } from "../workers/worker.ts";
 import { extractRouteRequest } from "../routing/route_request.ts";
-import type { WorkerRegistry } from "../workers/registry.ts";
-import type { Admission } from "./admission.ts";
+import { Calls } from "./attempt.ts";
+import { runAttempts } from "./attempts.ts";
 import { parseJson, readBody } from "./body.ts";
 import { Deadlines } from "./deadlines.ts";
+import { PdPlan } from "./pd.ts";
 import { Holds, ProxyMetrics, type RouteSeries } from "./proxy_metrics.ts";
-import { backoffMs, maxAttempts } from "./retry.ts";
-import {
-  type CallContext,
-  Calls,
-  CLIENT_CLOSED,
-  type Failure,
-  finalResponse,
-  timeoutError,
-} from "./attempt.ts";
-import { PdDispatch } from "./pd.ts";
-import { noCandidates, selectWorker } from "./select.ts";
+import { noCandidates, type SelectEnv, selectWorker } from "./select.ts";
+import type {
+  AttemptPlan,
+  AttemptResult,
+  CallContext,
+  ProxyDeps,
+  RequestContext,
+} from "./types.ts";
 
-/** The `fetch` the proxy calls; injectable for tests. */
-export type FetchFn = (url: string, init: RequestInit) => Promise<Response>;
+export type { PdPolicies, PolicyLookup, ProxyDeps, RequestContext } from "./types.ts";
 
-/** What the proxy is built from. */
-export interface ProxyDeps {
-  /** Gateway configuration. */
-  config: GatewayConfig;
-  /** The worker registry. */
-  registry: WorkerRegistry;
-  /** The routing policies by model. */
-  policies: PolicyLookup;
-  /** Metrics. */
-  metrics: Metrics;
-  /** Logger (module `proxy`). */
-  log: Logger;
-  /** Clock for breaker, deadline and latency readings. */
-  clock: Clock;
-  /** Randomness for backoff jitter. */
-  random: Random;
-  /** HTTP client toward workers. */
-  fetch: FetchFn;
-  /** Admission control. */
-  admission: Admission;
-  /** PD mode: the leg policies; absent for regular routing. */
-  pd?: PdPolicies;
-}
+/** One worker per attempt, chosen by the model's policy (an `AttemptPlan`). */
+class RegularPlan implements AttemptPlan<readonly Worker[], Worker> {
+  readonly label = "regular";
+  readonly code = "no_available_workers";
+  readonly retryMessage = "attempt failed; retrying on another worker";
+  readonly #d: ProxyDeps;
+  readonly #env: SelectEnv;
+  readonly #calls: Calls;
 
-/** The policies of the two PD legs. */
-export interface PdPolicies {
-  /** Picks the prefill worker. */
-  prefill: Policy;
-  /** Picks the decode worker. */
-  decode: Policy;
-}
+  constructor(d: ProxyDeps, env: SelectEnv, calls: Calls) {
+    this.#d = d;
+    this.#env = env;
+    this.#calls = calls;
+  }
 
-/** Per-request context from the server. */
-export interface RequestContext {
-  /** The request id echoed as `x-request-id`. */
-  requestId: string;
-  /** Settles once the response is delivered or abandoned. */
-  completed: Promise<unknown>;
+  candidates(c: CallContext): readonly Worker[] {
+    const candidates = this.#d.registry.forModel(c.rr.model);
+    if (candidates.length === 0) throw noCandidates(this.#d.registry.size, c.rr);
+    return candidates;
+  }
+
+  pick(
+    c: CallContext,
+    cands: readonly Worker[],
+    failed: ReadonlySet<string>,
+    retrying: boolean,
+  ): Worker | null {
+    const policy = this.#d.policies.forModel(c.rr.model);
+    return selectWorker(this.#env, cands, failed, c.rr, retrying, policy);
+  }
+
+  describe(worker: Worker): Record<string, unknown> {
+    return { worker: worker.url };
+  }
+
+  async run(c: CallContext, worker: Worker): Promise<AttemptResult> {
+    const sent = await this.#calls.send(c, worker, c.bytes);
+    return sent.kind === "sent" ? await this.#calls.respond(c, worker, sent) : sent;
+  }
 }
 
 class DeadlineExceeded extends Error {}
@@ -96,16 +84,22 @@ export class InferenceProxy {
   readonly #timeoutMs: number;
   readonly #deadlines: Deadlines;
   readonly #pm: ProxyMetrics;
-  readonly #calls: Calls;
-  readonly #pd: PdDispatch | null;
+  readonly #plan: RegularPlan | PdPlan;
 
   /** Builds the handler over its dependencies. */
   constructor(deps: ProxyDeps) {
     this.#d = deps;
     this.#timeoutMs = deps.config.requestTimeoutSecs * 1000;
     this.#pm = new ProxyMetrics(deps.metrics);
-    this.#calls = new Calls(deps, this.#pm, this.#timeoutMs);
-    this.#pd = deps.pd ? new PdDispatch(deps, this.#calls, deps.pd, this.#timeoutMs) : null;
+    const calls = new Calls(deps, this.#pm, this.#timeoutMs);
+    const env: SelectEnv = {
+      clock: deps.clock,
+      shed: deps.metrics.overloadShed.with("selection"),
+      overloadedRetryAfter: deps.config.loadMonitor.intervalSecs,
+    };
+    this.#plan = deps.pd
+      ? new PdPlan(deps, env, calls, deps.pd)
+      : new RegularPlan(deps, env, calls);
     this.#deadlines = new Deadlines(deps.clock, Math.min(1000, Math.max(5, this.#timeoutMs / 20)));
   }
 
@@ -191,55 +185,12 @@ export class InferenceProxy {
     });
     const signal = cancel.signal;
     const timedOut = () => signal.reason instanceof DeadlineExceeded;
-    const call: CallContext = { req, rr, ctx, holds, start, series, signal, timedOut };
-    if (this.#pd) return await this.#pd.dispatch(call, body as Record<string, unknown>);
-
-    const candidates = d.registry.forModel(rr.model);
-    if (candidates.length === 0) throw noCandidates(d, rr);
-
-    const attempts = maxAttempts(d.config.retry);
-    const failed = new Set<string>();
-    let last: Failure | null = null;
-    const ep = series.labels[4];
-    for (let attempt = 0; attempt < attempts; attempt++) {
-      if (attempt > 0) {
-        const delay = backoffMs(attempt - 1, d.config.retry, d.random);
-        d.metrics.retries.with("regular", ep).inc();
-        d.metrics.retryBackoff.with(String(attempt)).observe(delay / 1000);
-        try {
-          await sleep(delay, signal);
-        } catch {
-          break;
-        }
-      }
-      const worker = selectWorker(
-        d,
-        candidates,
-        failed,
-        rr,
-        last !== null,
-        d.policies.forModel(rr.model),
-      );
-      if (!worker) break;
-      series.selection.inc();
-      const sent = await this.#calls.send(call, worker, bytes);
-      const result = "res" in sent ? await this.#calls.respond(call, worker, sent) : sent;
-      if ("response" in result) return result.response;
-      failed.add(worker.id);
-      last = result.failure;
-      if (!last.retryable) break;
-      d.log.warn("attempt failed; retrying on another worker", {
-        request_id: ctx.requestId,
-        worker: worker.url,
-        status: last.worker?.status ?? last.error?.status,
-        attempt: attempt + 1,
-      });
-    }
-    if (req.signal.aborted) return new Response(null, { status: CLIENT_CLOSED });
-    if (timedOut() && (!last || last.retryable)) {
-      last = { retryable: false, error: timeoutError(this.#timeoutMs) };
-    }
-    if (last?.retryable && attempts > 1) d.metrics.retriesExhausted.with("regular", ep).inc();
-    return finalResponse(last!, ctx.requestId);
+    const call: CallContext = { req, rr, body, bytes, ctx, holds, start, series, signal, timedOut };
+    return await runAttempts<unknown, unknown>(
+      d,
+      this.#timeoutMs,
+      call,
+      this.#plan as AttemptPlan<unknown, unknown>,
+    );
   }
 }

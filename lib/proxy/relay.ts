@@ -1,11 +1,18 @@
 /**
- * Relays a worker's SSE body to the client chunk by chunk, as it arrives, with backpressure
- * (one chunk is read from the worker per chunk the client takes). The first chunk was already
+ * Relays a worker's SSE body to the client as it arrives, with backpressure (one read from the
+ * worker per chunk the client takes; a read returns everything queued, so events that arrived
+ * together leave in one write). The first chunk was already
  * read by the caller (so a worker that dies before its first byte can still be retried
  * elsewhere). If the worker's stream breaks, the client gets an SSE `error` event and a clean
  * end instead of a cut connection; if the client leaves, the worker's body is cancelled, which
- * closes that connection so the engine aborts the request.
+ * closes that connection so the engine aborts the request. `bodyStream` is the same without the
+ * SSE error event, for non-streaming bodies that did not arrive whole.
  */
+
+import type { UpstreamBody } from "../upstream/types.ts";
+
+/** What a relay reads: the worker's body (`UpstreamBody` satisfies it). */
+export type ChunkSource = Pick<UpstreamBody, "read" | "cancel">;
 
 /** How a relayed stream ended. */
 export type RelayEnd = "done" | "error" | "cancelled";
@@ -29,12 +36,12 @@ function endsWithBlankLine(chunk: Uint8Array): boolean {
 }
 
 /**
- * A client-facing stream: `first`, then the rest of `reader`. `onEnd` runs once, with the
+ * A client-facing stream: `first`, then the rest of `source`. `onEnd` runs once, with the
  * error when the worker's stream broke.
  */
 export function relaySse(
   first: Uint8Array,
-  reader: ReadableStreamDefaultReader<Uint8Array>,
+  source: ChunkSource,
   workerUrl: string,
   onEnd: (how: RelayEnd, err?: unknown) => void,
 ): ReadableStream<Uint8Array> {
@@ -54,14 +61,14 @@ export function relaySse(
         return;
       }
       try {
-        const r = await reader.read();
-        if (r.done) {
+        const chunk = await source.read();
+        if (chunk === null) {
           ctrl.close();
           end("done");
           return;
         }
-        last = r.value;
-        ctrl.enqueue(r.value);
+        last = chunk;
+        ctrl.enqueue(chunk);
       } catch (err) {
         if (ended) return;
         const msg = `worker ${workerUrl} stream broke: ${(err as Error)?.message ?? String(err)}`;
@@ -70,9 +77,23 @@ export function relaySse(
         end("error", err);
       }
     },
-    cancel(reason) {
+    cancel() {
       end("cancelled");
-      reader.cancel(reason).catch(() => {});
+      source.cancel();
+    },
+  }, { highWaterMark: 0 });
+}
+
+/** A client-facing stream of `source` as it is read; a break errors the stream. */
+export function bodyStream(source: ChunkSource): ReadableStream<Uint8Array> {
+  return new ReadableStream<Uint8Array>({
+    async pull(ctrl) {
+      const chunk = await source.read();
+      if (chunk === null) ctrl.close();
+      else ctrl.enqueue(chunk);
+    },
+    cancel() {
+      source.cancel();
     },
   }, { highWaterMark: 0 });
 }

@@ -5,15 +5,26 @@
  * overloaded); on a retry it answers null, so the last failure is what the client gets.
  */
 
+import type { Clock } from "../core/clock.ts";
 import { GatewayError } from "../core/errors.ts";
 import type { RouteRequest } from "../core/types.ts";
+import type { CounterSeries } from "../metrics/fast.ts";
 import type { Policy } from "../policies/policy.ts";
 import type { Worker } from "../workers/worker.ts";
-import type { ProxyDeps } from "./proxy.ts";
+
+/** What selection reads besides the request: built once per proxy. */
+export interface SelectEnv {
+  /** Breaker and overload readings. */
+  clock: Clock;
+  /** `smg_worker_overload_shed_total{stage="selection"}`. */
+  shed: CounterSeries;
+  /** `Retry-After` when every worker is overloaded (the load-monitor interval, s). */
+  overloadedRetryAfter: number;
+}
 
 /** The worker for this attempt, or null on a retry with nothing left. */
 export function selectWorker(
-  d: ProxyDeps,
+  env: SelectEnv,
   candidates: readonly Worker[],
   failed: ReadonlySet<string>,
   rr: RouteRequest,
@@ -21,7 +32,7 @@ export function selectWorker(
   policy: Policy,
   code = "no_available_workers",
 ): Worker | null {
-  const now = d.clock.now();
+  const now = env.clock.now();
   const eligible: Worker[] = [];
   let overloaded = 0;
   for (const w of candidates) {
@@ -32,9 +43,9 @@ export function selectWorker(
   if (eligible.length === 0) {
     if (retrying) return null;
     if (overloaded > 0 && overloaded === candidates.length) {
-      d.metrics.overloadShed.with("selection").inc();
+      env.shed.inc();
       throw new GatewayError(503, code, "every worker for this model is overloaded", {
-        retryAfter: d.config.loadMonitor.intervalSecs,
+        retryAfter: env.overloadedRetryAfter,
       });
     }
     throw new GatewayError(
@@ -55,8 +66,8 @@ export function selectWorker(
 }
 
 /** The error for a model no worker could ever serve: 503 with none registered, else 404. */
-export function noCandidates(d: ProxyDeps, rr: RouteRequest): GatewayError {
-  if (d.registry.size === 0) {
+export function noCandidates(registered: number, rr: RouteRequest): GatewayError {
+  if (registered === 0) {
     return new GatewayError(503, "no_available_workers", "no workers are registered", {
       retryAfter: 1,
     });

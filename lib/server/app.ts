@@ -15,7 +15,11 @@ import { createPolicy, type Policy } from "../policies/mod.ts";
 import { PolicyReplicas } from "../policies/replicas.ts";
 import { PolicyRegistry } from "../policies/registry.ts";
 import { Admission } from "../proxy/admission.ts";
-import { type FetchFn, InferenceProxy } from "../proxy/proxy.ts";
+import { InferenceProxy } from "../proxy/proxy.ts";
+import { FetchUpstream } from "../upstream/fetch_upstream.ts";
+import { Http1Client } from "../upstream/http1.ts";
+import type { Upstream } from "../upstream/types.ts";
+import type { FetchFn } from "../workers/http.ts";
 import { HealthChecker } from "../workers/health.ts";
 import { LoadMonitor } from "../workers/load_monitor.ts";
 import { WorkerManager } from "../workers/manager.ts";
@@ -33,8 +37,13 @@ export interface GatewayOptions {
   config: GatewayConfig;
   /** Root logger. */
   log: Logger;
-  /** HTTP client toward workers (default: fetch over a keep-alive pool). */
+  /**
+   * `fetch` toward workers for health, loads and info (default: fetch over a keep-alive pool);
+   * also the inference client when `upstream` is not given (tests' scripted workers).
+   */
   fetch?: FetchFn;
+  /** Inference client toward workers (default: `Http1Client`). */
+  upstream?: Upstream;
   /** Clock (default: performance.now). */
   clock?: Clock;
   /** Randomness (default: seeded from `--random-seed` or the OS). */
@@ -98,8 +107,17 @@ export class Gateway {
     const random = opts.random ??
       (config.randomSeed === null ? osRandom() : seededRandom(config.randomSeed));
     const fetchFn = opts.fetch ?? workerFetch(config);
-    this.#closeClient = (fetchFn as { close?: () => void }).close ?? (() => {});
     const metrics = this.metrics;
+    const resends = metrics.upstreamSendRetries.with();
+    const upstream = opts.upstream ??
+      (opts.fetch ? new FetchUpstream(opts.fetch) : new Http1Client({
+        idleTimeoutMs: config.upstreamPoolIdleTimeoutSecs * 1000,
+        onResend: () => resends.inc(),
+      }));
+    this.#closeClient = () => {
+      upstream.close();
+      (fetchFn as { close?: () => void }).close?.();
+    };
     const registry = this.registry;
 
     const replicas = new PolicyReplicas();
@@ -206,7 +224,7 @@ export class Gateway {
       log: log.child({ module: "proxy" }),
       clock,
       random,
-      fetch: fetchFn,
+      upstream,
       admission: new Admission(config.admission, metrics),
       pd,
     });

@@ -16,6 +16,7 @@ function touchAll(m: Metrics): void {
   m.routerDuration.with("http", "regular", "http", "m", "chat").observe(0.3);
   m.routerErrors.with("http", "regular", "http", "m", "chat", "timeout").inc();
   m.upstreamResponses.with("http", "200", "").inc();
+  m.upstreamSendRetries.with().inc();
   m.ttft.with("http", "regular", "m", "chat").observe(0.05);
   m.workerActive.with("http://w1").set(2);
   m.workerRequests.with("http://w1", "success").inc();
@@ -60,6 +61,7 @@ const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
   ["smg_router_request_duration_seconds", "histogram"],
   ["smg_router_request_errors_total", "counter"],
   ["smg_router_upstream_responses_total", "counter"],
+  ["smg_router_upstream_send_retries_total", "counter"],
   ["smg_router_ttft_seconds", "histogram"],
   ["smg_worker_requests_active", "gauge"],
   ["smg_worker_requests_total", "counter"],

@@ -1,11 +1,17 @@
 /**
  * Which headers cross the gateway: client → worker (hop-by-hop, length and encoding dropped, the
- * gateway's request id, the worker's own key) and worker → client (the same drops, the routing
- * headers, SSE headers forced on streams, repeated `set-cookie` kept).
+ * gateway's request id, the worker's own key) and worker → client (the same drops but a worker's
+ * `content-encoding`, which stays with its bytes; the routing headers, SSE headers forced on
+ * streams, repeated `set-cookie` kept).
  */
 
 import assert from "node:assert/strict";
 import { clientHeaders, type HeaderList, upstreamHeaders } from "../../lib/proxy/headers.ts";
+
+/** Worker response headers as the upstream client gives them: lower-case pairs. */
+function pairs(init: HeadersInit = {}): HeaderList {
+  return [...new Headers(init)];
+}
 
 /** All values of `name` in `h`, in order. */
 function all(h: HeaderList, name: string): string[] {
@@ -90,8 +96,8 @@ Deno.test("upstreamHeaders: the result is accepted by fetch's Headers", () => {
   assert.equal(h.get("a"), "1");
 });
 
-Deno.test("clientHeaders: length, encoding, hop-by-hop, date and server headers are dropped", () => {
-  const worker = new Headers({
+Deno.test("clientHeaders: length, hop-by-hop, date and server headers are dropped; encoding passes with its bytes", () => {
+  const worker = pairs({
     "content-length": "10",
     "content-encoding": "gzip",
     "transfer-encoding": "chunked",
@@ -105,12 +111,17 @@ Deno.test("clientHeaders: length, encoding, hop-by-hop, date and server headers 
   });
   const h = clientHeaders(worker, "rid", "wid", false);
   const names = h.map(([k]) => k).sort();
-  assert.deepEqual(names, ["content-type", "x-request-id", "x-smg-routed-worker-id"]);
+  assert.deepEqual(names, [
+    "content-encoding",
+    "content-type",
+    "x-request-id",
+    "x-smg-routed-worker-id",
+  ]);
   assert.equal(one(h, "content-type"), "application/json");
 });
 
 Deno.test("clientHeaders: x-request-id is the gateway's and the routed worker id is added", () => {
-  const worker = new Headers({ "x-request-id": "worker-made-up", "x-worker": "w" });
+  const worker = pairs({ "x-request-id": "worker-made-up", "x-worker": "w" });
   const h = clientHeaders(worker, "gw-rid", "worker-uuid", false);
   assert.equal(one(h, "x-request-id"), "gw-rid");
   assert.equal(one(h, "x-smg-routed-worker-id"), "worker-uuid");
@@ -118,29 +129,27 @@ Deno.test("clientHeaders: x-request-id is the gateway's and the routed worker id
 });
 
 Deno.test("clientHeaders: streams get text/event-stream and no-cache whatever the worker said", () => {
-  const worker = new Headers({
+  const worker = pairs({
     "content-type": "application/json",
     "cache-control": "max-age=600",
   });
   const h = clientHeaders(worker, "r", "w", true);
   assert.equal(one(h, "content-type"), "text/event-stream");
   assert.equal(one(h, "cache-control"), "no-cache");
-  const bare = clientHeaders(new Headers(), "r", "w", true);
+  const bare = clientHeaders(pairs(), "r", "w", true);
   assert.equal(one(bare, "content-type"), "text/event-stream");
   assert.equal(one(bare, "cache-control"), "no-cache");
 });
 
 Deno.test("clientHeaders: non-streams keep the worker's content-type and cache-control", () => {
-  const worker = new Headers({ "content-type": "application/json", "cache-control": "private" });
+  const worker = pairs({ "content-type": "application/json", "cache-control": "private" });
   const h = clientHeaders(worker, "r", "w", false);
   assert.equal(one(h, "content-type"), "application/json");
   assert.equal(one(h, "cache-control"), "private");
 });
 
 Deno.test("clientHeaders: several set-cookie values all reach the client", () => {
-  const worker = new Headers();
-  worker.append("set-cookie", "a=1; Path=/");
-  worker.append("set-cookie", "b=2; Path=/");
+  const worker: HeaderList = [["set-cookie", "a=1; Path=/"], ["set-cookie", "b=2; Path=/"]];
   const h = clientHeaders(worker, "r", "w", false);
   assert.deepEqual(all(h, "set-cookie"), ["a=1; Path=/", "b=2; Path=/"]);
   const res = new Response(null, { headers: h });

@@ -1,5 +1,5 @@
 /**
- * The inference proxy as a handler with a fake fetch: no server, no sockets. Covers routing to
+ * The inference proxy as a handler with a fake fetch (behind `FetchUpstream`): no server, no sockets. Covers routing to
  * eligible workers, retries that never re-pick a failed worker, pass-through of worker errors,
  * the error envelope, timeouts, breaker bookkeeping and in-flight accounting.
  */
@@ -10,7 +10,8 @@ import { createLogger, silentLogger } from "../../lib/core/log.ts";
 import { Metrics } from "../../lib/metrics/metrics.ts";
 import { RoundRobinPolicy } from "../../lib/policies/round_robin.ts";
 import { Admission } from "../../lib/proxy/admission.ts";
-import { type FetchFn, InferenceProxy } from "../../lib/proxy/proxy.ts";
+import { InferenceProxy } from "../../lib/proxy/proxy.ts";
+import { type FetchFn, FetchUpstream } from "../../lib/upstream/fetch_upstream.ts";
 import { testConfig } from "../support/gateway.ts";
 import type { Overrides } from "../support/gateway.ts";
 import { workerSetup } from "../support/workers.ts";
@@ -50,7 +51,7 @@ function setup(replies: Record<string, Reply[]>, o: Overrides = {}, log = silent
     log,
     clock,
     random: seededRandom(1),
-    fetch: fetchFn,
+    upstream: new FetchUpstream(fetchFn),
     admission: new Admission(config.admission, metrics),
   });
   const send = async (body: unknown, path: "chat" | "generate" = "chat") => {

@@ -1,0 +1,73 @@
+/**
+ * The attempt loop, one for every way of serving a request (regular, PD): up to
+ * `--retry-max-retries` attempts, a jittered backoff before each retry (cut short when the
+ * client leaves or the deadline fires), the workers that failed this request excluded from
+ * later picks (upstream may re-pick the failed one), a retry log line, and the retry metrics.
+ * A plan (`AttemptPlan`) says which workers are candidates, picks for one attempt and runs it.
+ * The last failure is returned as the worker sent it, or as the gateway's error.
+ */
+
+import { sleep } from "../core/clock.ts";
+import { GatewayError } from "../core/errors.ts";
+import { finalResponse, timeoutError } from "./attempt.ts";
+import { backoffMs, maxAttempts } from "./retry.ts";
+import {
+  type AttemptPlan,
+  type CallContext,
+  CLIENT_CLOSED,
+  type Failure,
+  type ProxyDeps,
+} from "./types.ts";
+
+const NONE: ReadonlySet<string> = new Set();
+
+/** Serves `c` with `plan`'s attempts; see the module comment. */
+export async function runAttempts<C, P>(
+  d: ProxyDeps,
+  timeoutMs: number,
+  c: CallContext,
+  plan: AttemptPlan<C, P>,
+): Promise<Response> {
+  const cands = plan.candidates(c);
+  const attempts = maxAttempts(d.config.retry);
+  const ep = c.series.labels[4];
+  let failed: Set<string> | null = null;
+  let last: Failure | null = null;
+  for (let attempt = 0; attempt < attempts; attempt++) {
+    if (attempt > 0) {
+      const delay = backoffMs(attempt - 1, d.config.retry, d.random);
+      d.metrics.retries.with(plan.label, ep).inc();
+      d.metrics.retryBackoff.with(String(attempt)).observe(delay / 1000);
+      try {
+        await sleep(delay, c.signal);
+      } catch {
+        break;
+      }
+    }
+    const pick = plan.pick(c, cands, failed ?? NONE, last !== null);
+    if (pick === null) break;
+    c.series.selection.inc();
+    const r = await plan.run(c, pick);
+    if (r.kind === "response") return r.response;
+    (failed ??= new Set()).add(r.worker.id);
+    last = r.failure;
+    if (!last.retryable) break;
+    d.log.warn(plan.retryMessage, {
+      request_id: c.ctx.requestId,
+      ...plan.describe(pick, r),
+      status: last.worker?.status ?? last.error?.status,
+      attempt: attempt + 1,
+    });
+  }
+  if (c.req.signal.aborted) return new Response(null, { status: CLIENT_CLOSED });
+  if (c.timedOut() && (!last || last.retryable)) {
+    last = { retryable: false, error: timeoutError(timeoutMs) };
+  }
+  if (!last) {
+    throw new GatewayError(503, plan.code, "No available servers: no usable worker", {
+      retryAfter: 1,
+    });
+  }
+  if (last.retryable && attempts > 1) d.metrics.retriesExhausted.with(plan.label, ep).inc();
+  return finalResponse(last, c.ctx.requestId);
+}

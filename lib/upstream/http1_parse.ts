@@ -1,0 +1,218 @@
+/**
+ * HTTP/1.1 response parsing over a byte buffer, for `http1.ts`: where the head ends, what it
+ * says (status, headers, body framing, keep-alive), and a chunked-body decoder that yields the
+ * payload ranges already in the buffer. Pure functions over `Uint8Array`s; no I/O.
+ *
+ * Strict where a lenient parser would smuggle: conflicting `content-length`s, a `content-length`
+ * that is not a number, a chunk size that is not hex or a missing chunk CRLF are protocol errors.
+ * Bare LF line ends are accepted (RFC 9112 §2.2).
+ */
+
+import { type HeaderList, UpstreamError } from "./types.ts";
+
+const LF = 10;
+const CR = 13;
+const decoder = new TextDecoder();
+
+/** The index just past the blank line that ends a head in `buf[from, to)`, or -1. */
+export function headEnd(buf: Uint8Array, from: number, to: number): number {
+  let i = from;
+  for (;;) {
+    i = buf.indexOf(LF, i);
+    if (i < 0 || i >= to) return -1;
+    if (i + 1 < to && buf[i + 1] === LF) return i + 2;
+    if (i + 2 < to && buf[i + 1] === CR && buf[i + 2] === LF) return i + 3;
+    if (i + 2 >= to) return -1;
+    i++;
+  }
+}
+
+/** A parsed response head. */
+export interface ResponseHead {
+  /** Status code. */
+  status: number;
+  /** Headers, names lower-case, in order. */
+  headers: HeaderList;
+  /** Body length from `content-length`; -1 when absent. */
+  length: number;
+  /** `transfer-encoding: chunked`. */
+  chunked: boolean;
+  /** Whether the connection may carry another request after this response. */
+  keepAlive: boolean;
+}
+
+function protocol(msg: string): UpstreamError {
+  return new UpstreamError("protocol", `worker response is not HTTP/1.1: ${msg}`);
+}
+
+/** Parses the head in `buf[from, to)` (as found by `headEnd`). */
+export function parseHead(buf: Uint8Array, from: number, to: number): ResponseHead {
+  const text = decoder.decode(buf.subarray(from, to));
+  let eol = text.indexOf("\n");
+  const statusLine = text.charCodeAt(eol - 1) === CR ? text.slice(0, eol - 1) : text.slice(0, eol);
+  // "HTTP/1.1 200 OK": version, a space, three digits, then an optional reason.
+  if (!statusLine.startsWith("HTTP/1.") || statusLine.charCodeAt(8) !== 32) {
+    throw protocol(`bad status line ${JSON.stringify(statusLine.slice(0, 64))}`);
+  }
+  const status = Number(statusLine.slice(9, 12));
+  if (!Number.isInteger(status) || status < 100 || status > 999) {
+    throw protocol(`bad status line ${JSON.stringify(statusLine.slice(0, 64))}`);
+  }
+  const http10 = statusLine.charCodeAt(7) === 48; // "HTTP/1.0"
+  const headers: HeaderList = [];
+  let length = -1;
+  let chunked = false;
+  let connection: string | null = null;
+  let pos = eol + 1;
+  while (pos < text.length) {
+    eol = text.indexOf("\n", pos);
+    if (eol < 0) eol = text.length;
+    const end = text.charCodeAt(eol - 1) === CR ? eol - 1 : eol;
+    if (end === pos) break; // the blank line
+    const first = text.charCodeAt(pos);
+    if (first === 32 || first === 9) {
+      // Obsolete line folding (RFC 9112 §5.2): joined to the previous value with a space.
+      const prev = headers[headers.length - 1];
+      if (!prev) throw protocol("a folded line before any header");
+      prev[1] = `${prev[1]} ${text.slice(pos, end).trim()}`;
+      pos = eol + 1;
+      continue;
+    }
+    const colon = text.indexOf(":", pos);
+    if (colon < 0 || colon > end) throw protocol("a header line without a colon");
+    const name = text.slice(pos, colon).toLowerCase();
+    if (name.length === 0 || name.charCodeAt(name.length - 1) === 32) {
+      throw protocol(`bad header name ${JSON.stringify(name)}`);
+    }
+    const value = text.slice(colon + 1, end).trim();
+    headers.push([name, value]);
+    if (name === "content-length") {
+      const n = /^\d{1,15}$/.test(value) ? Number(value) : NaN;
+      if (Number.isNaN(n) || (length >= 0 && length !== n)) {
+        throw protocol(`bad content-length ${JSON.stringify(value)}`);
+      }
+      length = n;
+    } else if (name === "transfer-encoding") {
+      const codings = value.toLowerCase().split(",");
+      chunked = codings[codings.length - 1].trim() === "chunked";
+      if (!chunked) throw protocol(`unsupported transfer-encoding ${JSON.stringify(value)}`);
+    } else if (name === "connection") {
+      connection = connection === null ? value.toLowerCase() : `${connection},${value}`;
+    }
+    pos = eol + 1;
+  }
+  if (chunked) length = -1; // RFC 9112 §6.3: chunked wins over a content-length
+  const keepAlive = connection === null
+    ? !http10
+    : http10
+    ? /(^|,)\s*keep-alive\s*(,|$)/.test(connection)
+    : !/(^|,)\s*close\s*(,|$)/.test(connection);
+  return { status, headers, length, chunked, keepAlive };
+}
+
+/** Whether a response with `status` to `method` has no body at all. */
+export function bodiless(status: number, method: string): boolean {
+  return method === "HEAD" || status === 204 || status === 304 || (status >= 100 && status < 200);
+}
+
+const SIZE = 0;
+const DATA = 1;
+const DATA_END = 2;
+const TRAILER = 3;
+const DONE = 4;
+
+/** Longest chunk-size or trailer line accepted. */
+const MAX_LINE = 4096;
+
+/**
+ * A chunked-body decoder. `decode` consumes what it can of `buf[from, to)`, pushes the payload
+ * ranges it found onto `out` (start, end pairs), and returns where it stopped; a line cut off by
+ * the end of the buffer is left for the next call.
+ */
+export class ChunkedDecoder {
+  #state = SIZE;
+  #remaining = 0;
+
+  /** Whether the last chunk and the trailers have been read. */
+  get done(): boolean {
+    return this.#state === DONE;
+  }
+
+  /** Decodes `buf[from, to)`; see the class comment. */
+  decode(buf: Uint8Array, from: number, to: number, out: number[]): number {
+    let p = from;
+    while (p < to && this.#state !== DONE) {
+      switch (this.#state) {
+        case DATA: {
+          const n = Math.min(this.#remaining, to - p);
+          out.push(p, p + n);
+          p += n;
+          this.#remaining -= n;
+          if (this.#remaining === 0) this.#state = DATA_END;
+          break;
+        }
+        case DATA_END: {
+          if (buf[p] === LF) p += 1;
+          else if (buf[p] === CR) {
+            if (p + 1 >= to) return p;
+            if (buf[p + 1] !== LF) throw protocol("chunk data not followed by CRLF");
+            p += 2;
+          } else throw protocol("chunk data longer than its size");
+          this.#state = SIZE;
+          break;
+        }
+        case SIZE: {
+          const eol = lineEnd(buf, p, to);
+          if (eol < 0) return p;
+          let size = 0;
+          let digits = 0;
+          let i = p;
+          for (; i < eol; i++) {
+            const c = buf[i];
+            const v = c >= 48 && c <= 57
+              ? c - 48
+              : c >= 97 && c <= 102
+              ? c - 87
+              : c >= 65 && c <= 70
+              ? c - 55
+              : -1;
+            if (v < 0) break;
+            size = size * 16 + v;
+            digits++;
+          }
+          const next = buf[i];
+          if (
+            digits === 0 || digits > 13 ||
+            (i < eol && next !== 59 && next !== 32 && next !== 9 && next !== CR)
+          ) {
+            throw protocol("bad chunk size");
+          }
+          p = eol + 1;
+          if (size === 0) this.#state = TRAILER;
+          else {
+            this.#remaining = size;
+            this.#state = DATA;
+          }
+          break;
+        }
+        case TRAILER: {
+          const eol = lineEnd(buf, p, to);
+          if (eol < 0) return p;
+          const blank = eol === p || (eol === p + 1 && buf[p] === CR);
+          p = eol + 1;
+          if (blank) this.#state = DONE;
+          break;
+        }
+      }
+    }
+    return p;
+  }
+}
+
+/** Index of the LF ending the line that starts at `p`, or -1 when it is not all in the buffer. */
+function lineEnd(buf: Uint8Array, p: number, to: number): number {
+  const eol = buf.indexOf(LF, p);
+  if (eol >= 0 && eol < to) return eol;
+  if (to - p > MAX_LINE) throw protocol("a chunk-size or trailer line is too long");
+  return -1;
+}

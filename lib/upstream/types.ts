@@ -1,0 +1,83 @@
+/**
+ * What the proxy needs from an HTTP client toward workers, and nothing more: send one request,
+ * get the status, the headers and a body that is read piece by piece (or is already whole).
+ * Two implementations: `Http1Client` (`http1.ts`, keep-alive HTTP/1.1 on `Deno.connect`, the
+ * request path's client) and `FetchUpstream` (`fetch_upstream.ts`, over `fetch`: tests' fakes,
+ * HTTP/2 workers).
+ */
+
+/** Header name/value pairs; names lower-case. */
+export type HeaderList = [string, string][];
+
+/** A response body, read in order. */
+export interface UpstreamBody {
+  /** The whole body when it is already in hand (nothing left to read), else null. */
+  readonly whole: Uint8Array<ArrayBuffer> | null;
+  /**
+   * The next bytes: everything that has arrived, coalesced into one array; null at the end.
+   * Rejects when the body breaks off (reset, truncated, malformed framing, cancelled).
+   */
+  read(): Promise<Uint8Array<ArrayBuffer> | null>;
+  /** Abandons the rest (the client left): the connection is closed, not reused. */
+  cancel(): void;
+}
+
+/** A worker's response head and its body. */
+export interface UpstreamResponse {
+  /** HTTP status. */
+  readonly status: number;
+  /** Response headers, names lower-case, hop-by-hop ones included. */
+  readonly headers: HeaderList;
+  /** The body (empty for a bodiless status). */
+  readonly body: UpstreamBody;
+}
+
+/** One request toward a worker. */
+export interface UpstreamRequest {
+  /** The worker's base URL (`http://host:port`, maybe with a path prefix). */
+  base: string;
+  /** Path appended to the base (`/v1/chat/completions`). */
+  path: string;
+  /** Method. */
+  method: "GET" | "POST";
+  /** Request headers (no `host`, `content-length` or hop-by-hop ones). */
+  headers: HeaderList;
+  /** Body bytes (POST). */
+  body: Uint8Array | null;
+  /** Cancels the request and its body: client gone or deadline passed. */
+  signal: AbortSignal;
+}
+
+/** Why a worker call failed without a response head. */
+export type UpstreamFailure =
+  | "connect" // could not connect
+  | "timeout" // no head (or no body bytes) within the client's timeout
+  | "closed" // the connection closed or reset before the response was complete
+  | "protocol" // the worker did not speak HTTP/1.1 (bad head, oversized head, bad framing)
+  | "aborted"; // the request's signal fired
+
+/** A worker call that failed; `kind` says how. */
+export class UpstreamError extends Error {
+  /** How it failed. */
+  readonly kind: UpstreamFailure;
+  /** Builds the error. */
+  constructor(kind: UpstreamFailure, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.kind = kind;
+    this.name = "UpstreamError";
+  }
+}
+
+/** An HTTP client toward workers. */
+export interface Upstream {
+  /** Sends one request; resolves with the response head, rejects with `UpstreamError`. */
+  send(req: UpstreamRequest): Promise<UpstreamResponse>;
+  /** Closes pooled connections (shutdown). */
+  close(): void;
+}
+
+/** The value of header `name` (lower-case) in `h`, or null. */
+export function header(h: HeaderList, name: string): string | null {
+  for (let i = 0; i < h.length; i++) if (h[i][0] === name) return h[i][1];
+  return null;
+}
