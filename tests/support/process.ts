@@ -138,10 +138,10 @@ export function meshRouterArgs(
   ];
 }
 
-/** Whether `cmd --version` runs (a Debian package the CI installs, e.g. prometheus, promtool). */
-export function hasCommand(cmd: string): boolean {
+/** Whether `cmd --version` (or `cmd ...args`) runs: a Debian package the CI installs. */
+export function hasCommand(cmd: string, args = ["--version"]): boolean {
   try {
-    return new Deno.Command(cmd, { args: ["--version"], stdout: "null", stderr: "null" })
+    return new Deno.Command(cmd, { args, stdout: "null", stderr: "null" })
       .outputSync().code === 0;
   } catch {
     return false;

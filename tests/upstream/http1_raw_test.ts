@@ -1,0 +1,418 @@
+/**
+ * `Http1Client` against raw servers that write exactly the bytes a case needs: reuse and close,
+ * a worker that closes an idle connection as the next request arrives (resent once, not a
+ * failure), slow and interim heads, bodies sized, chunked (extensions, trailers, any split) and
+ * to the close, truncated bodies, oversized and malformed heads, resets mid-stream, timeouts
+ * and cancellation.
+ */
+
+import assert from "node:assert/strict";
+import net from "node:net";
+import { readAll } from "../../lib/proxy/attempt.ts";
+import { Http1Client, type Http1Options } from "../../lib/upstream/http1.ts";
+import { UpstreamError, type UpstreamResponse } from "../../lib/upstream/types.ts";
+import { type RawConn, RawServer, sized } from "../support/raw_server.ts";
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+function client(o: Partial<Http1Options> = {}) {
+  const counts = { resends: 0 };
+  const c = new Http1Client({ idleTimeoutMs: 3000, onResend: () => counts.resends++, ...o });
+  return { c, counts };
+}
+
+function post(c: Http1Client, base: string, body = "hello", signal?: AbortSignal) {
+  return c.send({
+    base,
+    path: "/v1/completions",
+    method: "POST",
+    headers: [["content-type", "text/plain"]],
+    body: enc.encode(body),
+    signal: signal ?? new AbortController().signal,
+  });
+}
+
+async function text(r: UpstreamResponse): Promise<string> {
+  return dec.decode(await readAll(r.body));
+}
+
+async function rejectsWith(p: Promise<unknown>, kind: UpstreamError["kind"], re?: RegExp) {
+  await assert.rejects(p, (e: unknown) => {
+    assert.ok(e instanceof UpstreamError, `an UpstreamError, got ${e}`);
+    assert.equal(e.kind, kind, e.message);
+    if (re) assert.match(e.message, re);
+    return true;
+  });
+}
+
+/** Answers every request on every connection with `reply(request, conn)`. */
+function serve(reply: (req: string, c: RawConn) => string | null) {
+  return new RawServer(async (c) => {
+    for (let req = await c.request(); req !== null; req = await c.request()) {
+      const out = reply(req, c);
+      if (out === null) return;
+      await c.send(out);
+    }
+  });
+}
+
+async function with_<T>(s: RawServer, c: Http1Client, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } finally {
+    c.close();
+    await s.close();
+  }
+}
+
+Deno.test("http1: one write per request; a sized response is whole and the connection is reused", async () => {
+  const seen: string[] = [];
+  const s = serve((req) => (seen.push(req), sized(`echo ${req.length}`)));
+  const { c, counts } = client();
+  await with_(s, c, async () => {
+    for (let i = 0; i < 3; i++) {
+      const r = await post(c, s.url, `body-${i}`);
+      assert.equal(r.status, 200);
+      assert.ok(r.body.whole, "a sized body already in the buffer is whole");
+      assert.match(await text(r), /^echo \d+$/);
+    }
+    assert.equal(s.accepted, 1, "one connection for three requests");
+    assert.equal(counts.resends, 0);
+    assert.match(seen[0], /^POST \/v1\/completions HTTP\/1\.1\r\nhost: 127\.0\.0\.1:\d+\r\n/);
+    assert.match(seen[0], /\r\ncontent-length: 6\r\ncontent-type: text\/plain\r\n\r\nbody-0$/);
+  });
+});
+
+Deno.test("http1: a base URL's path prefix is kept before the request path", async () => {
+  let line = "";
+  const s = serve((req) => ((line = req.split("\r\n")[0]), sized("ok")));
+  const { c } = client();
+  await with_(s, c, async () => {
+    await text(await post(c, `${s.url}/prefix/`));
+    assert.equal(line, "POST /prefix/v1/completions HTTP/1.1");
+  });
+});
+
+Deno.test("http1: `connection: close` and HTTP/1.0 responses are not reused", async () => {
+  let n = 0;
+  const s = serve(() =>
+    n++ % 2 === 0
+      ? sized("closing", "connection: close\r\n")
+      : "HTTP/1.0 200 OK\r\ncontent-length: 3\r\n\r\nold"
+  );
+  const { c, counts } = client();
+  await with_(s, c, async () => {
+    assert.equal(await text(await post(c, s.url)), "closing");
+    assert.equal(await text(await post(c, s.url)), "old");
+    assert.equal(await text(await post(c, s.url)), "closing");
+    assert.equal(s.accepted, 3);
+    assert.equal(counts.resends, 0);
+    assert.equal(c.idleCount, 0);
+  });
+});
+
+Deno.test("http1: a body without length is read to the close", async () => {
+  const s = new RawServer(async (k) => {
+    await k.request();
+    await k.send("HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\n\r\npart one, ");
+    await k.send("part two");
+  });
+  const { c } = client();
+  await with_(s, c, async () => {
+    assert.equal(await text(await post(c, s.url)), "part one, part two");
+    assert.equal(c.idleCount, 0);
+  });
+});
+
+Deno.test("http1: chunked bodies with extensions and trailers, split at every byte, decode exactly", async () => {
+  const wire = "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" +
+    "5;name=value\r\nhello\r\n1\r\n \r\nC\r\nworld, ünï\r\n0\r\nx-trailer: t\r\n\r\n";
+  const bytes = enc.encode(wire);
+  for (const step of [1, 2, 3, 7, bytes.length]) {
+    const s = new RawServer(async (k) => {
+      for (let req = await k.request(); req !== null; req = await k.request()) {
+        for (let i = 0; i < bytes.length; i += step) {
+          await k.send(bytes.subarray(i, i + step));
+          await new Promise((r) => setTimeout(r, 0));
+        }
+      }
+    });
+    const { c } = client();
+    await with_(s, c, async () => {
+      for (let i = 0; i < 2; i++) {
+        const r = await post(c, s.url);
+        assert.equal(await text(r), "hello world, ünï", `split every ${step} bytes`);
+      }
+      assert.equal(s.accepted, 1, "the connection is reused after the trailers");
+    });
+  }
+});
+
+Deno.test("http1: a head that arrives a byte at a time, after a 100 Continue, parses", async () => {
+  const wire = enc.encode(
+    "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 201 Created\r\nx-a: 1\r\nX-Mixed-Case:  v  \r\n" +
+      "content-length: 2\r\n\r\nok",
+  );
+  const s = new RawServer(async (k) => {
+    await k.request();
+    for (let i = 0; i < wire.length; i++) await k.send(wire.subarray(i, i + 1));
+  });
+  const { c } = client();
+  await with_(s, c, async () => {
+    const r = await post(c, s.url);
+    assert.equal(r.status, 201);
+    assert.deepEqual(r.headers, [["x-a", "1"], ["x-mixed-case", "v"], ["content-length", "2"]]);
+    assert.equal(await text(r), "ok");
+  });
+});
+
+Deno.test("http1: 204 and 304 have no body and keep the connection", async () => {
+  let n = 0;
+  const s = serve(() => n++ === 0 ? "HTTP/1.1 204 No Content\r\n\r\n" : sized("after"));
+  const { c } = client();
+  await with_(s, c, async () => {
+    const r = await post(c, s.url);
+    assert.equal(r.status, 204);
+    assert.equal(r.body.whole?.length, 0);
+    assert.equal(await text(await post(c, s.url)), "after");
+    assert.equal(s.accepted, 1);
+  });
+});
+
+Deno.test("http1: a worker that closed an idle connection is seen at once; the next request opens a fresh one", async () => {
+  const served = Promise.withResolvers<void>();
+  const s = new RawServer(async (k) => {
+    await k.request();
+    await k.send(sized("first"));
+    if (k.index === 0) {
+      k.close();
+      served.resolve();
+    }
+  });
+  const { c, counts } = client();
+  await with_(s, c, async () => {
+    assert.equal(await text(await post(c, s.url)), "first");
+    await served.promise;
+    for (let i = 0; i < 1000 && c.idleCount > 0; i++) await new Promise((r) => setTimeout(r, 1));
+    assert.equal(c.idleCount, 0, "the closed connection left the pool");
+    assert.equal(await text(await post(c, s.url)), "first");
+    assert.equal(counts.resends, 0, "nothing was sent on the closed connection");
+    assert.equal(s.accepted, 2);
+  });
+});
+
+Deno.test("http1: a worker closing a reused connection as the request arrives costs one resend, not a failure", async () => {
+  const s = new RawServer(async (k) => {
+    await k.request();
+    await k.send(sized(`conn ${k.index}`));
+    // The keep-alive race: the next request arrives as the worker gives up on the connection.
+    if (k.index === 0) {
+      await k.request();
+      return;
+    }
+    for (let req = await k.request(); req !== null; req = await k.request()) {
+      await k.send(sized(`conn ${k.index}`));
+    }
+  });
+  const { c, counts } = client();
+  await with_(s, c, async () => {
+    assert.equal(await text(await post(c, s.url)), "conn 0");
+    assert.equal(await text(await post(c, s.url)), "conn 1");
+    assert.equal(counts.resends, 1);
+    assert.equal(s.accepted, 2);
+  });
+});
+
+Deno.test("http1: a fresh connection closed without an answer fails as closed and is not resent", async () => {
+  const s = new RawServer(async (k) => {
+    await k.request();
+  });
+  const { c, counts } = client();
+  await with_(s, c, async () => {
+    await rejectsWith(post(c, s.url), "closed", /without answering/);
+    assert.equal(counts.resends, 0);
+  });
+});
+
+Deno.test("http1: nobody listening fails as connect", async () => {
+  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = l.addr.port;
+  l.close();
+  const { c } = client();
+  try {
+    await rejectsWith(post(c, `http://127.0.0.1:${port}`), "connect");
+  } finally {
+    c.close();
+  }
+});
+
+Deno.test("http1: truncated sized and chunked bodies reject the read", async () => {
+  for (
+    const wire of [
+      "HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nonly ten b",
+      "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nhello\r\n10\r\nshort",
+    ]
+  ) {
+    const s = new RawServer(async (k) => {
+      await k.request();
+      await k.send(wire);
+    });
+    const { c } = client();
+    await with_(s, c, async () => {
+      const r = await post(c, s.url);
+      await rejectsWith(readAll(r.body), "closed", /before the body ended/);
+      assert.equal(c.idleCount, 0);
+    });
+  }
+});
+
+Deno.test("http1: oversized, malformed and smuggling heads are protocol errors", async () => {
+  const big = `x-big: ${"a".repeat(70_000)}\r\n`;
+  const cases: [string, RegExp][] = [
+    [`HTTP/1.1 200 OK\r\n${big}content-length: 0\r\n\r\n`, /exceeds 65536 bytes/],
+    ["SSH-2.0-OpenSSH_9.2\r\n\r\n", /bad status line/],
+    ["HTTP/1.1 200 OK\r\ncontent-length: 5\r\ncontent-length: 6\r\n\r\nhello", /content-length/],
+    ["HTTP/1.1 200 OK\r\ncontent-length: -1\r\n\r\n", /content-length/],
+    ["HTTP/1.1 200 OK\r\ntransfer-encoding: gzip\r\n\r\n", /transfer-encoding/],
+    ["HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", /colon/],
+  ];
+  for (const [wire, re] of cases) {
+    const s = new RawServer(async (k) => {
+      await k.request();
+      await k.send(wire);
+      await k.closedByPeer();
+    });
+    const { c, counts } = client();
+    await with_(s, c, async () => {
+      await rejectsWith(post(c, s.url), "protocol", re);
+      assert.equal(counts.resends, 0);
+    });
+  }
+});
+
+Deno.test("http1: bad chunk framing is a protocol error on read", async () => {
+  for (const body of ["zz\r\nhello\r\n", "5\r\nhelloXX\r\n0\r\n\r\n"]) {
+    const s = new RawServer(async (k) => {
+      await k.request();
+      await k.send(`HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n${body}`);
+      await k.closedByPeer();
+    });
+    const { c } = client();
+    await with_(s, c, async () => {
+      const r = await post(c, s.url);
+      await rejectsWith(readAll(r.body), "protocol", /chunk/);
+    });
+  }
+});
+
+Deno.test("http1: a reset mid-stream rejects the read after the bytes that arrived", async () => {
+  const server = net.createServer((sock) => {
+    sock.once("data", () => {
+      sock.write("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n8\r\ndata: 1\n\r\n", () => {
+        setTimeout(() => sock.resetAndDestroy(), 20);
+      });
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+  const port = (server.address() as { port: number }).port;
+  const { c } = client();
+  try {
+    const r = await post(c, `http://127.0.0.1:${port}`);
+    assert.equal(dec.decode((await r.body.read())!), "data: 1\n");
+    await rejectsWith(r.body.read(), "closed", /broke off|reset/i);
+  } finally {
+    c.close();
+    await new Promise((r) => server.close(r));
+  }
+});
+
+Deno.test("http1: head and body-idle timeouts close the connection", async () => {
+  const s = new RawServer(async (k) => {
+    const req = await k.request();
+    if (req?.includes("stall-body")) {
+      await k.send("HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc");
+    }
+    await k.closedByPeer();
+  });
+  const { c } = client({ headTimeoutMs: 50, bodyIdleTimeoutMs: 50 });
+  await with_(s, c, async () => {
+    await rejectsWith(post(c, s.url, "stall-head"), "timeout", /response head/);
+    const r = await post(c, s.url, "stall-body");
+    await rejectsWith(readAll(r.body), "timeout", /more body bytes/);
+  });
+});
+
+Deno.test("http1: the request's signal cancels a request waiting for its head; the worker sees the close", async () => {
+  const gone = Promise.withResolvers<void>();
+  const s = new RawServer(async (k) => {
+    await k.request();
+    await k.closedByPeer();
+    gone.resolve();
+  });
+  const { c } = client();
+  await with_(s, c, async () => {
+    const ac = new AbortController();
+    const p = post(c, s.url, "x", ac.signal);
+    setTimeout(() => ac.abort(), 10);
+    await rejectsWith(p, "aborted");
+    await gone.promise;
+  });
+});
+
+Deno.test("http1: cancelling a body mid-stream closes the connection; it is never reused", async () => {
+  const gone = Promise.withResolvers<void>();
+  const s = new RawServer(async (k) => {
+    await k.request();
+    await k.send("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n3\r\none\r\n");
+    await k.closedByPeer();
+    gone.resolve();
+  });
+  const { c } = client();
+  await with_(s, c, async () => {
+    const r = await post(c, s.url);
+    assert.equal(dec.decode((await r.body.read())!), "one");
+    r.body.cancel();
+    await gone.promise;
+    assert.equal(c.idleCount, 0);
+    assert.equal(await r.body.read(), null, "a cancelled body reads as ended");
+  });
+});
+
+Deno.test("http1: chunks already queued come out of one read", async () => {
+  const s = new RawServer(async (k) => {
+    await k.request();
+    await k.send(
+      "HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n" +
+        "6\r\nev 1\n\n\r\n6\r\nev 2\n\n\r\n6\r\nev 3\n\n\r\n0\r\n\r\n",
+    );
+    await k.closedByPeer();
+  });
+  const { c } = client();
+  await with_(s, c, async () => {
+    const r = await post(c, s.url);
+    let reads = 0;
+    let all = "";
+    for (let b = await r.body.read(); b !== null; b = await r.body.read()) {
+      reads++;
+      all += dec.decode(b);
+    }
+    assert.equal(all, "ev 1\n\nev 2\n\nev 3\n\n");
+    assert.equal(reads, 1, "three queued events, one read");
+  });
+});
+
+Deno.test("http1: idle connections past the idle timeout are not reused", async () => {
+  let now = 0;
+  const s = serve(() => sized("ok"));
+  const { c } = client({ idleTimeoutMs: 1000, now: () => now });
+  await with_(s, c, async () => {
+    await text(await post(c, s.url));
+    now = 999;
+    await text(await post(c, s.url));
+    assert.equal(s.accepted, 1);
+    now = 2000;
+    await text(await post(c, s.url));
+    assert.equal(s.accepted, 2, "the connection idle for 1 s was closed, not reused");
+  });
+});
