@@ -15,18 +15,29 @@ export interface Options {
   rounds: number;
   /** Where to write the JSON results, or null. */
   json: string | null;
-  /** Also measure `floor_proxy.ts`, the cheapest Deno proxy. */
+  /** Also measure `floor_proxy.ts` (fetch) and `connect_floor_proxy.ts` (`Http1Client`). */
   floor: boolean;
+  /** Measure the tiny non-streaming request (off with `--sse-only`). */
+  tiny: boolean;
+  /** Measure the paced SSE case (off with `--no-sse`). */
+  sse: boolean;
 }
 
 /** The `--help` text. */
 export const USAGE = `usage: deno task bench:overhead [options]
+Targets: direct (one worker), gateway (main.ts), HAProxy, nginx; each loaded with a tiny
+non-streaming request at every --conns count, then with paced SSE streams at 64 connections
+(32 token events, each one timer tick of >= 1 ms after the last, then [DONE]).
   --duration S   seconds per recorded run (default 8; 3 with --quick)
-  --warmup S     seconds of warm-up at 64 connections per target (default 2; 1 with --quick)
-  --conns A,B    connection counts (default 1,64)
+  --warmup S     seconds of warm-up at 64 connections per target and case (default 2; 1 with
+                 --quick)
+  --conns A,B    connection counts of the tiny request (default 1,64)
   --rounds N     measure every target N times, report medians (default 1)
   --quick        short runs, for a smoke test
-  --floor        also measure floor_proxy.ts (bare Deno.serve + fetch proxy) as a 4th target
+  --floor        also measure floor_proxy.ts (bare Deno.serve + fetch) and
+                 connect_floor_proxy.ts (bare Deno.serve + the gateway's Http1Client)
+  --no-sse       skip the paced SSE case
+  --sse-only     run only the paced SSE case
   --json PATH    also write the results as JSON`;
 
 function fail(msg: string): never {
@@ -51,6 +62,8 @@ export function parseOptions(args: string[]): Options {
   let quick = false;
   let json: string | null = null;
   let floor = false;
+  let tiny = true;
+  let sse = true;
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     const [flag, inline] = a.includes("=") ? a.split("=", 2) : [a, undefined];
@@ -78,6 +91,12 @@ export function parseOptions(args: string[]): Options {
       case "--floor":
         floor = true;
         break;
+      case "--no-sse":
+        sse = false;
+        break;
+      case "--sse-only":
+        tiny = false;
+        break;
       case "--json":
         json = value() ?? fail("--json needs a path");
         break;
@@ -90,6 +109,7 @@ export function parseOptions(args: string[]): Options {
         fail(`unknown argument ${a}`);
     }
   }
+  if (!tiny && !sse) fail("--no-sse and --sse-only leave nothing to measure");
   return {
     duration: duration ?? (quick ? 3 : 8),
     warmup: warmup ?? (quick ? 1 : 2),
@@ -97,5 +117,7 @@ export function parseOptions(args: string[]): Options {
     rounds,
     json,
     floor,
+    tiny,
+    sse,
   };
 }
