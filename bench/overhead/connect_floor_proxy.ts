@@ -1,8 +1,8 @@
 /**
  * The connect floor: `floor_proxy.ts` with the project's own upstream client (`Http1Client`,
  * keep-alive HTTP/1.1 on `Deno.connect`) in place of `fetch`, for `run.ts --floor`. Body read
- * once as bytes and parsed, round robin over the workers, same bytes forwarded with the client's
- * signal; a body already whole is returned as bytes, else relayed through a `ReadableStream`
+ * once as bytes and parsed, round robin over the workers, same bytes forwarded, cancelled with
+ * the client's signal; a body already whole is returned as bytes, else relayed through a `ReadableStream`
  * that reads the worker on each pull. No metrics, retries, timeouts or header filtering: it
  * shows what the runtime plus our client cost, without the gateway's logic.
  *
@@ -12,7 +12,7 @@
  */
 
 import { Http1Client } from "../../lib/upstream/http1.ts";
-import { header, type UpstreamBody } from "../../lib/upstream/types.ts";
+import { Cancel, header, type UpstreamBody } from "../../lib/upstream/types.ts";
 
 const decoder = new TextDecoder();
 const JSON_TYPE: [string, string][] = [["content-type", "application/json"]];
@@ -50,6 +50,8 @@ export function connectFloorHandler(workers: string[]): (req: Request) => Promis
     }
     if (typeof body?.model !== "string") return new Response(null, { status: 400 });
     const base = workers[next++ % workers.length];
+    const cancel = new Cancel();
+    req.signal.addEventListener("abort", () => cancel.cancel(req.signal.reason), { once: true });
     try {
       const up = await client.send({
         base,
@@ -57,7 +59,7 @@ export function connectFloorHandler(workers: string[]): (req: Request) => Promis
         method: "POST",
         headers: JSON_TYPE,
         body: bytes,
-        signal: req.signal,
+        cancel,
       });
       return new Response(relay(up.body), {
         status: up.status,

@@ -110,7 +110,7 @@ export class Calls {
         method: "POST",
         headers: upstreamHeaders(c.req.headers, c.ctx.requestId, worker.apiKey),
         body,
-        signal: c.signal,
+        cancel: c.cancel,
       });
       this.#pm.upstream(res.status);
       return { kind: "sent", res, release };

@@ -7,8 +7,8 @@
  * The last failure is returned as the worker sent it, or as the gateway's error.
  */
 
-import { sleep } from "../core/clock.ts";
 import { GatewayError } from "../core/errors.ts";
+import type { Cancel } from "../upstream/types.ts";
 import { finalResponse, timeoutError } from "./attempt.ts";
 import { backoffMs, maxAttempts } from "./retry.ts";
 import {
@@ -20,6 +20,22 @@ import {
 } from "./types.ts";
 
 const NONE: ReadonlySet<string> = new Set();
+
+/** Waits `ms`; false as soon as `cancel` fires. */
+function pause(ms: number, cancel: Cancel): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (cancel.aborted) return resolve(false);
+    const stop = () => {
+      clearTimeout(timer);
+      resolve(false);
+    };
+    const timer = setTimeout(() => {
+      cancel.off(stop);
+      resolve(true);
+    }, ms);
+    cancel.on(stop);
+  });
+}
 
 /** Serves `c` with `plan`'s attempts; see the module comment. */
 export async function runAttempts<C, P>(
@@ -38,11 +54,7 @@ export async function runAttempts<C, P>(
       const delay = backoffMs(attempt - 1, d.config.retry, d.random);
       d.metrics.retries.with(plan.label, ep).inc();
       d.metrics.retryBackoff.with(String(attempt)).observe(delay / 1000);
-      try {
-        await sleep(delay, c.signal);
-      } catch {
-        break;
-      }
+      if (!(await pause(delay, c.cancel))) break;
     }
     const pick = plan.pick(c, cands, failed ?? NONE, last !== null);
     if (pick === null) break;

@@ -11,8 +11,8 @@ import type { Clock } from "../core/clock.ts";
 export interface DeadlineEntry {
   /** Clock time at which the request is aborted. */
   readonly at: number;
-  /** Aborts the request. */
-  readonly expire: () => void;
+  /** Aborts the request (called as a method of the entry). */
+  expire(): void;
 }
 
 /** A set of deadlines swept on one timer. */
@@ -35,7 +35,11 @@ export class Deadlines {
 
   /** Calls `expire` once the clock passes `at`, unless removed first. */
   add(at: number, expire: () => void): DeadlineEntry {
-    const e = { at, expire };
+    return this.addEntry({ at, expire });
+  }
+
+  /** Registers `e` itself (an object that is its own entry saves a closure per request). */
+  addEntry<E extends DeadlineEntry>(e: E): E {
     this.#entries.add(e);
     if (this.#timer === undefined) {
       this.#timer = setInterval(() => this.sweep(), this.#tickMs);

@@ -16,12 +16,13 @@
 
 import { errorResponse, GatewayError } from "../core/errors.ts";
 import type { Endpoint, RouteRequest } from "../core/types.ts";
+import { Cancel } from "../upstream/types.ts";
 import type { Worker } from "../workers/worker.ts";
 import { extractRouteRequest } from "../routing/route_request.ts";
 import { Calls } from "./attempt.ts";
 import { runAttempts } from "./attempts.ts";
 import { parseJson, readBody } from "./body.ts";
-import { Deadlines } from "./deadlines.ts";
+import { type DeadlineEntry, Deadlines } from "./deadlines.ts";
 import { PdPlan } from "./pd.ts";
 import { Holds, ProxyMetrics, type RouteSeries } from "./proxy_metrics.ts";
 import { noCandidates, type SelectEnv, selectWorker } from "./select.ts";
@@ -160,7 +161,7 @@ export class InferenceProxy {
     }
   }
 
-  async #dispatch(
+  #dispatch(
     req: Request,
     rr: RouteRequest,
     body: unknown,
@@ -170,27 +171,72 @@ export class InferenceProxy {
     start: number,
     series: RouteSeries,
   ): Promise<Response> {
-    const d = this.#d;
-    // One controller cancels the worker request: on client disconnect or at the deadline.
-    const cancel = new AbortController();
-    const onClientGone = () => cancel.abort(req.signal.reason);
-    req.signal.addEventListener("abort", onClientGone, { once: true });
-    const deadline = this.#deadlines.add(
-      start + this.#timeoutMs,
-      () => cancel.abort(new DeadlineExceeded("request timeout")),
-    );
-    holds.add(() => {
-      this.#deadlines.remove(deadline);
-      req.signal.removeEventListener("abort", onClientGone);
-    });
-    const signal = cancel.signal;
-    const timedOut = () => signal.reason instanceof DeadlineExceeded;
-    const call: CallContext = { req, rr, body, bytes, ctx, holds, start, series, signal, timedOut };
-    return await runAttempts<unknown, unknown>(
-      d,
+    const call = new Call(req, rr, body, bytes, ctx, holds, start, series, this.#deadlines);
+    call.at = start + this.#timeoutMs;
+    // One cancellation for the worker requests: the client leaving or the deadline.
+    req.signal.addEventListener("abort", call.onClientGone, { once: true });
+    this.#deadlines.addEntry(call);
+    holds.add(call.release);
+    return runAttempts<unknown, unknown>(
+      this.#d,
       this.#timeoutMs,
       call,
       this.#plan as AttemptPlan<unknown, unknown>,
     );
   }
+}
+
+/** One request on its way: what attempts read, its cancellation and its deadline entry. */
+class Call implements CallContext, DeadlineEntry {
+  readonly cancel = new Cancel();
+  at = 0;
+  readonly req: Request;
+  readonly rr: RouteRequest;
+  readonly body: unknown;
+  readonly bytes: Uint8Array<ArrayBuffer>;
+  readonly ctx: RequestContext;
+  readonly holds: Holds;
+  readonly start: number;
+  readonly series: RouteSeries;
+  readonly #deadlines: Deadlines;
+
+  constructor(
+    req: Request,
+    rr: RouteRequest,
+    body: unknown,
+    bytes: Uint8Array<ArrayBuffer>,
+    ctx: RequestContext,
+    holds: Holds,
+    start: number,
+    series: RouteSeries,
+    deadlines: Deadlines,
+  ) {
+    this.req = req;
+    this.rr = rr;
+    this.body = body;
+    this.bytes = bytes;
+    this.ctx = ctx;
+    this.holds = holds;
+    this.start = start;
+    this.series = series;
+    this.#deadlines = deadlines;
+  }
+
+  timedOut(): boolean {
+    return this.cancel.reason instanceof DeadlineExceeded;
+  }
+
+  /** The deadline passed (called by `Deadlines`). */
+  expire(): void {
+    this.cancel.cancel(new DeadlineExceeded("request timeout"));
+  }
+
+  /** The client went away. */
+  readonly onClientGone = (): void => this.cancel.cancel(this.req.signal.reason);
+
+  /** The response is done: the deadline and the client listener go. */
+  readonly release = (): void => {
+    this.#deadlines.remove(this);
+    this.req.signal.removeEventListener("abort", this.onClientGone);
+  };
 }

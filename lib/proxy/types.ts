@@ -11,7 +11,7 @@ import type { Logger } from "../core/log.ts";
 import type { RouteRequest } from "../core/types.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { Policy } from "../policies/policy.ts";
-import type { HeaderList, Upstream, UpstreamResponse } from "../upstream/types.ts";
+import type { Cancel, HeaderList, Upstream, UpstreamResponse } from "../upstream/types.ts";
 import type { Worker } from "../workers/worker.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { Admission } from "./admission.ts";
@@ -82,9 +82,9 @@ export interface CallContext {
   /** Metric series of the request. */
   series: RouteSeries;
   /** Cancels worker requests (client gone or deadline). */
-  signal: AbortSignal;
+  readonly cancel: Cancel;
   /** Whether the deadline fired. */
-  timedOut: () => boolean;
+  timedOut(): boolean;
 }
 
 /** Status answered when the client left (nobody reads it). */

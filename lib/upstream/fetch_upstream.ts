@@ -59,10 +59,10 @@ export class FetchUpstream implements Upstream {
         method: req.method,
         headers: req.headers,
         body: req.body as Uint8Array<ArrayBuffer> | null,
-        signal: req.signal,
+        signal: req.cancel.signal(),
       });
     } catch (e) {
-      if (req.signal.aborted) {
+      if (req.cancel.aborted) {
         throw new UpstreamError("aborted", "worker request cancelled", { cause: e });
       }
       throw new UpstreamError("connect", (e as Error)?.message ?? String(e), { cause: e });

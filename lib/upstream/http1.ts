@@ -21,7 +21,7 @@
  *   pool before the caller touches it); otherwise `read()` returns everything that has arrived
  *   in one array (chunk framing removed), so queued SSE events coalesce into one write. Reading
  *   is driven by the caller: nothing is read ahead, which is the backpressure.
- * - Cancellation: the request's signal closes the connection, head or body; so does
+ * - Cancellation: the request's `Cancel` closes the connection, head or body; so does
  *   `body.cancel()`. A closed connection is never reused.
  * - Bounds: the response head (`maxHeadBytes`, 64 KiB), the connect time (`connectTimeoutMs`,
  *   10 s), the time to the head (`headTimeoutMs`) and between body bytes (`bodyIdleTimeoutMs`),
@@ -30,6 +30,7 @@
 
 import { bodiless, ChunkedDecoder, headEnd, parseHead, type ResponseHead } from "./http1_parse.ts";
 import {
+  type Cancel,
   type HeaderList,
   type Upstream,
   type UpstreamBody,
@@ -54,7 +55,7 @@ export interface Http1Options {
   bodyIdleTimeoutMs?: number;
   /** Called when a request is resent after a stale pooled connection. */
   onResend?: () => void;
-  /** Clock in ms (tests). */
+  /** Clock in ms (default `Date.now`; tests). */
   now?: () => number;
 }
 
@@ -106,7 +107,7 @@ class Conn {
   activeAt = 0;
   /** "head" while waiting for the head, "body" while a body is read, "" otherwise. */
   phase: "" | "head" | "body" = "";
-  signal: AbortSignal | null = null;
+  cancel: Cancel | null = null;
   #pending: Promise<number | null> | null = null;
 
   constructor(socket: Deno.Conn, pool: Pool) {
@@ -126,16 +127,16 @@ class Conn {
     } catch { /* already closed */ }
   }
 
-  /** The request signal fired. */
+  /** The request was cancelled. */
   readonly onAbort = (): void => {
     this.destroy(new UpstreamError("aborted", "worker request cancelled"));
   };
 
-  /** Stops listening to the request's signal. */
+  /** Stops following the request's cancellation. */
   detach(): void {
-    if (this.signal) {
-      this.signal.removeEventListener("abort", this.onAbort);
-      this.signal = null;
+    if (this.cancel) {
+      this.cancel.off(this.onAbort);
+      this.cancel = null;
     }
     this.phase = "";
     this.pool.client.untrack(this);
@@ -160,7 +161,7 @@ class Conn {
     if (n === null) return false;
     this.end += n;
     this.received += n;
-    this.activeAt = this.pool.client.now();
+    if (this.pool.client.timed) this.activeAt = this.pool.client.now();
     return true;
   }
 
@@ -251,7 +252,7 @@ class Http1Body implements UpstreamBody {
   #remaining: number;
   readonly #chunks: ChunkedDecoder | null;
   readonly #keepAlive: boolean;
-  readonly #ranges: number[] = [];
+  #ranges: number[] | null = null;
 
   constructor(client: Http1Client, conn: Conn, head: ResponseHead, empty: boolean) {
     this.#client = client;
@@ -305,7 +306,7 @@ class Http1Body implements UpstreamBody {
     if (c.start === c.end) return null;
     let out: Uint8Array<ArrayBuffer> | null = null;
     if (this.#chunks) {
-      const r = this.#ranges;
+      const r = this.#ranges ??= [];
       r.length = 0;
       c.start = this.#chunks.decode(c.buf, c.start, c.end, r);
       if (r.length === 2) out = c.buf.slice(r[0], r[1]);
@@ -356,7 +357,10 @@ class Http1Body implements UpstreamBody {
 
 /** The keep-alive HTTP/1.1 client (see the module comment). */
 export class Http1Client implements Upstream {
+  /** Clock in ms (pool ages, timeouts). */
   readonly now: () => number;
+  /** Whether a head or body timeout is set (activity is then tracked). */
+  readonly timed: boolean;
   readonly #pools = new Map<string, Pool>();
   readonly #idleTimeoutMs: number;
   readonly #maxIdle: number;
@@ -373,7 +377,7 @@ export class Http1Client implements Upstream {
 
   /** A client; nothing connects until the first request. */
   constructor(o: Http1Options) {
-    this.now = o.now ?? (() => performance.now());
+    this.now = o.now ?? Date.now;
     this.#idleTimeoutMs = o.idleTimeoutMs;
     this.#maxIdle = o.maxIdlePerHost ?? 500;
     this.#maxHead = o.maxHeadBytes ?? 64 * 1024;
@@ -381,6 +385,7 @@ export class Http1Client implements Upstream {
     this.#headTimeoutMs = o.headTimeoutMs ?? 0;
     this.#bodyIdleTimeoutMs = o.bodyIdleTimeoutMs ?? 0;
     this.#onResend = o.onResend ?? (() => {});
+    this.timed = this.#headTimeoutMs > 0 || this.#bodyIdleTimeoutMs > 0;
   }
 
   /** Idle connections pooled now, over all origins. */
@@ -394,15 +399,15 @@ export class Http1Client implements Upstream {
     if (this.#closed) throw new UpstreamError("connect", "client closed");
     const pool = this.#pool(req.base);
     const data = encodeRequest(req, pool.origin);
-    const signal = req.signal;
-    if (signal.aborted) throw new UpstreamError("aborted", "worker request cancelled");
+    const cancel = req.cancel;
+    if (cancel.aborted) throw new UpstreamError("aborted", "worker request cancelled");
     let conn = pool.take(this.now(), this.#idleTimeoutMs);
     for (;;) {
       const reused = conn !== null;
-      conn ??= await this.#connect(pool, signal);
+      conn ??= await this.#connect(pool, cancel);
       conn.received = 0;
-      conn.signal = signal;
-      signal.addEventListener("abort", conn.onAbort);
+      conn.cancel = cancel;
+      cancel.on(conn.onAbort);
       this.#track(conn, "head");
       try {
         await conn.writeAll(data);
@@ -410,7 +415,7 @@ export class Http1Client implements Upstream {
       } catch (e) {
         const err = closedError(conn, e, "worker connection failed");
         conn.destroy();
-        if (reused && conn.received === 0 && err.kind === "closed" && !signal.aborted) {
+        if (reused && conn.received === 0 && err.kind === "closed" && !cancel.aborted) {
           this.#onResend();
           conn = null;
           continue;
@@ -453,16 +458,16 @@ export class Http1Client implements Upstream {
       const empty = bodiless(head.status, method);
       if (!empty && !head.chunked && head.length < 0) head.keepAlive = false;
       c.phase = "body";
-      c.activeAt = this.now();
+      if (this.timed) c.activeAt = this.now();
       const body = new Http1Body(this, c, head, empty);
       return { status: head.status, headers: head.headers, body };
     }
   }
 
-  async #connect(pool: Pool, signal: AbortSignal): Promise<Conn> {
+  async #connect(pool: Pool, cancel: Cancel): Promise<Conn> {
     const o = pool.origin;
     const timeout = AbortSignal.timeout(this.#connectTimeoutMs);
-    const both = AbortSignal.any([signal, timeout]);
+    const both = AbortSignal.any([cancel.signal(), timeout]);
     let socket: Deno.Conn;
     try {
       if (o.tls) {
@@ -477,7 +482,7 @@ export class Http1Client implements Upstream {
         (socket as Deno.TcpConn).setNoDelay(true);
       }
     } catch (e) {
-      if (signal.aborted) throw new UpstreamError("aborted", "worker request cancelled");
+      if (cancel.aborted) throw new UpstreamError("aborted", "worker request cancelled");
       if (timeout.aborted) {
         throw new UpstreamError(
           "connect",
@@ -529,8 +534,8 @@ export class Http1Client implements Upstream {
 
   #track(c: Conn, phase: "head" | "body"): void {
     c.phase = phase;
+    if (!this.timed) return;
     c.activeAt = this.now();
-    if (this.#headTimeoutMs === 0 && this.#bodyIdleTimeoutMs === 0) return;
     this.#active.add(c);
     if (this.#timer === undefined) {
       const tick = Math.max(

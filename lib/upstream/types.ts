@@ -32,6 +32,50 @@ export interface UpstreamResponse {
   readonly body: UpstreamBody;
 }
 
+/**
+ * A cancellation source, one per client request: lighter than an `AbortController` (no event
+ * machinery), and what the proxy hands the client so that a client that leaves, or a deadline,
+ * closes the worker connection. Hooks run once, in order, when it fires.
+ */
+export class Cancel {
+  /** Whether it fired. */
+  aborted = false;
+  /** Why (set when it fires). */
+  reason: unknown = undefined;
+  #hooks: (() => void)[] | null = null;
+
+  /** Runs `fn` when it fires (at once if it already has). */
+  on(fn: () => void): void {
+    if (this.aborted) fn();
+    else (this.#hooks ??= []).push(fn);
+  }
+
+  /** Forgets a hook. */
+  off(fn: () => void): void {
+    const h = this.#hooks;
+    if (!h) return;
+    const i = h.indexOf(fn);
+    if (i >= 0) h.splice(i, 1);
+  }
+
+  /** Fires with `reason` (only the first call counts). */
+  cancel(reason: unknown): void {
+    if (this.aborted) return;
+    this.aborted = true;
+    this.reason = reason;
+    const h = this.#hooks;
+    this.#hooks = null;
+    if (h) { for (const fn of h) fn(); }
+  }
+
+  /** An `AbortSignal` that follows this one (for `fetch` and `Deno.connect`). */
+  signal(): AbortSignal {
+    const ac = new AbortController();
+    this.on(() => ac.abort(this.reason));
+    return ac.signal;
+  }
+}
+
 /** One request toward a worker. */
 export interface UpstreamRequest {
   /** The worker's base URL (`http://host:port`, maybe with a path prefix). */
@@ -45,7 +89,7 @@ export interface UpstreamRequest {
   /** Body bytes (POST). */
   body: Uint8Array | null;
   /** Cancels the request and its body: client gone or deadline passed. */
-  signal: AbortSignal;
+  cancel: Cancel;
 }
 
 /** Why a worker call failed without a response head. */
@@ -54,7 +98,7 @@ export type UpstreamFailure =
   | "timeout" // no head (or no body bytes) within the client's timeout
   | "closed" // the connection closed or reset before the response was complete
   | "protocol" // the worker did not speak HTTP/1.1 (bad head, oversized head, bad framing)
-  | "aborted"; // the request's signal fired
+  | "aborted"; // the request was cancelled
 
 /** A worker call that failed; `kind` says how. */
 export class UpstreamError extends Error {

@@ -10,7 +10,7 @@ import assert from "node:assert/strict";
 import net from "node:net";
 import { readAll } from "../../lib/proxy/attempt.ts";
 import { Http1Client, type Http1Options } from "../../lib/upstream/http1.ts";
-import { UpstreamError, type UpstreamResponse } from "../../lib/upstream/types.ts";
+import { Cancel, UpstreamError, type UpstreamResponse } from "../../lib/upstream/types.ts";
 import { type RawConn, RawServer, sized } from "../support/raw_server.ts";
 
 const enc = new TextEncoder();
@@ -22,14 +22,14 @@ function client(o: Partial<Http1Options> = {}) {
   return { c, counts };
 }
 
-function post(c: Http1Client, base: string, body = "hello", signal?: AbortSignal) {
+function post(c: Http1Client, base: string, body = "hello", cancel = new Cancel()) {
   return c.send({
     base,
     path: "/v1/completions",
     method: "POST",
     headers: [["content-type", "text/plain"]],
     body: enc.encode(body),
-    signal: signal ?? new AbortController().signal,
+    cancel,
   });
 }
 
@@ -343,7 +343,7 @@ Deno.test("http1: head and body-idle timeouts close the connection", async () =>
   });
 });
 
-Deno.test("http1: the request's signal cancels a request waiting for its head; the worker sees the close", async () => {
+Deno.test("http1: cancelling a request waiting for its head closes the connection; the worker sees it", async () => {
   const gone = Promise.withResolvers<void>();
   const s = new RawServer(async (k) => {
     await k.request();
@@ -352,9 +352,9 @@ Deno.test("http1: the request's signal cancels a request waiting for its head; t
   });
   const { c } = client();
   await with_(s, c, async () => {
-    const ac = new AbortController();
-    const p = post(c, s.url, "x", ac.signal);
-    setTimeout(() => ac.abort(), 10);
+    const cancel = new Cancel();
+    const p = post(c, s.url, "x", cancel);
+    setTimeout(() => cancel.cancel(new Error("client gone")), 10);
     await rejectsWith(p, "aborted");
     await gone.promise;
   });

@@ -11,7 +11,7 @@ import { readAll } from "../../lib/proxy/attempt.ts";
 import { parseSimWorkerArgs } from "../../lib/sim/cli.ts";
 import { startSimWorker } from "../../lib/sim/worker.ts";
 import { Http1Client } from "../../lib/upstream/http1.ts";
-import { header, type UpstreamResponse } from "../../lib/upstream/types.ts";
+import { Cancel, header, type UpstreamResponse } from "../../lib/upstream/types.ts";
 import { freePort, hasCommand } from "../support/process.ts";
 
 const enc = new TextEncoder();
@@ -55,7 +55,7 @@ function send(c: Http1Client, base: string, path: string, body: Uint8Array = enc
     method: "POST",
     headers: [["content-type", "application/json"]],
     body,
-    signal: new AbortController().signal,
+    cancel: new Cancel(),
   });
 }
 

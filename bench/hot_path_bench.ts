@@ -1,0 +1,104 @@
+/**
+ * The gateway's own per-request work, without sockets: `Gateway.handle` on a tiny completion
+ * request against an in-process upstream that answers at once, next to the same request
+ * through a bare handler (body read, JSON parse, upstream call, `Response`) — the difference is
+ * the gateway's logic (routing, ids, admission, deadlines, metrics, headers, breaker).
+ *
+ *   deno bench --unstable-no-legacy-abort bench/hot_path_bench.ts
+ */
+
+import { parseGatewayArgs } from "../lib/config/cli.ts";
+import { silentLogger } from "../lib/core/log.ts";
+import { Gateway } from "../lib/server/app.ts";
+import {
+  Cancel,
+  type Upstream,
+  type UpstreamBody,
+  type UpstreamRequest,
+  type UpstreamResponse,
+} from "../lib/upstream/types.ts";
+
+const enc = new TextEncoder();
+const ANSWER = enc.encode(
+  '{"id":"cmpl-1","object":"text_completion","choices":[{"index":0,"text":"ok"}]}',
+);
+const BODY = '{"model":"sim-model","prompt":"hi","max_tokens":1}';
+
+class Whole implements UpstreamBody {
+  readonly whole = ANSWER;
+  read() {
+    return Promise.resolve(null);
+  }
+  cancel() {}
+}
+
+/** An upstream that answers every request at once with a small JSON body. */
+class InstantUpstream implements Upstream {
+  send(_req: UpstreamRequest): Promise<UpstreamResponse> {
+    return Promise.resolve({
+      status: 200,
+      headers: [["content-type", "application/json"], ["content-length", "80"]],
+      body: new Whole(),
+    });
+  }
+  close() {}
+}
+
+const config = parseGatewayArgs([
+  "--worker-urls",
+  "http://127.0.0.1:1",
+  "http://127.0.0.1:2",
+  "--policy",
+  "round_robin",
+]);
+const gw = new Gateway({ config, log: silentLogger, upstream: new InstantUpstream() });
+for (const url of ["http://127.0.0.1:1", "http://127.0.0.1:2"]) {
+  gw.manager.add({ url, models: ["sim-model"] }).setStatus("ready");
+}
+
+function request(): Request {
+  return new Request("http://gw/v1/completions", {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      "content-length": String(BODY.length),
+      "user-agent": "bench",
+    },
+    body: BODY,
+  });
+}
+
+const upstream = new InstantUpstream();
+async function bare(req: Request): Promise<Response> {
+  const bytes = await req.bytes();
+  JSON.parse(new TextDecoder().decode(bytes));
+  const up = await upstream.send({
+    base: "http://127.0.0.1:1",
+    path: "/v1/completions",
+    method: "POST",
+    headers: [["content-type", "application/json"]],
+    body: bytes,
+    cancel: new Cancel(),
+  });
+  return new Response(up.body.whole, { status: up.status, headers: up.headers });
+}
+
+Deno.bench(
+  "request construction only (subtract from both)",
+  { group: "hot", baseline: true },
+  () => {
+    request();
+  },
+);
+
+Deno.bench("bare handler", { group: "hot" }, async () => {
+  const res = await bare(request());
+  await res.bytes();
+});
+
+Deno.bench("Gateway.handle (round_robin)", { group: "hot" }, async () => {
+  const done = Promise.withResolvers<void>();
+  const res = await gw.handle(request(), done.promise);
+  await res.bytes();
+  done.resolve();
+});
