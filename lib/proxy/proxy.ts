@@ -127,7 +127,9 @@ export class InferenceProxy {
       });
       series = this.#pm.route(rr, d.policies.forModel(rr.model).name);
       series.requests[rr.stream ? 1 : 0].inc();
-      const res = await this.#dispatch(req, rr, body, bytes, ctx, holds, start, series);
+      const at = start + this.#timeoutMs;
+      const call = new Call(req, rr, body, bytes, ctx, holds, start, series, at, this.#deadlines);
+      const res = await this.#dispatch(call);
       const ms = d.clock.now() - start;
       if (res.status < 400) series.duration.observe(ms / 1000);
       else this.#pm.error(series, res.status);
@@ -161,22 +163,12 @@ export class InferenceProxy {
     }
   }
 
-  #dispatch(
-    req: Request,
-    rr: RouteRequest,
-    body: unknown,
-    bytes: Uint8Array<ArrayBuffer>,
-    ctx: RequestContext,
-    holds: Holds,
-    start: number,
-    series: RouteSeries,
-  ): Promise<Response> {
-    const call = new Call(req, rr, body, bytes, ctx, holds, start, series, this.#deadlines);
-    call.at = start + this.#timeoutMs;
+  /** Starts the request's cancellation and deadline, then its attempts. */
+  #dispatch(call: Call): Promise<Response> {
     // One cancellation for the worker requests: the client leaving or the deadline.
-    req.signal.addEventListener("abort", call.onClientGone, { once: true });
+    call.req.signal.addEventListener("abort", call.onClientGone, { once: true });
     this.#deadlines.addEntry(call);
-    holds.add(call.release);
+    call.holds.add(call.release);
     return runAttempts<unknown, unknown>(
       this.#d,
       this.#timeoutMs,
@@ -189,7 +181,7 @@ export class InferenceProxy {
 /** One request on its way: what attempts read, its cancellation and its deadline entry. */
 class Call implements CallContext, DeadlineEntry {
   readonly cancel = new Cancel();
-  at = 0;
+  readonly at: number;
   readonly req: Request;
   readonly rr: RouteRequest;
   readonly body: unknown;
@@ -209,6 +201,7 @@ class Call implements CallContext, DeadlineEntry {
     holds: Holds,
     start: number,
     series: RouteSeries,
+    at: number,
     deadlines: Deadlines,
   ) {
     this.req = req;
@@ -219,6 +212,7 @@ class Call implements CallContext, DeadlineEntry {
     this.holds = holds;
     this.start = start;
     this.series = series;
+    this.at = at;
     this.#deadlines = deadlines;
   }
 
