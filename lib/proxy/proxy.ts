@@ -182,6 +182,7 @@ export class InferenceProxy {
 class Call implements CallContext, DeadlineEntry {
   readonly cancel = new Cancel();
   readonly at: number;
+  slot = -1;
   readonly req: Request;
   readonly rr: RouteRequest;
   readonly body: unknown;
