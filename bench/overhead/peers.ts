@@ -5,6 +5,7 @@
  * keep-alive toward the workers, response buffering off so that SSE passes as it comes).
  */
 
+import { nginxConfigWith } from "../routing/peers.ts";
 import { HOST } from "./processes.ts";
 
 /** The HAProxy config listening on `port` in front of the worker `ports`. */
@@ -32,46 +33,8 @@ ${workers.map((p, i) => `  server w${i + 1} ${HOST}:${p} check inter 2s`).join("
 `;
 }
 
-/**
- * The nginx config listening on `port` in front of the worker `ports`; pid, error log and temp
- * files under `prefix`. `keepalive_requests` is raised on both sides so that neither wrk's nor
- * the workers' connections are closed every 1,000 requests (HAProxy reuses them without limit).
- */
+/** The nginx config (round robin) listening on `port` in front of the worker `ports`. */
 export function nginxConfig(port: number, workers: number[], prefix: string): string {
-  return `daemon off;
-master_process off;
-worker_processes 1;
-pid ${prefix}/nginx.pid;
-error_log ${prefix}/error.log warn;
-
-events {
-  worker_connections 4096;
-}
-
-http {
-  access_log off;
-  client_body_temp_path ${prefix}/body;
-  proxy_temp_path ${prefix}/proxy;
-  fastcgi_temp_path ${prefix}/fastcgi;
-  uwsgi_temp_path ${prefix}/uwsgi;
-  scgi_temp_path ${prefix}/scgi;
-  keepalive_requests 1000000;
-
-  upstream workers {
-${workers.map((p) => `    server ${HOST}:${p};`).join("\n")}
-    keepalive 64;
-    keepalive_requests 1000000;
-  }
-
-  server {
-    listen ${HOST}:${port};
-    location / {
-      proxy_pass http://workers;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_buffering off;
-    }
-  }
-}
-`;
+  const urls = workers.map((p) => `http://${HOST}:${p}`);
+  return nginxConfigWith("", port, urls, prefix, `${prefix}/error.log warn`);
 }

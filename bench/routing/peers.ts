@@ -59,11 +59,26 @@ export function nginxConfig(
   workers: string[],
   prefix: string,
 ): string {
+  return nginxConfigWith(NGINX_VARIANTS[variant], port, workers, prefix);
+}
+
+/**
+ * An nginx config balancing with `balance` (an `upstream` directive; "" for round robin): one
+ * worker process in the foreground, keep-alive toward the workers, no response buffering (SSE
+ * passes as it comes); also used by the overhead benchmark.
+ */
+export function nginxConfigWith(
+  balance: string,
+  port: number,
+  workers: string[],
+  prefix: string,
+  errorLog = "stderr warn",
+): string {
   return `daemon off;
 master_process off;
 worker_processes 1;
 pid ${prefix}/nginx.pid;
-error_log stderr warn;
+error_log ${errorLog};
 
 events {
   worker_connections 4096;
@@ -76,11 +91,13 @@ http {
   fastcgi_temp_path ${prefix}/fastcgi;
   uwsgi_temp_path ${prefix}/uwsgi;
   scgi_temp_path ${prefix}/scgi;
+  keepalive_requests 1000000;
 
   upstream workers {
-    ${NGINX_VARIANTS[variant]}
+    ${balance}
 ${workers.map((u) => `    server ${new URL(u).host};`).join("\n")}
     keepalive 64;
+    keepalive_requests 1000000;
   }
 
   server {
