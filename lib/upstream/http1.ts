@@ -55,6 +55,8 @@ export interface Http1Options {
   bodyIdleTimeoutMs?: number;
   /** Called when a request is resent after a stale pooled connection. */
   onResend?: () => void;
+  /** Extra CA certificates (PEM) trusted for `https://` workers, besides the system's. */
+  caCerts?: string[];
   /** Clock in ms (default `Date.now`; tests). */
   now?: () => number;
 }
@@ -369,6 +371,7 @@ export class Http1Client implements Upstream {
   readonly #headTimeoutMs: number;
   readonly #bodyIdleTimeoutMs: number;
   readonly #onResend: () => void;
+  readonly #caCerts: string[] | undefined;
   /** Connections with a request in progress, when a head or body timeout is set. */
   readonly #active = new Set<Conn>();
   #timer: ReturnType<typeof setInterval> | undefined;
@@ -385,6 +388,7 @@ export class Http1Client implements Upstream {
     this.#headTimeoutMs = o.headTimeoutMs ?? 0;
     this.#bodyIdleTimeoutMs = o.bodyIdleTimeoutMs ?? 0;
     this.#onResend = o.onResend ?? (() => {});
+    this.#caCerts = o.caCerts;
     this.timed = this.#headTimeoutMs > 0 || this.#bodyIdleTimeoutMs > 0;
   }
 
@@ -468,20 +472,24 @@ export class Http1Client implements Upstream {
     const o = pool.origin;
     const timeout = AbortSignal.timeout(this.#connectTimeoutMs);
     const both = AbortSignal.any([cancel.signal(), timeout]);
-    let socket: Deno.Conn;
+    let socket: Deno.Conn | null = null;
     try {
       if (o.tls) {
         const p = Deno.connectTls({
           hostname: o.hostname,
           port: o.port,
           alpnProtocols: ["http/1.1"],
+          caCerts: this.#caCerts,
         });
-        socket = await abortable(p, both);
+        const tls: Deno.TlsConn = socket = await abortable(p, both, closeQuietly);
+        // Certificate errors surface here as connect failures, not on the first write.
+        await abortable(tls.handshake(), both);
       } else {
         socket = await Deno.connect({ hostname: o.hostname, port: o.port, signal: both });
         (socket as Deno.TcpConn).setNoDelay(true);
       }
     } catch (e) {
+      if (socket) closeQuietly(socket);
       if (cancel.aborted) throw new UpstreamError("aborted", "worker request cancelled");
       if (timeout.aborted) {
         throw new UpstreamError(
@@ -579,15 +587,25 @@ export class Http1Client implements Upstream {
   }
 }
 
-/** Resolves with `p`, or rejects when `signal` fires (closing what `p` yields late). */
-function abortable<T extends Deno.Conn>(p: Promise<T>, signal: AbortSignal): Promise<T> {
+function closeQuietly(c: Deno.Conn): void {
+  try {
+    c.close();
+  } catch { /* already closed */ }
+}
+
+/** Resolves with `p`, or rejects when `signal` fires (`late` disposes of what `p` yields then). */
+function abortable<T>(
+  p: Promise<T>,
+  signal: AbortSignal,
+  late: (v: T) => void = () => {},
+): Promise<T> {
   if (signal.aborted) {
-    p.then((c) => c.close(), () => {});
+    p.then(late, () => {});
     return Promise.reject(signal.reason);
   }
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => {
-      p.then((c) => c.close(), () => {});
+      p.then(late, () => {});
       reject(signal.reason);
     };
     signal.addEventListener("abort", onAbort, { once: true });

@@ -271,3 +271,88 @@ Deno.test({
     await throughProxy("nginx");
   },
 });
+
+/** A throwaway CA and a certificate it signed for 127.0.0.1, made with openssl. */
+async function certs(): Promise<{ ca: string; cert: string; key: string }> {
+  const dir = await Deno.makeTempDir({ prefix: "smg-http1-tls-" });
+  const openssl = async (...args: string[]) => {
+    const out = await new Deno.Command("openssl", {
+      args,
+      cwd: dir,
+      stdout: "null",
+      stderr: "piped",
+    })
+      .output();
+    if (out.code !== 0) throw new Error(new TextDecoder().decode(out.stderr));
+  };
+  const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+  try {
+    await openssl(
+      "req",
+      "-x509",
+      ...ec,
+      "-keyout",
+      "ca.key",
+      "-out",
+      "ca.pem",
+      "-days",
+      "1",
+      "-subj",
+      "/CN=test-ca",
+    );
+    await openssl("req", ...ec, "-keyout", "key.pem", "-out", "leaf.csr", "-subj", "/CN=127.0.0.1");
+    await Deno.writeTextFile(
+      `${dir}/leaf.ext`,
+      "basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
+    );
+    await openssl(
+      "x509",
+      "-req",
+      "-in",
+      "leaf.csr",
+      "-CA",
+      "ca.pem",
+      "-CAkey",
+      "ca.key",
+      "-CAcreateserial",
+      "-out",
+      "cert.pem",
+      "-days",
+      "1",
+      "-extfile",
+      "leaf.ext",
+    );
+    const read = (f: string) => Deno.readTextFile(`${dir}/${f}`);
+    return { ca: await read("ca.pem"), cert: await read("cert.pem"), key: await read("key.pem") };
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+Deno.test({
+  name:
+    "http1 over TLS: an https:// worker is reached with Deno.connectTls; an untrusted certificate fails the request",
+  ignore: !hasCommand("openssl", ["version"]),
+  fn: async () => {
+    const { ca, cert, key } = await certs();
+    const server = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, cert, key, onListen: () => {} },
+      async (req) => new Response(`tls ${(await req.text()).length}`),
+    );
+    const base = `https://127.0.0.1:${server.addr.port}`;
+    const trusting = new Http1Client({ idleTimeoutMs: 3000, caCerts: [ca] });
+    const plain = new Http1Client({ idleTimeoutMs: 3000 });
+    try {
+      assert.equal(await text(await send(trusting, base, "/x")), "tls 2");
+      assert.equal(await text(await send(trusting, base, "/x")), "tls 2", "kept alive over TLS");
+      await assert.rejects(send(plain, base, "/x"), (e: Error) => {
+        assert.match(e.message, /connect to 127\.0\.0\.1:\d+ failed: invalid peer certificate/);
+        return true;
+      });
+    } finally {
+      trusting.close();
+      plain.close();
+      await server.shutdown();
+    }
+  },
+});
