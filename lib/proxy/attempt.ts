@@ -178,8 +178,6 @@ export class Calls {
         release();
         return this.failure(c, worker, e, "stream broke before its first byte");
       }
-      this.record(worker, outcome);
-      c.series.ttft.observe((d.clock.now() - c.start) / 1000);
       const body = relaySse(first, res.body, worker.url, (how, err) => {
         if (how !== "error" || c.timedOut()) return;
         this.record(worker, "failure");
@@ -189,25 +187,44 @@ export class Calls {
           err,
         });
       });
-      c.holds.add(release);
-      return {
-        kind: "response",
-        response: new Response(body, {
-          status,
-          headers: clientHeaders(res.headers, c.ctx.requestId, worker.id, true),
-        }),
-      };
+      const headers = clientHeaders(res.headers, c.ctx.requestId, worker.id, true);
+      const answer = this.#answer(c, worker, sent, body, headers);
+      if (answer.kind === "response") {
+        this.record(worker, outcome);
+        c.series.ttft.observe((d.clock.now() - c.start) / 1000);
+      }
+      return answer;
     }
-    this.record(worker, outcome);
-    c.holds.add(release);
     const bodiless = status === 204 || status === 205 || status === 304;
     if (bodiless && !res.body.whole) res.body.cancel();
-    return {
-      kind: "response",
-      response: new Response(bodiless ? null : res.body.whole ?? bodyStream(res.body), {
-        status,
-        headers: clientHeaders(res.headers, c.ctx.requestId, worker.id, false),
-      }),
-    };
+    const body = bodiless ? null : res.body.whole ?? bodyStream(res.body);
+    const headers = clientHeaders(res.headers, c.ctx.requestId, worker.id, false);
+    const answer = this.#answer(c, worker, sent, body, headers);
+    if (answer.kind === "response") this.record(worker, outcome);
+    return answer;
+  }
+
+  /**
+   * The client `Response`, holding the worker's slot until it is delivered. Should `Response`
+   * refuse the worker's head (a status or header the parser let through), the worker is freed and
+   * the attempt is a retryable failure, not a 500 that leaves the connection open.
+   */
+  #answer(
+    c: CallContext,
+    worker: Worker,
+    sent: Sent,
+    body: BodyInit | null,
+    headers: [string, string][],
+  ): AttemptResult {
+    let response: Response;
+    try {
+      response = new Response(body, { status: sent.res.status, headers });
+    } catch (e) {
+      sent.res.body.cancel();
+      sent.release();
+      return this.failure(c, worker, e, "answered what cannot be relayed");
+    }
+    c.holds.add(sent.release);
+    return { kind: "response", response };
   }
 }

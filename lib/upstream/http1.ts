@@ -152,6 +152,8 @@ class Conn {
 
   /** Reads more bytes into the buffer; false at end of stream. */
   async fill(): Promise<boolean> {
+    // The body-idle clock runs only while the caller waits for the worker, not for the client.
+    if (this.phase === "body" && this.pool.client.timed) this.activeAt = this.pool.client.now();
     let p = this.#pending;
     if (p) this.#pending = null;
     else {
@@ -376,6 +378,7 @@ export class Http1Client implements Upstream {
   readonly #active = new Set<Conn>();
   #timer: ReturnType<typeof setInterval> | undefined;
   #lastSweep = 0;
+  #idleTimer: ReturnType<typeof setTimeout> | undefined;
   #closed = false;
 
   /** A client; nothing connects until the first request. */
@@ -411,10 +414,17 @@ export class Http1Client implements Upstream {
       conn ??= await this.#connect(pool, cancel);
       conn.received = 0;
       conn.cancel = cancel;
-      cancel.on(conn.onAbort);
       this.#track(conn, "head");
+      cancel.on(conn.onAbort); // last: it closes the connection at once if already cancelled
       try {
-        await conn.writeAll(data);
+        try {
+          await conn.writeAll(data);
+        } catch (e) {
+          // A worker may answer early (413 after the head) and close before taking the whole
+          // body: its answer, if there is one, is the response; else the write's failure.
+          if (conn.closed) throw e;
+          return await this.#response(conn, req.method).catch(() => Promise.reject(e));
+        }
         return await this.#response(conn, req.method);
       } catch (e) {
         const err = closedError(conn, e, "worker connection failed");
@@ -432,9 +442,11 @@ export class Http1Client implements Upstream {
   async #response(c: Conn, method: string): Promise<UpstreamResponse> {
     for (;;) {
       let end = -1;
-      let scanned = c.start;
-      while ((end = headEnd(c.buf, Math.max(c.start, scanned - 3), c.end)) < 0) {
-        scanned = c.end;
+      // How far into the pending bytes the blank line was looked for; relative to `c.start`,
+      // since `fill` may move the bytes (compaction, growth, reset).
+      let scanned = 0;
+      while ((end = headEnd(c.buf, c.start + Math.max(0, scanned - 3), c.end)) < 0) {
+        scanned = c.end - c.start;
         if (c.end - c.start > this.#maxHead) {
           throw new UpstreamError(
             "protocol",
@@ -470,6 +482,7 @@ export class Http1Client implements Upstream {
 
   async #connect(pool: Pool, cancel: Cancel): Promise<Conn> {
     const o = pool.origin;
+    pool.live++; // counted while connecting, so that a sweep does not drop the pool meanwhile
     const timeout = AbortSignal.timeout(this.#connectTimeoutMs);
     const both = AbortSignal.any([cancel.signal(), timeout]);
     let socket: Deno.Conn | null = null;
@@ -489,6 +502,7 @@ export class Http1Client implements Upstream {
         (socket as Deno.TcpConn).setNoDelay(true);
       }
     } catch (e) {
+      pool.live--;
       if (socket) closeQuietly(socket);
       if (cancel.aborted) throw new UpstreamError("aborted", "worker request cancelled");
       if (timeout.aborted) {
@@ -508,7 +522,6 @@ export class Http1Client implements Upstream {
     try {
       (socket as Deno.TcpConn).setKeepAlive?.(true);
     } catch { /* not a TCP socket */ }
-    pool.live++;
     return new Conn(socket, pool);
   }
 
@@ -527,6 +540,18 @@ export class Http1Client implements Upstream {
     if (this.#closed) return c.destroy();
     c.pool.release(c, now, this.#maxIdle);
     if (now - this.#lastSweep > this.#idleTimeoutMs) this.#sweepIdle(now);
+    this.#armIdleTimer();
+  }
+
+  /** Closes idle connections once they pass the idle timeout, also when no request comes. */
+  #armIdleTimer(): void {
+    if (this.#idleTimer !== undefined || this.#closed) return;
+    const timer = this.#idleTimer = setTimeout(() => {
+      this.#idleTimer = undefined;
+      this.#sweepIdle(this.now());
+      if (this.idleCount > 0) this.#armIdleTimer();
+    }, Math.max(10, this.#idleTimeoutMs));
+    Deno.unrefTimer(timer); // never what keeps the process alive
   }
 
   /** Closes idle connections past the idle timeout; drops empty pools. */
@@ -579,6 +604,8 @@ export class Http1Client implements Upstream {
 
   close(): void {
     this.#closed = true;
+    if (this.#idleTimer !== undefined) clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
     for (const p of this.#pools.values()) {
       for (const c of [...p.idle]) c.destroy();
     }

@@ -16,16 +16,37 @@ const decoder = new TextDecoder();
 
 /** The index just past the blank line that ends a head in `buf[from, to)`, or -1. */
 export function headEnd(buf: Uint8Array, from: number, to: number): number {
+  const view = buf.subarray(0, to); // no search into stale bytes past `to`
   let i = from;
   for (;;) {
-    i = buf.indexOf(LF, i);
-    if (i < 0 || i >= to) return -1;
+    i = view.indexOf(LF, i);
+    if (i < 0) return -1;
     if (i + 1 < to && buf[i + 1] === LF) return i + 2;
     if (i + 2 < to && buf[i + 1] === CR && buf[i + 2] === LF) return i + 3;
     if (i + 2 >= to) return -1;
     i++;
   }
 }
+
+/**
+ * The bytes as Latin-1 text, one character per byte (header values are ByteStrings: a worker's
+ * UTF-8 bytes pass through unchanged, as they did through `fetch`). ASCII, the usual case, goes
+ * through the fast decoder.
+ */
+function latin1(bytes: Uint8Array): string {
+  const ascii = decoder.decode(bytes);
+  if (ascii.length === bytes.length && !ascii.includes("\uFFFD")) return ascii;
+  let out = "";
+  for (let i = 0; i < bytes.length; i += 4096) {
+    out += String.fromCharCode(...bytes.subarray(i, Math.min(bytes.length, i + 4096)));
+  }
+  return out;
+}
+
+/** RFC 9110 token characters (header names). */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/;
+/** Characters a header value may not hold. */
+const BAD_VALUE = /[\0\r\n]/;
 
 /** A parsed response head. */
 export interface ResponseHead {
@@ -47,22 +68,24 @@ function protocol(msg: string): UpstreamError {
 
 /** Parses the head in `buf[from, to)` (as found by `headEnd`). */
 export function parseHead(buf: Uint8Array, from: number, to: number): ResponseHead {
-  const text = decoder.decode(buf.subarray(from, to));
+  const text = latin1(buf.subarray(from, to));
   let eol = text.indexOf("\n");
   const statusLine = text.charCodeAt(eol - 1) === CR ? text.slice(0, eol - 1) : text.slice(0, eol);
-  // "HTTP/1.1 200 OK": version, a space, three digits, then an optional reason.
-  if (!statusLine.startsWith("HTTP/1.") || statusLine.charCodeAt(8) !== 32) {
+  // "HTTP/1.1 200 OK": version, a space, three digits, then a space and a reason, or nothing.
+  const code = statusLine.slice(9, 12);
+  if (
+    !statusLine.startsWith("HTTP/1.") || statusLine.charCodeAt(8) !== 32 ||
+    !/^[1-5]\d\d$/.test(code) || (statusLine.length > 12 && statusLine.charCodeAt(12) !== 32)
+  ) {
     throw protocol(`bad status line ${JSON.stringify(statusLine.slice(0, 64))}`);
   }
-  const status = Number(statusLine.slice(9, 12));
-  if (!Number.isInteger(status) || status < 100 || status > 999) {
-    throw protocol(`bad status line ${JSON.stringify(statusLine.slice(0, 64))}`);
-  }
+  const status = Number(code);
   const http10 = statusLine.charCodeAt(7) === 48; // "HTTP/1.0"
   const headers: HeaderList = [];
   let length = -1;
   let chunked = false;
   let connection: string | null = null;
+  let sized = false;
   let pos = eol + 1;
   while (pos < text.length) {
     eol = text.indexOf("\n", pos);
@@ -81,28 +104,37 @@ export function parseHead(buf: Uint8Array, from: number, to: number): ResponseHe
     const colon = text.indexOf(":", pos);
     if (colon < 0 || colon > end) throw protocol("a header line without a colon");
     const name = text.slice(pos, colon).toLowerCase();
-    if (name.length === 0 || name.charCodeAt(name.length - 1) === 32) {
-      throw protocol(`bad header name ${JSON.stringify(name)}`);
-    }
+    if (!TOKEN.test(name)) throw protocol(`bad header name ${JSON.stringify(name.slice(0, 64))}`);
     const value = text.slice(colon + 1, end).trim();
+    if (BAD_VALUE.test(value)) throw protocol(`bad value of header ${name}`);
     headers.push([name, value]);
     if (name === "content-length") {
-      const n = /^\d{1,15}$/.test(value) ? Number(value) : NaN;
-      if (Number.isNaN(n) || (length >= 0 && length !== n)) {
-        throw protocol(`bad content-length ${JSON.stringify(value)}`);
+      // Repeated identical values ("5, 5") are allowed (RFC 9110 §8.6); anything else is not.
+      for (const part of value.split(",")) {
+        const v = part.trim();
+        const n = /^\d{1,15}$/.test(v) ? Number(v) : NaN;
+        if (Number.isNaN(n) || (length >= 0 && length !== n)) {
+          throw protocol(`bad content-length ${JSON.stringify(value)}`);
+        }
+        length = n;
       }
-      length = n;
+      sized = true;
     } else if (name === "transfer-encoding") {
       const codings = value.toLowerCase().split(",");
       chunked = codings[codings.length - 1].trim() === "chunked";
       if (!chunked) throw protocol(`unsupported transfer-encoding ${JSON.stringify(value)}`);
     } else if (name === "connection") {
-      connection = connection === null ? value.toLowerCase() : `${connection},${value}`;
+      const v = value.toLowerCase();
+      connection = connection === null ? v : `${connection},${v}`;
     }
     pos = eol + 1;
   }
-  if (chunked) length = -1; // RFC 9112 §6.3: chunked wins over a content-length
-  const keepAlive = connection === null
+  // RFC 9112 §6.3: chunked wins over a content-length, and such a connection is not reused.
+  const ambiguous = chunked && sized;
+  if (chunked) length = -1;
+  const keepAlive = ambiguous
+    ? false
+    : connection === null
     ? !http10
     : http10
     ? /(^|,)\s*keep-alive\s*(,|$)/.test(connection)
