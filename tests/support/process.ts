@@ -147,3 +147,12 @@ export function hasCommand(cmd: string, args = ["--version"]): boolean {
     return false;
   }
 }
+
+/** Runs `openssl ...args` in `dir`; throws with its stderr when it fails. */
+export async function openssl(dir: string, ...args: string[]): Promise<void> {
+  const out = await new Deno.Command("openssl", { args, cwd: dir, stdout: "null", stderr: "piped" })
+    .output();
+  if (out.code !== 0) {
+    throw new Error(`openssl ${args[0]}: ${new TextDecoder().decode(out.stderr)}`);
+  }
+}

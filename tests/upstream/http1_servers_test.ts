@@ -12,7 +12,7 @@ import { parseSimWorkerArgs } from "../../lib/sim/cli.ts";
 import { startSimWorker } from "../../lib/sim/worker.ts";
 import { Http1Client } from "../../lib/upstream/http1.ts";
 import { Cancel, header, type UpstreamResponse } from "../../lib/upstream/types.ts";
-import { freePort, hasCommand } from "../support/process.ts";
+import { freePort, hasCommand, openssl } from "../support/process.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -275,19 +275,10 @@ Deno.test({
 /** A throwaway CA and a certificate it signed for 127.0.0.1, made with openssl. */
 async function certs(): Promise<{ ca: string; cert: string; key: string }> {
   const dir = await Deno.makeTempDir({ prefix: "smg-http1-tls-" });
-  const openssl = async (...args: string[]) => {
-    const out = await new Deno.Command("openssl", {
-      args,
-      cwd: dir,
-      stdout: "null",
-      stderr: "piped",
-    })
-      .output();
-    if (out.code !== 0) throw new Error(new TextDecoder().decode(out.stderr));
-  };
+  const run = (...args: string[]) => openssl(dir, ...args);
   const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
   try {
-    await openssl(
+    await run(
       "req",
       "-x509",
       ...ec,
@@ -300,12 +291,12 @@ async function certs(): Promise<{ ca: string; cert: string; key: string }> {
       "-subj",
       "/CN=test-ca",
     );
-    await openssl("req", ...ec, "-keyout", "key.pem", "-out", "leaf.csr", "-subj", "/CN=127.0.0.1");
+    await run("req", ...ec, "-keyout", "key.pem", "-out", "leaf.csr", "-subj", "/CN=127.0.0.1");
     await Deno.writeTextFile(
       `${dir}/leaf.ext`,
       "basicConstraints=CA:FALSE\nsubjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
     );
-    await openssl(
+    await run(
       "x509",
       "-req",
       "-in",

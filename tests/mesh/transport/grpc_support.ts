@@ -15,6 +15,7 @@ import type {
 } from "../../../lib/mesh/transport/transport.ts";
 import type { AckMessage, MeshRequest, PingMessage, StreamFrame } from "../../../lib/mesh/wire.ts";
 import { GOSSIP_PATHS } from "../../../lib/mesh/transport/codec.ts";
+import { openssl } from "../../support/process.ts";
 
 /** An ack from `from` echoing `req`'s seq. */
 export function ackFor(req: MeshRequest, from: string): AckMessage {
@@ -215,18 +216,7 @@ export interface MeshCerts {
 /** Makes `MeshCerts` with openssl in a temp dir under /tmp, removed before returning. */
 export async function makeCerts(): Promise<MeshCerts> {
   const dir = await Deno.makeTempDir({ dir: "/tmp", prefix: "smg-mesh-certs-" });
-  const run = async (...args: string[]) => {
-    const out = await new Deno.Command("openssl", {
-      args,
-      cwd: dir,
-      stdout: "null",
-      stderr: "piped",
-    })
-      .output();
-    if (out.code !== 0) {
-      throw new Error(`openssl ${args[0]}: ${new TextDecoder().decode(out.stderr)}`);
-    }
-  };
+  const run = (...args: string[]) => openssl(dir, ...args);
   const ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
   try {
     await Deno.writeTextFile(
