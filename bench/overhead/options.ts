@@ -15,7 +15,7 @@ export interface Options {
   rounds: number;
   /** Where to write the JSON results, or null. */
   json: string | null;
-  /** Also measure `floor_proxy.ts` (fetch) and `connect_floor_proxy.ts` (`Http1Client`). */
+  /** Also measure the floors: fetch, `Http1Client` behind Deno.serve, and behind a raw front. */
   floor: boolean;
   /** Measure the tiny non-streaming request (off with `--sse-only`). */
   tiny: boolean;
@@ -34,8 +34,9 @@ non-streaming request at every --conns count, then with paced SSE streams at 64 
   --conns A,B    connection counts of the tiny request (default 1,64)
   --rounds N     measure every target N times, report medians (default 1)
   --quick        short runs, for a smoke test
-  --floor        also measure floor_proxy.ts (bare Deno.serve + fetch) and
-                 connect_floor_proxy.ts (bare Deno.serve + the gateway's Http1Client)
+  --floor        also measure floor_proxy.ts (bare Deno.serve + fetch),
+                 connect_floor_proxy.ts (bare Deno.serve + the gateway's Http1Client) and
+                 raw_floor_proxy.ts (a bare HTTP/1.1 front on Deno.listen + Http1Client)
   --no-sse       skip the paced SSE case
   --sse-only     run only the paced SSE case
   --json PATH    also write the results as JSON`;

@@ -101,7 +101,7 @@ export interface Ratios {
   sse: Record<string, SseVsHaproxy>;
 }
 
-const FLOORS = ["floor", "connect_floor"];
+const FLOORS = ["floor", "connect_floor", "raw_floor"];
 
 /** The headline ratios from the summaries. */
 export function ratios(s: Summary[], conns: number[]): Ratios {

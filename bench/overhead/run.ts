@@ -21,7 +21,8 @@
  *
  * `--floor` adds `floor_proxy.ts` (bare Deno.serve + fetch, what Deno itself costs) and
  * `connect_floor_proxy.ts` (bare Deno.serve + the gateway's `Http1Client`: the runtime and our
- * client without the gateway's logic). Needs `taskset`, `wrk`, `haproxy` and `nginx` on the
+ * client without the gateway's logic) and `raw_floor_proxy.ts` (a bare HTTP/1.1 front on
+ * `Deno.listen` + `Http1Client`: what an own front instead of `Deno.serve` would cost). Needs `taskset`, `wrk`, `haproxy` and `nginx` on the
  * PATH. Every child is killed at the end, on error too. Traffic goes to 127.0.0.1 only.
  *
  * This file wires the pieces together: flags (`options.ts`), children (`processes.ts`), the
@@ -57,6 +58,7 @@ const ROOT = new URL("../../", import.meta.url).pathname;
 const WORKER = new URL("./instant_worker.ts", import.meta.url).pathname;
 const FLOOR = new URL("./floor_proxy.ts", import.meta.url).pathname;
 const CONNECT_FLOOR = new URL("./connect_floor_proxy.ts", import.meta.url).pathname;
+const RAW_FLOOR = new URL("./raw_floor_proxy.ts", import.meta.url).pathname;
 
 /** Version flag per required tool; the tool counts as missing if it prints nothing. */
 const TOOLS: Record<string, string[]> = {
@@ -133,7 +135,7 @@ async function main(args: string[]): Promise<number> {
   const start = (name: string, cpu: number, cmd: string[]): Promise<Child> =>
     spawn(name, cpu, cmd, tmpDir, ROOT);
 
-  const [w1, w2, gwPort, promPort, haPort, ngPort, floorPort, cfPort] = freePorts(8);
+  const [w1, w2, gwPort, promPort, haPort, ngPort, floorPort, cfPort, rawPort] = freePorts(9);
   const workerUrls = [`http://${HOST}:${w1}`, `http://${HOST}:${w2}`];
   const deno = Deno.execPath();
   const gatewayArgs = [
@@ -213,7 +215,7 @@ async function main(args: string[]): Promise<number> {
   const names = [
     "direct",
     "gateway",
-    ...(o.floor ? ["floor", "connect_floor"] : []),
+    ...(o.floor ? ["floor", "connect_floor", "raw_floor"] : []),
     "haproxy",
     "nginx",
   ];
@@ -243,6 +245,7 @@ async function main(args: string[]): Promise<number> {
     const nginx = await start("nginx", 0, ngCmd);
     const floor = o.floor ? await denoProxy("floor", FLOOR, floorPort) : null;
     const connectFloor = o.floor ? await denoProxy("connect_floor", CONNECT_FLOOR, cfPort) : null;
+    const rawFloor = o.floor ? await denoProxy("raw_floor", RAW_FLOOR, rawPort) : null;
     await waitFor(
       "gateway",
       gateway,
@@ -254,6 +257,7 @@ async function main(args: string[]): Promise<number> {
       [nginx, ngPort],
       [floor, floorPort],
       [connectFloor, cfPort],
+      [rawFloor, rawPort],
     ];
     for (const [c, port] of proxies) {
       if (c) await waitFor(c.name, c, `http://${HOST}:${port}/health`, (s) => s === 200);
@@ -268,6 +272,7 @@ async function main(args: string[]): Promise<number> {
       ...target("gateway", gwPort, gateway),
       ...target("floor", floorPort, floor),
       ...target("connect_floor", cfPort, connectFloor),
+      ...target("raw_floor", rawPort, rawFloor),
       ...target("haproxy", haPort, haproxy),
       ...target("nginx", ngPort, nginx),
     ];
