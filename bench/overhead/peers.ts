@@ -5,32 +5,13 @@
  * keep-alive toward the workers, response buffering off so that SSE passes as it comes).
  */
 
-import { nginxConfigWith } from "../routing/peers.ts";
+import { haproxyConfig as routingHaproxy, nginxConfigWith } from "../routing/peers.ts";
 import { HOST } from "./processes.ts";
 
-/** The HAProxy config listening on `port` in front of the worker `ports`. */
+/** The HAProxy config (roundrobin, `http-reuse always`) on `port` before the worker `ports`. */
 export function haproxyConfig(port: number, workers: number[]): string {
-  return `global
-  nbthread 1
-  maxconn 4096
-
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 30s
-  timeout server 30s
-  option http-no-delay
-  http-reuse always
-
-frontend fe
-  bind ${HOST}:${port}
-  default_backend workers
-
-backend workers
-  balance roundrobin
-  option httpchk GET /health
-${workers.map((p, i) => `  server w${i + 1} ${HOST}:${p} check inter 2s`).join("\n")}
-`;
+  const urls = workers.map((p) => `http://${HOST}:${p}`);
+  return routingHaproxy("roundrobin", port, urls, "always");
 }
 
 /** The nginx config (round robin) listening on `port` in front of the worker `ports`. */

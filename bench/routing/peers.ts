@@ -27,8 +27,16 @@ export type HaproxyVariant = keyof typeof HAPROXY_VARIANTS;
 /** An nginx variant name. */
 export type NginxVariant = keyof typeof NGINX_VARIANTS;
 
-/** The HAProxy config for `variant` listening on `port` in front of `workers` (base URLs). */
-export function haproxyConfig(variant: HaproxyVariant, port: number, workers: string[]): string {
+/**
+ * The HAProxy config for `variant` listening on `port` in front of `workers` (base URLs); `reuse`
+ * is its `http-reuse` mode (the overhead benchmark uses `always`).
+ */
+export function haproxyConfig(
+  variant: HaproxyVariant,
+  port: number,
+  workers: string[],
+  reuse: "safe" | "always" = "safe",
+): string {
   return `global
   nbthread 1
   maxconn 4096
@@ -39,7 +47,7 @@ defaults
   timeout client 120s
   timeout server 120s
   option http-no-delay
-  http-reuse safe
+  http-reuse ${reuse}
 
 frontend fe
   bind ${HOST}:${port}
