@@ -12,24 +12,11 @@
  */
 
 import { Http1Client } from "../../lib/upstream/http1.ts";
-import { Cancel, header, type UpstreamBody } from "../../lib/upstream/types.ts";
+import { bodyStream } from "../../lib/proxy/relay.ts";
+import { Cancel, header } from "../../lib/upstream/types.ts";
 
 const decoder = new TextDecoder();
 const JSON_TYPE: [string, string][] = [["content-type", "application/json"]];
-
-function relay(body: UpstreamBody): BodyInit {
-  if (body.whole) return body.whole;
-  return new ReadableStream<Uint8Array>({
-    async pull(c) {
-      const chunk = await body.read();
-      if (chunk === null) c.close();
-      else c.enqueue(chunk);
-    },
-    cancel() {
-      body.cancel();
-    },
-  }, { highWaterMark: 0 });
-}
 
 /** Builds the handler over `workers` (base URLs), sending with one `Http1Client`. */
 export function connectFloorHandler(workers: string[]): (req: Request) => Promise<Response> {
@@ -61,7 +48,7 @@ export function connectFloorHandler(workers: string[]): (req: Request) => Promis
         body: bytes,
         cancel,
       });
-      return new Response(relay(up.body), {
+      return new Response(up.body.whole ?? bodyStream(up.body), {
         status: up.status,
         headers: { "content-type": header(up.headers, "content-type") ?? "application/json" },
       });

@@ -8,7 +8,7 @@
  */
 
 import { errorResponse, GatewayError } from "../core/errors.ts";
-import type { UpstreamBody } from "../upstream/types.ts";
+import { readAll } from "../upstream/types.ts";
 import { classifyStatus, type Outcome } from "../workers/circuit_breaker.ts";
 import type { Worker } from "../workers/worker.ts";
 import { clientHeaders, passThroughHeaders, upstreamHeaders } from "./headers.ts";
@@ -40,25 +40,6 @@ export function finalResponse(f: Failure, requestId: string): Response {
     });
   }
   return errorResponse(f.error!, requestId);
-}
-
-/** The whole of `body`, read to its end. */
-export async function readAll(body: UpstreamBody): Promise<Uint8Array<ArrayBuffer>> {
-  if (body.whole) return body.whole;
-  const parts: Uint8Array[] = [];
-  let size = 0;
-  for (let b = await body.read(); b !== null; b = await body.read()) {
-    parts.push(b);
-    size += b.byteLength;
-  }
-  if (parts.length === 1) return parts[0] as Uint8Array<ArrayBuffer>;
-  const out = new Uint8Array(size);
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.byteLength;
-  }
-  return out;
 }
 
 const EMPTY = new Uint8Array(0);

@@ -4,6 +4,9 @@
  * pipelining), the request head and body written at once, the response head parsed from the
  * connection's byte buffer, bodies sized, chunked or delimited by close, read as they arrive.
  *
+ * Connections and the pool are in `http1_conn.ts`, bodies in `http1_body.ts`, parsing in
+ * `http1_parse.ts`.
+ *
  * Why our own parser: `fetch` costs 85-103 µs of CPU per tiny proxied request on this machine
  * and this client about a third of that (`../shared/notes/upstream-client.md`); `node:http` and
  * npm `undici` under Deno cost as much as `fetch` or more (`proxy-hot-path.md`), and no other
@@ -28,12 +31,19 @@
  *   both off by default: the gateway's own deadline covers those.
  */
 
-import { bodiless, ChunkedDecoder, headEnd, parseHead, type ResponseHead } from "./http1_parse.ts";
+import { Http1Body } from "./http1_body.ts";
+import {
+  closedError,
+  Conn,
+  type ConnOwner,
+  encodeRequest,
+  parseOrigin,
+  Pool,
+} from "./http1_conn.ts";
+import { bodiless, headEnd, parseHead } from "./http1_parse.ts";
 import {
   type Cancel,
-  type HeaderList,
   type Upstream,
-  type UpstreamBody,
   UpstreamError,
   type UpstreamRequest,
   type UpstreamResponse,
@@ -61,306 +71,8 @@ export interface Http1Options {
   now?: () => number;
 }
 
-const encoder = new TextEncoder();
-const EMPTY = new Uint8Array(0);
-const INITIAL_BUFFER = 16 * 1024;
-
-/** Where a worker is: connect options and the request line's prefix. */
-interface Origin {
-  key: string;
-  hostname: string;
-  port: number;
-  tls: boolean;
-  /** The `host` header value. */
-  host: string;
-  /** Path prefix of the base URL ("" for none). */
-  prefix: string;
-}
-
-function parseOrigin(base: string): Origin {
-  const u = new URL(base);
-  const tls = u.protocol === "https:";
-  if (!tls && u.protocol !== "http:") {
-    throw new UpstreamError("connect", `unsupported worker URL scheme ${u.protocol}`);
-  }
-  const port = u.port ? Number(u.port) : tls ? 443 : 80;
-  const hostname = u.hostname.replace(/^\[|\]$/g, "");
-  const prefix = u.pathname === "/" ? "" : u.pathname.replace(/\/$/, "");
-  return { key: base, hostname, port, tls, host: u.host, prefix };
-}
-
-/** One pooled connection. */
-class Conn {
-  readonly socket: Deno.Conn;
-  readonly pool: Pool;
-  buf = new Uint8Array(INITIAL_BUFFER);
-  start = 0;
-  end = 0;
-  /** Response bytes received for the current request. */
-  received = 0;
-  /** Responses completed on this connection. */
-  served = 0;
-  idle = false;
-  idleAt = 0;
-  closed = false;
-  /** Why it was closed by us (timeout, abort), for the error message. */
-  closedBy: UpstreamError | null = null;
-  /** Last time bytes arrived or the phase changed (timeouts). */
-  activeAt = 0;
-  /** "head" while waiting for the head, "body" while a body is read, "" otherwise. */
-  phase: "" | "head" | "body" = "";
-  cancel: Cancel | null = null;
-  #pending: Promise<number | null> | null = null;
-
-  constructor(socket: Deno.Conn, pool: Pool) {
-    this.socket = socket;
-    this.pool = pool;
-  }
-
-  /** Closes the socket; pending reads and writes reject. */
-  destroy(by: UpstreamError | null = null): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.closedBy ??= by;
-    this.detach();
-    this.pool.forget(this);
-    try {
-      this.socket.close();
-    } catch { /* already closed */ }
-  }
-
-  /** The request was cancelled. */
-  readonly onAbort = (): void => {
-    this.destroy(new UpstreamError("aborted", "worker request cancelled"));
-  };
-
-  /** Stops following the request's cancellation. */
-  detach(): void {
-    if (this.cancel) {
-      this.cancel.off(this.onAbort);
-      this.cancel = null;
-    }
-    this.phase = "";
-    this.pool.client.untrack(this);
-  }
-
-  /** Writes all of `data`. */
-  async writeAll(data: Uint8Array): Promise<void> {
-    let off = 0;
-    while (off < data.length) off += await this.socket.write(off ? data.subarray(off) : data);
-  }
-
-  /** Reads more bytes into the buffer; false at end of stream. */
-  async fill(): Promise<boolean> {
-    // The body-idle clock runs only while the caller waits for the worker, not for the client.
-    if (this.phase === "body" && this.pool.client.timed) this.activeAt = this.pool.client.now();
-    let p = this.#pending;
-    if (p) this.#pending = null;
-    else {
-      if (this.start === this.end) this.start = this.end = 0;
-      else if (this.end === this.buf.length) this.#makeRoom();
-      p = this.socket.read(this.buf.subarray(this.end));
-    }
-    const n = await p;
-    if (n === null) return false;
-    this.end += n;
-    this.received += n;
-    if (this.pool.client.timed) this.activeAt = this.pool.client.now();
-    return true;
-  }
-
-  #makeRoom(): void {
-    const used = this.end - this.start;
-    if (this.start > 0 && used < this.buf.length / 2) {
-      this.buf.copyWithin(0, this.start, this.end);
-    } else {
-      const bigger = new Uint8Array(this.buf.length * 2);
-      bigger.set(this.buf.subarray(this.start, this.end));
-      this.buf = bigger;
-    }
-    this.start = 0;
-    this.end = used;
-  }
-
-  /** Goes idle with a read posted, so a close by the worker is seen at once. */
-  park(now: number): void {
-    this.idle = true;
-    this.idleAt = now;
-    this.start = this.end = 0;
-    if (this.buf.length > INITIAL_BUFFER) this.buf = new Uint8Array(INITIAL_BUFFER);
-    const p = this.#pending = this.socket.read(this.buf);
-    p.then(this.#onIdleRead, this.#onIdleRead);
-  }
-
-  readonly #onIdleRead = (): void => {
-    // Still idle: the worker closed the connection or sent bytes nobody asked for.
-    if (this.idle) this.destroy();
-  };
-}
-
-/** The connections to one origin. */
-class Pool {
-  readonly origin: Origin;
-  readonly client: Http1Client;
-  readonly idle: Conn[] = [];
-  /** Open connections, idle or busy. */
-  live = 0;
-
-  constructor(origin: Origin, client: Http1Client) {
-    this.origin = origin;
-    this.client = client;
-  }
-
-  /** An idle connection young enough to reuse, or null. */
-  take(now: number, maxAge: number): Conn | null {
-    for (;;) {
-      const c = this.idle.pop();
-      if (!c) return null;
-      c.idle = false;
-      if (!c.closed && now - c.idleAt < maxAge) return c;
-      c.destroy();
-    }
-  }
-
-  /** Puts a connection whose response is complete back. */
-  release(c: Conn, now: number, max: number): void {
-    if (c.closed) return;
-    if (this.idle.length >= max) return c.destroy();
-    c.park(now);
-    this.idle.push(c);
-  }
-
-  /** Drops a closed connection. */
-  forget(c: Conn): void {
-    this.live--;
-    if (!c.idle) return;
-    c.idle = false;
-    const i = this.idle.indexOf(c);
-    if (i >= 0) this.idle.splice(i, 1);
-  }
-}
-
-function closedError(c: Conn, e: unknown, what: string): UpstreamError {
-  if (c.closedBy) return c.closedBy;
-  if (e instanceof UpstreamError) return e;
-  const msg = (e as Error)?.message ?? String(e);
-  return new UpstreamError("closed", `${what}: ${msg}`, { cause: e });
-}
-
-/** The body of a response on a connection. */
-class Http1Body implements UpstreamBody {
-  whole: Uint8Array<ArrayBuffer> | null = null;
-  readonly #client: Http1Client;
-  #conn: Conn | null;
-  /** Bytes of a sized body still to come; -1: chunked or to the close. */
-  #remaining: number;
-  readonly #chunks: ChunkedDecoder | null;
-  readonly #keepAlive: boolean;
-  #ranges: number[] | null = null;
-
-  constructor(client: Http1Client, conn: Conn, head: ResponseHead, empty: boolean) {
-    this.#client = client;
-    this.#conn = conn;
-    this.#keepAlive = head.keepAlive;
-    this.#chunks = !empty && head.chunked ? new ChunkedDecoder() : null;
-    this.#remaining = empty ? 0 : head.chunked ? -1 : head.length;
-    if (this.#remaining === 0) {
-      this.whole = EMPTY as Uint8Array<ArrayBuffer>;
-      this.#finish();
-    } else if (this.#remaining > 0 && conn.end - conn.start >= this.#remaining) {
-      this.whole = conn.buf.slice(conn.start, conn.start + this.#remaining);
-      conn.start += this.#remaining;
-      this.#remaining = 0;
-      this.#finish();
-    }
-  }
-
-  async read(): Promise<Uint8Array<ArrayBuffer> | null> {
-    if (this.whole) {
-      const w = this.whole;
-      this.whole = null;
-      return w.length ? w : null;
-    }
-    const c = this.#conn;
-    if (!c) return null;
-    try {
-      for (;;) {
-        const out = this.#take(c);
-        if (out) return out;
-        if (!this.#conn) return null; // finished by #take
-        if (!(await c.fill())) {
-          if (this.#remaining === -1 && !this.#chunks) {
-            this.#conn = null;
-            c.destroy();
-            return null;
-          }
-          throw new UpstreamError("closed", "worker closed the connection before the body ended");
-        }
-      }
-    } catch (e) {
-      this.#conn = null;
-      const err = closedError(c, e, "worker body broke off");
-      c.destroy();
-      throw err;
-    }
-  }
-
-  /** Payload bytes in the buffer, or null; finishes the body when its end is reached. */
-  #take(c: Conn): Uint8Array<ArrayBuffer> | null {
-    if (c.start === c.end) return null;
-    let out: Uint8Array<ArrayBuffer> | null = null;
-    if (this.#chunks) {
-      const r = this.#ranges ??= [];
-      r.length = 0;
-      c.start = this.#chunks.decode(c.buf, c.start, c.end, r);
-      if (r.length === 2) out = c.buf.slice(r[0], r[1]);
-      else if (r.length > 2) {
-        let n = 0;
-        for (let i = 0; i < r.length; i += 2) n += r[i + 1] - r[i];
-        out = new Uint8Array(n);
-        let off = 0;
-        for (let i = 0; i < r.length; i += 2) {
-          out.set(c.buf.subarray(r[i], r[i + 1]), off);
-          off += r[i + 1] - r[i];
-        }
-      }
-      if (this.#chunks.done) this.#finish();
-    } else if (this.#remaining > 0) {
-      const n = Math.min(this.#remaining, c.end - c.start);
-      out = c.buf.slice(c.start, c.start + n);
-      c.start += n;
-      this.#remaining -= n;
-      if (this.#remaining === 0) this.#finish();
-    } else {
-      out = c.buf.slice(c.start, c.end);
-      c.start = c.end;
-    }
-    return out;
-  }
-
-  /** The body is complete: the connection goes back to the pool (or closes). */
-  #finish(): void {
-    const c = this.#conn;
-    if (!c) return;
-    this.#conn = null;
-    c.served++;
-    c.detach();
-    // Bytes after the response (no pipelining) mean the stream is out of step: not reused.
-    if (!this.#keepAlive || c.start !== c.end) c.destroy();
-    else this.#client.release(c);
-  }
-
-  cancel(): void {
-    this.whole = null;
-    const c = this.#conn;
-    if (!c) return;
-    this.#conn = null;
-    c.destroy(new UpstreamError("aborted", "worker body cancelled"));
-  }
-}
-
 /** The keep-alive HTTP/1.1 client (see the module comment). */
-export class Http1Client implements Upstream {
+export class Http1Client implements Upstream, ConnOwner {
   /** Clock in ms (pool ages, timeouts). */
   readonly now: () => number;
   /** Whether a head or body timeout is set (activity is then tracked). */
@@ -475,7 +187,7 @@ export class Http1Client implements Upstream {
       if (!empty && !head.chunked && head.length < 0) head.keepAlive = false;
       c.phase = "body";
       if (this.timed) c.activeAt = this.now();
-      const body = new Http1Body(this, c, head, empty);
+      const body = new Http1Body(c, head, empty);
       return { status: head.status, headers: head.headers, body };
     }
   }
@@ -644,25 +356,4 @@ function abortable<T>(
       reject(e);
     });
   });
-}
-
-/** The request head and body in one array. Header values are Latin-1 (ByteString) text. */
-export function encodeRequest(req: UpstreamRequest, o: Origin): Uint8Array {
-  const body = req.body;
-  let head = `${req.method} ${o.prefix}${req.path} HTTP/1.1\r\nhost: ${o.host}\r\n`;
-  if (body) head += `content-length: ${body.length}\r\n`;
-  const h: HeaderList = req.headers;
-  for (let i = 0; i < h.length; i++) head += `${h[i][0]}: ${h[i][1]}\r\n`;
-  head += "\r\n";
-  const size = body ? body.length : 0;
-  const out = new Uint8Array(head.length * 3 + size);
-  let n = encoder.encodeInto(head, out).written;
-  if (n !== head.length) n = latin1Into(head, out);
-  if (body) out.set(body, n);
-  return out.subarray(0, n + size);
-}
-
-function latin1Into(s: string, out: Uint8Array): number {
-  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i) & 0xff;
-  return s.length;
 }

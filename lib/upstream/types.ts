@@ -125,3 +125,22 @@ export function header(h: HeaderList, name: string): string | null {
   for (let i = 0; i < h.length; i++) if (h[i][0] === name) return h[i][1];
   return null;
 }
+
+/** The whole of `body`, read to its end. */
+export async function readAll(body: UpstreamBody): Promise<Uint8Array<ArrayBuffer>> {
+  if (body.whole) return body.whole;
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  for (let b = await body.read(); b !== null; b = await body.read()) {
+    parts.push(b);
+    size += b.byteLength;
+  }
+  if (parts.length === 1) return parts[0] as Uint8Array<ArrayBuffer>;
+  const out = new Uint8Array(size);
+  let off = 0;
+  for (const p of parts) {
+    out.set(p, off);
+    off += p.byteLength;
+  }
+  return out;
+}

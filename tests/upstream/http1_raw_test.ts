@@ -8,9 +8,8 @@
 
 import assert from "node:assert/strict";
 import net from "node:net";
-import { readAll } from "../../lib/proxy/attempt.ts";
 import { Http1Client, type Http1Options } from "../../lib/upstream/http1.ts";
-import { Cancel, UpstreamError, type UpstreamResponse } from "../../lib/upstream/types.ts";
+import { Cancel, readAll, UpstreamError, type UpstreamResponse } from "../../lib/upstream/types.ts";
 import { type RawConn, RawServer, sized } from "../support/raw_server.ts";
 
 const enc = new TextEncoder();

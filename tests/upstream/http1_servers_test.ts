@@ -7,11 +7,10 @@
  */
 
 import assert from "node:assert/strict";
-import { readAll } from "../../lib/proxy/attempt.ts";
 import { parseSimWorkerArgs } from "../../lib/sim/cli.ts";
 import { startSimWorker } from "../../lib/sim/worker.ts";
 import { Http1Client } from "../../lib/upstream/http1.ts";
-import { Cancel, header, type UpstreamResponse } from "../../lib/upstream/types.ts";
+import { Cancel, header, readAll, type UpstreamResponse } from "../../lib/upstream/types.ts";
 import { freePort, hasCommand, openssl } from "../support/process.ts";
 
 const enc = new TextEncoder();
