@@ -4,6 +4,8 @@
  * `X-SMG-Error-Code`. Worker-management routes use SMG's flat `{error, code}` body instead.
  */
 
+import type { Reply } from "./http.ts";
+
 /** HTTP reason phrases used as the envelope's `type`, as upstream does for gateway errors. */
 const REASON: Record<number, string> = {
   400: "Bad Request",
@@ -64,18 +66,31 @@ export function invalidRequest(message: string, param: string | null = null): Ga
   });
 }
 
-/** The envelope response for a gateway error, with `x-request-id` when known. */
-export function errorResponse(err: GatewayError, requestId?: string): Response {
+/** 413 for a request body over `max` bytes. */
+export function payloadTooLarge(max: number): GatewayError {
+  return new GatewayError(413, "payload_too_large", `request body exceeds the ${max}-byte limit`);
+}
+
+const encoder = new TextEncoder();
+
+/** The envelope reply for a gateway error, with `x-request-id` when known. */
+export function errorReply(err: GatewayError, requestId?: string): Reply {
   const body = JSON.stringify({
     error: { message: err.message, type: err.type, code: err.code, param: err.param },
   });
-  const headers = new Headers({
-    "content-type": "application/json",
-    "x-smg-error-code": err.code,
-  });
-  if (requestId) headers.set("x-request-id", requestId);
-  if (err.retryAfter !== undefined) headers.set("retry-after", String(err.retryAfter));
-  return new Response(body, { status: err.status, headers });
+  const headers: [string, string][] = [
+    ["content-type", "application/json"],
+    ["x-smg-error-code", err.code],
+  ];
+  if (requestId) headers.push(["x-request-id", requestId]);
+  if (err.retryAfter !== undefined) headers.push(["retry-after", String(err.retryAfter)]);
+  return { status: err.status, headers, body: encoder.encode(body) };
+}
+
+/** The envelope response for a gateway error, with `x-request-id` when known. */
+export function errorResponse(err: GatewayError, requestId?: string): Response {
+  const r = errorReply(err, requestId);
+  return new Response(r.body as Uint8Array<ArrayBuffer>, { status: r.status, headers: r.headers });
 }
 
 /** SMG's flat worker-service error: `{error, code}` with an upper-case code. */

@@ -4,6 +4,8 @@
  * registry or the proxy.
  */
 
+import type { HeaderMap } from "./http.ts";
+
 /** Lifecycle states of a worker; only `ready` is routable. */
 export type WorkerStatus = "pending" | "ready" | "not_ready" | "failed" | "draining";
 
@@ -78,7 +80,7 @@ export interface RouteRequest {
   /** Token ids when known (`input_ids` or `x-smg-routing-tokens`), else null. */
   readonly tokens: readonly number[] | null;
   /** The request headers. */
-  readonly headers: Headers;
+  readonly headers: HeaderMap;
   /** First valid routing-key header value (≤ 128 bytes), or null. */
   readonly routingKey: string | null;
   /** The body's `rid` when it is a string, or null. */

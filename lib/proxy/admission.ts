@@ -7,6 +7,7 @@
 
 import type { AdmissionConfig } from "../config/config.ts";
 import { GatewayError } from "../core/errors.ts";
+import type { Abortable } from "../core/http.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 
 /** Gives a slot back. */
@@ -44,9 +45,9 @@ export class Admission {
 
   /**
    * A slot, at once or after waiting; throws 429 when the queue is full, 503 on timeout.
-   * A waiter whose `signal` aborts leaves the queue.
+   * A waiter whose `signal` fires (the client left) leaves the queue.
    */
-  acquire(signal?: AbortSignal): Release | Promise<Release> {
+  acquire(signal?: Abortable): Release | Promise<Release> {
     const max = this.#cfg.maxConcurrentRequests;
     if (max < 0) return NOOP;
     if (this.#inUse < max && this.#queue.length === 0) {
@@ -71,13 +72,13 @@ export class Admission {
         if (i >= 0) this.#queue.splice(i, 1);
         this.#metrics.queueDepth.with().set(this.#queue.length);
         clearTimeout(timer);
-        signal?.removeEventListener("abort", onAbort);
+        signal?.off(onAbort);
         reject(e);
       };
       const waiter: Waiter = {
         grant: (r) => {
           clearTimeout(timer);
-          signal?.removeEventListener("abort", onAbort);
+          signal?.off(onAbort);
           resolve(r);
         },
         fail: leave,
@@ -97,7 +98,7 @@ export class Admission {
       }, this.#cfg.queueTimeoutSecs * 1000);
       const onAbort = () =>
         leave(new GatewayError(499, "client_closed", "client closed the request"));
-      signal?.addEventListener("abort", onAbort, { once: true });
+      signal?.on(onAbort);
       this.#queue.push(waiter);
       this.#metrics.queueDepth.with().set(this.#queue.length);
     });

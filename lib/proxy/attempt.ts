@@ -7,13 +7,14 @@
  * per-worker metrics are recorded here.
  */
 
-import { errorResponse, GatewayError } from "../core/errors.ts";
+import { errorReply, GatewayError } from "../core/errors.ts";
+import type { Reply, ReplyBody } from "../core/http.ts";
 import { readAll } from "../upstream/types.ts";
 import { classifyStatus, type Outcome } from "../workers/circuit_breaker.ts";
 import type { Worker } from "../workers/worker.ts";
 import { clientHeaders, passThroughHeaders, upstreamHeaders } from "./headers.ts";
 import type { ProxyMetrics } from "./proxy_metrics.ts";
-import { bodyStream, relaySse } from "./relay.ts";
+import { SseRelay } from "./relay.ts";
 import { isRetryableStatus } from "./retry.ts";
 import {
   type AttemptResult,
@@ -31,15 +32,21 @@ export function timeoutError(ms: number): GatewayError {
   return new GatewayError(504, "request_timeout", `request did not finish within ${ms / 1000}s`);
 }
 
-/** The client response for the last failure. */
-export function finalResponse(f: Failure, requestId: string): Response {
+/** The client reply for the last failure. */
+export function finalReply(f: Failure, requestId: string): Reply {
   if (f.worker) {
-    return new Response(f.worker.body, {
+    return {
       status: f.worker.status,
       headers: passThroughHeaders(f.worker.headers, requestId),
-    });
+      body: f.worker.body,
+    };
   }
-  return errorResponse(f.error!, requestId);
+  return errorReply(f.error!, requestId);
+}
+
+/** What a client that left is answered (nobody reads it). */
+export function clientClosed(): Reply {
+  return { status: CLIENT_CLOSED, headers: [], body: null };
 }
 
 const EMPTY = new Uint8Array(0);
@@ -89,7 +96,7 @@ export class Calls {
         base: worker.url,
         path: ENDPOINT_PATHS[c.rr.endpoint],
         method: "POST",
-        headers: upstreamHeaders(c.req.headers, c.ctx.requestId, worker.apiKey),
+        headers: upstreamHeaders(c.inb.headers, c.ctx.requestId, worker.apiKey),
         body,
         cancel: c.cancel,
       });
@@ -103,9 +110,7 @@ export class Calls {
 
   /** A transport failure on `worker`: 499 if the client left, 504 past the deadline, else retryable 502. */
   failure(c: CallContext, worker: Worker, e: unknown, what: string): AttemptResult {
-    if (c.req.signal.aborted) {
-      return { kind: "response", response: new Response(null, { status: CLIENT_CLOSED }) };
-    }
+    if (c.inb.gone.aborted) return { kind: "response", reply: clientClosed() };
     const d = this.#d;
     this.record(worker, "failure");
     const late = c.timedOut();
@@ -159,7 +164,7 @@ export class Calls {
         release();
         return this.failure(c, worker, e, "stream broke before its first byte");
       }
-      const body = relaySse(first, res.body, worker.url, (how, err) => {
+      const body = new SseRelay(first, res.body, worker.url, (how, err) => {
         if (how !== "error" || c.timedOut()) return;
         this.record(worker, "failure");
         d.log.warn("worker stream broke; client got an error event", {
@@ -178,7 +183,7 @@ export class Calls {
     }
     const bodiless = status === 204 || status === 205 || status === 304;
     if (bodiless && !res.body.whole) res.body.cancel();
-    const body = bodiless ? null : res.body.whole ?? bodyStream(res.body);
+    const body = bodiless ? null : res.body.whole ?? res.body;
     const headers = clientHeaders(res.headers, c.ctx.requestId, worker.id, false);
     const answer = this.#answer(c, worker, sent, body, headers);
     if (answer.kind === "response") this.record(worker, outcome);
@@ -186,26 +191,26 @@ export class Calls {
   }
 
   /**
-   * The client `Response`, holding the worker's slot until it is delivered. Should `Response`
-   * refuse the worker's head (a status or header the parser let through), the worker is freed and
-   * the attempt is a retryable failure, not a 500 that leaves the connection open.
+   * The client reply, holding the worker's slot until it is delivered. A status no client
+   * response may carry (1xx: the client skips interim answers, so only a stray 101 gets here)
+   * frees the worker and makes the attempt a retryable failure. Header names and values need no
+   * check: the client's parser admits only tokens and values without CR, LF or NUL.
    */
   #answer(
     c: CallContext,
     worker: Worker,
     sent: Sent,
-    body: BodyInit | null,
+    body: ReplyBody,
     headers: [string, string][],
   ): AttemptResult {
-    let response: Response;
-    try {
-      response = new Response(body, { status: sent.res.status, headers });
-    } catch (e) {
+    const status = sent.res.status;
+    if (status < 200 || status > 599) {
       sent.res.body.cancel();
       sent.release();
+      const e = new Error(`status ${status}`);
       return this.failure(c, worker, e, "answered what cannot be relayed");
     }
     c.holds.add(sent.release);
-    return { kind: "response", response };
+    return { kind: "response", reply: { status, headers, body } };
   }
 }

@@ -8,16 +8,11 @@
  */
 
 import { GatewayError } from "../core/errors.ts";
+import type { Reply } from "../core/http.ts";
 import type { Cancel } from "../upstream/types.ts";
-import { finalResponse, timeoutError } from "./attempt.ts";
+import { clientClosed, finalReply, timeoutError } from "./attempt.ts";
 import { backoffMs, maxAttempts } from "./retry.ts";
-import {
-  type AttemptPlan,
-  type CallContext,
-  CLIENT_CLOSED,
-  type Failure,
-  type ProxyDeps,
-} from "./types.ts";
+import { type AttemptPlan, type CallContext, type Failure, type ProxyDeps } from "./types.ts";
 
 const NONE: ReadonlySet<string> = new Set();
 
@@ -43,7 +38,7 @@ export async function runAttempts<C, P>(
   timeoutMs: number,
   c: CallContext,
   plan: AttemptPlan<C, P>,
-): Promise<Response> {
+): Promise<Reply> {
   const cands = plan.candidates(c);
   const attempts = maxAttempts(d.config.retry);
   const ep = c.series.labels[4];
@@ -60,7 +55,7 @@ export async function runAttempts<C, P>(
     if (pick === null) break;
     c.series.selection.inc();
     const r = await plan.run(c, pick);
-    if (r.kind === "response") return r.response;
+    if (r.kind === "response") return r.reply;
     (failed ??= new Set()).add(r.worker.id);
     last = r.failure;
     if (!last.retryable) break;
@@ -71,7 +66,7 @@ export async function runAttempts<C, P>(
       attempt: attempt + 1,
     });
   }
-  if (c.req.signal.aborted) return new Response(null, { status: CLIENT_CLOSED });
+  if (c.inb.gone.aborted) return clientClosed();
   if (c.timedOut() && (!last || last.retryable)) {
     last = { retryable: false, error: timeoutError(timeoutMs) };
   }
@@ -81,5 +76,5 @@ export async function runAttempts<C, P>(
     });
   }
   if (last.retryable && attempts > 1) d.metrics.retriesExhausted.with(plan.label, ep).inc();
-  return finalResponse(last, c.ctx.requestId);
+  return finalReply(last, c.ctx.requestId);
 }

@@ -3,11 +3,7 @@
  * the cap is refused before reading, and a chunked body is cut off as soon as it passes it.
  */
 
-import { GatewayError, invalidRequest } from "../core/errors.ts";
-
-function tooLarge(max: number): GatewayError {
-  return new GatewayError(413, "payload_too_large", `request body exceeds the ${max}-byte limit`);
-}
+import { GatewayError, invalidRequest, payloadTooLarge as tooLarge } from "../core/errors.ts";
 
 /** The body bytes; 413 over `max`, 400 when the client's body breaks off. */
 export async function readBody(req: Request, max: number): Promise<Uint8Array<ArrayBuffer>> {

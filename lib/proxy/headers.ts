@@ -8,6 +8,7 @@
  * `Headers` first costs a second conversion.
  */
 
+import type { HeaderMap } from "../core/http.ts";
 import type { HeaderList } from "../upstream/types.ts";
 
 export type { HeaderList };
@@ -42,7 +43,7 @@ const DROP_RESPONSE = new Set([
 
 /** Headers for the worker request. */
 export function upstreamHeaders(
-  client: Headers,
+  client: HeaderMap,
   requestId: string,
   workerKey: string | null,
 ): HeaderList {

@@ -185,7 +185,7 @@ export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
         while ((await body.read()) !== null) { /* discard */ }
         this.#calls.record(p, "success");
       } catch {
-        if (!c.req.signal.aborted && !c.timedOut()) this.#calls.record(p, "failure");
+        if (!c.inb.gone.aborted && !c.timedOut()) this.#calls.record(p, "failure");
       } finally {
         ps.release();
       }

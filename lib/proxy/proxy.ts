@@ -1,7 +1,7 @@
 /**
  * The inference path: admission → body read once → validation and routing inputs → candidate
  * workers for the model → eligibility (decided once per attempt) → policy → dispatch with the
- * same bytes → response relayed untouched (SSE through `relaySse`).
+ * same bytes → response relayed untouched (SSE through `SseRelay`).
  *
  * Failures: a connect error, 5xx, 408 or 429 is retried after a jittered backoff on a worker
  * that has not failed this request yet (upstream may re-pick the failed one); a stream is
@@ -14,14 +14,15 @@
  * released once, when `ctx.completed` settles: the response was delivered or abandoned.
  */
 
-import { errorResponse, GatewayError } from "../core/errors.ts";
+import { errorReply, GatewayError } from "../core/errors.ts";
+import { type Inbound, type Reply, replyHeader } from "../core/http.ts";
 import type { Endpoint, RouteRequest } from "../core/types.ts";
 import { Cancel } from "../upstream/types.ts";
 import type { Worker } from "../workers/worker.ts";
 import { extractRouteRequest } from "../routing/route_request.ts";
 import { Calls } from "./attempt.ts";
 import { runAttempts } from "./attempts.ts";
-import { parseJson, readBody } from "./body.ts";
+import { parseJson } from "./body.ts";
 import { type DeadlineEntry, Deadlines } from "./deadlines.ts";
 import { PdPlan } from "./pd.ts";
 import { Holds, ProxyMetrics, type RouteSeries } from "./proxy_metrics.ts";
@@ -110,25 +111,25 @@ export class InferenceProxy {
   }
 
   /** Handles one inference request on `endpoint`. */
-  async handle(req: Request, endpoint: Endpoint, ctx: RequestContext): Promise<Response> {
+  async handle(inb: Inbound, endpoint: Endpoint, ctx: RequestContext): Promise<Reply> {
     const d = this.#d;
     const start = d.clock.now();
     const holds = new Holds();
     ctx.completed.then(holds.done, holds.done);
     let series: RouteSeries | null = null;
     try {
-      const slot = d.admission.acquire(req.signal);
+      const slot = d.admission.acquire(inb.gone);
       holds.add(slot instanceof Promise ? await slot : slot);
-      const bytes = await readBody(req, d.config.maxPayloadSize);
+      const bytes = await inb.bytes(d.config.maxPayloadSize);
       const body = parseJson(bytes);
-      const rr = extractRouteRequest(endpoint, body, req.headers, {
+      const rr = extractRouteRequest(endpoint, body, inb.headers, {
         routingKeyHeaders: d.config.routingKeyHeaders,
         routingKeyOverride: d.config.routingKeyOverride,
       });
       series = this.#pm.route(rr, d.policies.forModel(rr.model).name);
       series.requests[rr.stream ? 1 : 0].inc();
       const at = start + this.#timeoutMs;
-      const call = new Call(req, rr, body, bytes, ctx, holds, start, series, at, this.#deadlines);
+      const call = new Call(inb, rr, body, bytes, ctx, holds, start, series, at, this.#deadlines);
       const res = await this.#dispatch(call);
       const ms = d.clock.now() - start;
       if (res.status < 400) series.duration.observe(ms / 1000);
@@ -140,7 +141,7 @@ export class InferenceProxy {
           model: rr.model,
           stream: rr.stream,
           status: res.status,
-          worker: res.headers.get("x-smg-routed-worker-id") ?? undefined,
+          worker: replyHeader(res.headers, "x-smg-routed-worker-id") ?? undefined,
           head_ms: Math.round(ms * 10) / 10,
         });
       }
@@ -159,14 +160,14 @@ export class InferenceProxy {
         });
       }
       if (series) this.#pm.error(series, err.status);
-      return errorResponse(err, ctx.requestId);
+      return errorReply(err, ctx.requestId);
     }
   }
 
   /** Starts the request's cancellation and deadline, then its attempts. */
-  #dispatch(call: Call): Promise<Response> {
+  #dispatch(call: Call): Promise<Reply> {
     // One cancellation for the worker requests: the client leaving or the deadline.
-    call.req.signal.addEventListener("abort", call.onClientGone, { once: true });
+    call.inb.gone.on(call.onClientGone);
     this.#deadlines.addEntry(call);
     call.holds.add(call.release);
     return runAttempts<unknown, unknown>(
@@ -183,7 +184,7 @@ class Call implements CallContext, DeadlineEntry {
   readonly cancel = new Cancel();
   readonly at: number;
   slot = -1;
-  readonly req: Request;
+  readonly inb: Inbound;
   readonly rr: RouteRequest;
   readonly body: unknown;
   readonly bytes: Uint8Array<ArrayBuffer>;
@@ -194,7 +195,7 @@ class Call implements CallContext, DeadlineEntry {
   readonly #deadlines: Deadlines;
 
   constructor(
-    req: Request,
+    inb: Inbound,
     rr: RouteRequest,
     body: unknown,
     bytes: Uint8Array<ArrayBuffer>,
@@ -205,7 +206,7 @@ class Call implements CallContext, DeadlineEntry {
     at: number,
     deadlines: Deadlines,
   ) {
-    this.req = req;
+    this.inb = inb;
     this.rr = rr;
     this.body = body;
     this.bytes = bytes;
@@ -227,11 +228,11 @@ class Call implements CallContext, DeadlineEntry {
   }
 
   /** The client went away. */
-  readonly onClientGone = (): void => this.cancel.cancel(this.req.signal.reason);
+  readonly onClientGone = (): void => this.cancel.cancel(this.inb.gone.reason);
 
   /** The response is done: the deadline and the client listener go. */
   readonly release = (): void => {
     this.#deadlines.remove(this);
-    this.req.signal.removeEventListener("abort", this.onClientGone);
+    this.inb.gone.off(this.onClientGone);
   };
 }

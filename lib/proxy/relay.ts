@@ -1,18 +1,17 @@
 /**
  * Relays a worker's SSE body to the client as it arrives, with backpressure (one read from the
  * worker per chunk the client takes; a read returns everything queued, so events that arrived
- * together leave in one write). The first chunk was already
+ * together leave in one write), as a `ChunkSource` the server reads. The first chunk was already
  * read by the caller (so a worker that dies before its first byte can still be retried
  * elsewhere). If the worker's stream breaks, the client gets an SSE `error` event and a clean
  * end instead of a cut connection; if the client leaves, the worker's body is cancelled, which
- * closes that connection so the engine aborts the request. `bodyStream` is the same without the
- * SSE error event, for non-streaming bodies that did not arrive whole.
+ * closes that connection so the engine aborts the request. `bodyStream` turns any `ChunkSource`
+ * into a `ReadableStream`, for servers that need a `Response`.
  */
 
-import type { UpstreamBody } from "../upstream/types.ts";
+import type { ChunkSource } from "../core/http.ts";
 
-/** What a relay reads: the worker's body (`UpstreamBody` satisfies it). */
-export type ChunkSource = Pick<UpstreamBody, "read" | "cancel">;
+export type { ChunkSource };
 
 /** How a relayed stream ended. */
 export type RelayEnd = "done" | "error" | "cancelled";
@@ -36,52 +35,64 @@ function endsWithBlankLine(chunk: Uint8Array): boolean {
 }
 
 /**
- * A client-facing stream: `first`, then the rest of `source`. `onEnd` runs once, with the
- * error when the worker's stream broke.
+ * The client-facing body of a stream: `first`, then the rest of `source`, one read of the worker
+ * per read of the client. `onEnd` runs once, with the error when the worker's stream broke.
  */
-export function relaySse(
-  first: Uint8Array,
-  source: ChunkSource,
-  workerUrl: string,
-  onEnd: (how: RelayEnd, err?: unknown) => void,
-): ReadableStream<Uint8Array> {
-  let pending: Uint8Array | null = first;
-  let last: Uint8Array = first;
-  let ended = false;
-  const end = (how: RelayEnd, err?: unknown) => {
-    if (ended) return;
-    ended = true;
-    onEnd(how, err);
-  };
-  return new ReadableStream<Uint8Array>({
-    async pull(ctrl) {
-      if (pending) {
-        ctrl.enqueue(pending);
-        pending = null;
-        return;
-      }
-      try {
-        const chunk = await source.read();
-        if (chunk === null) {
-          ctrl.close();
-          end("done");
-          return;
-        }
-        last = chunk;
-        ctrl.enqueue(chunk);
-      } catch (err) {
-        if (ended) return;
-        const msg = `worker ${workerUrl} stream broke: ${(err as Error)?.message ?? String(err)}`;
-        ctrl.enqueue(sseErrorEvent(msg, "upstream_stream_error", !endsWithBlankLine(last)));
-        ctrl.close();
-        end("error", err);
-      }
-    },
-    cancel() {
-      end("cancelled");
-      source.cancel();
-    },
-  }, { highWaterMark: 0 });
+export class SseRelay implements ChunkSource {
+  #pending: Uint8Array | null;
+  #last: Uint8Array;
+  #ended = false;
+  readonly #source: ChunkSource;
+  readonly #workerUrl: string;
+  readonly #onEnd: (how: RelayEnd, err?: unknown) => void;
+
+  constructor(
+    first: Uint8Array,
+    source: ChunkSource,
+    workerUrl: string,
+    onEnd: (how: RelayEnd, err?: unknown) => void,
+  ) {
+    this.#pending = first;
+    this.#last = first;
+    this.#source = source;
+    this.#workerUrl = workerUrl;
+    this.#onEnd = onEnd;
+  }
+
+  #end(how: RelayEnd, err?: unknown): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#onEnd(how, err);
+  }
+
+  /** The next bytes for the client; null at the end (an error event ends a broken stream). */
+  async read(): Promise<Uint8Array | null> {
+    const p = this.#pending;
+    if (p) {
+      this.#pending = null;
+      return p;
+    }
+    if (this.#ended) return null;
+    try {
+      const chunk = await this.#source.read();
+      if (chunk === null) this.#end("done");
+      else this.#last = chunk;
+      return chunk;
+    } catch (err) {
+      if (this.#ended) return null;
+      const msg = `worker ${this.#workerUrl} stream broke: ${
+        (err as Error)?.message ?? String(err)
+      }`;
+      this.#end("error", err);
+      return sseErrorEvent(msg, "upstream_stream_error", !endsWithBlankLine(this.#last));
+    }
+  }
+
+  /** The client left: the worker's body is cancelled (its connection closes). */
+  cancel(): void {
+    this.#end("cancelled");
+    this.#source.cancel();
+  }
 }
 
 /** A client-facing stream of `source` as it is read; a break errors the stream. */

@@ -7,6 +7,7 @@
 import type { GatewayConfig } from "../config/config.ts";
 import type { Clock, Random } from "../core/clock.ts";
 import type { GatewayError } from "../core/errors.ts";
+import type { Inbound, Reply } from "../core/http.ts";
 import type { Logger } from "../core/log.ts";
 import type { RouteRequest } from "../core/types.ts";
 import type { Metrics } from "../metrics/metrics.ts";
@@ -66,7 +67,7 @@ export interface RequestContext {
 /** Everything about the request an attempt needs. */
 export interface CallContext {
   /** The client request. */
-  req: Request;
+  inb: Inbound;
   /** Its routing inputs. */
   rr: RouteRequest;
   /** The parsed body. */
@@ -118,10 +119,10 @@ export interface Sent {
   release: () => void;
 }
 
-/** The client got its response (success, a pass-through error, or 499 when it left). */
+/** The client got its reply (success, a pass-through error, or 499 when it left). */
 export interface Answered {
   readonly kind: "response";
-  response: Response;
+  reply: Reply;
 }
 
 /** The attempt failed on `worker`, which this request will not try again. */

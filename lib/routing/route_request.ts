@@ -11,6 +11,7 @@
  */
 
 import { invalidRequest } from "../core/errors.ts";
+import type { HeaderMap } from "../core/http.ts";
 import type { Endpoint, RouteRequest } from "../core/types.ts";
 
 type Obj = Record<string, unknown>;
@@ -186,7 +187,7 @@ export function parseRoutingTokens(value: string | null): number[] | null {
 }
 
 /** The first configured routing-key header with a valid value (non-empty, ≤ 128 bytes). */
-export function routingKeyFrom(headers: Headers, names: readonly string[]): string | null {
+export function routingKeyFrom(headers: HeaderMap, names: readonly string[]): string | null {
   for (const name of names) {
     const v = headers.get(name);
     // Header values arrive as byte strings (one char per byte), so length is the byte count.
@@ -212,7 +213,7 @@ export function sessionKey(id: string): string | null {
 export function extractRouteRequest(
   endpoint: Endpoint,
   body: unknown,
-  headers: Headers,
+  headers: HeaderMap,
   opts: ExtractOptions,
 ): RouteRequest {
   if (!isObj(body)) {

@@ -8,6 +8,7 @@
 
 import type { GatewayConfig } from "../config/config.ts";
 import { type Clock, osRandom, type Random, seededRandom, systemClock } from "../core/clock.ts";
+import type { Reply } from "../core/http.ts";
 import type { Logger } from "../core/log.ts";
 import { BREAKER_GAUGE } from "../workers/circuit_breaker.ts";
 import { Metrics } from "../metrics/metrics.ts";
@@ -26,7 +27,8 @@ import { WorkerManager } from "../workers/manager.ts";
 import { WorkerRegistry } from "../workers/registry.ts";
 import * as info from "./info_api.ts";
 import { policyObserver } from "./observers.ts";
-import { createEntry, INFERENCE_PATHS, type Route } from "./routes.ts";
+import { createEntry, type Entry, INFERENCE_PATHS, type Route } from "./routes.ts";
+import { RequestInbound, toResponse } from "./inbound.ts";
 import * as workersApi from "./workers_api.ts";
 import { createMesh, type Mesh, meshStatus } from "./mesh_setup.ts";
 import { createDiscovery, type Discovery } from "./discovery_setup.ts";
@@ -89,8 +91,8 @@ export class Gateway {
   readonly mesh: Mesh | null;
   /** Kubernetes worker discovery (`--service-discovery`), or null. */
   readonly discovery: Discovery | null;
-  /** The main port's handler: `(request, completed)`. */
-  readonly handle: (req: Request, completed: Promise<unknown>) => Promise<Response>;
+  /** The main port's entry over the gateway's exchange types (the own front calls it). */
+  readonly entry: Entry;
   readonly #log: Logger;
   readonly #clock: Clock;
   readonly #loops = new AbortController();
@@ -238,17 +240,19 @@ export class Gateway {
     };
     const wDeps: workersApi.WorkersApiDeps = { registry, manager: this.manager, clock };
     const idOf = (path: string) => decodeURIComponent(path.slice("/workers/".length));
-    const ok = () => new Response("OK", { headers: { "content-type": "text/plain" } });
+    const okBody = new TextEncoder().encode("OK");
+    const ok = (): Promise<Reply> =>
+      Promise.resolve({ status: 200, headers: [["content-type", "text/plain"]], body: okBody });
     const routes: Route[] = [
       ...Object.entries(INFERENCE_PATHS).map(([path, endpoint]): Route => ({
         method: "POST",
         path,
         protected: true,
         stampsRequestId: true,
-        handler: (req, ctx) => proxy.handle(req, endpoint, ctx),
+        inbound: (inb, ctx) => proxy.handle(inb, endpoint, ctx),
       })),
-      { method: "GET", path: "/health", protected: false, handler: ok },
-      { method: "GET", path: "/liveness", protected: false, handler: ok },
+      { method: "GET", path: "/health", protected: false, inbound: ok },
+      { method: "GET", path: "/liveness", protected: false, inbound: ok },
       {
         method: "GET",
         path: "/readiness",
@@ -322,7 +326,7 @@ export class Gateway {
         handler: (_r, ctx) => workersApi.deleteWorker(wDeps, idOf(ctx.path)),
       },
     ];
-    this.handle = createEntry({
+    this.entry = createEntry({
       routes,
       apiKey: config.apiKey,
       requestIdHeaders: config.requestIdHeaders,
@@ -330,6 +334,10 @@ export class Gateway {
       clock,
     });
   }
+
+  /** The main port's handler over fetch's types (`Deno.serve`, tests): `(request, completed)`. */
+  readonly handle = async (req: Request, completed: Promise<unknown>): Promise<Response> =>
+    toResponse(await this.entry(new RequestInbound(req), completed));
 
   /** Registers the start-up workers and starts the health and load loops. */
   start(): void {

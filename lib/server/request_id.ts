@@ -3,6 +3,8 @@
  * SMG's per-endpoint prefix and 24 random alphanumerics.
  */
 
+import type { HeaderMap } from "../core/http.ts";
+
 const ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 const PREFIX: Record<string, string> = {
   "/v1/chat/completions": "chatcmpl-",
@@ -28,7 +30,7 @@ export function newRequestId(path: string): string {
 }
 
 /** The client's id from `headers` (first present, ≤ 256 chars), else a fresh one. */
-export function requestIdFor(headers: Headers, names: readonly string[], path: string): string {
+export function requestIdFor(headers: HeaderMap, names: readonly string[], path: string): string {
   for (const n of names) {
     const v = headers.get(n);
     if (v && v.length <= MAX_ID_LENGTH) return v;

@@ -8,7 +8,9 @@ import type { Clock } from "../core/clock.ts";
 import type { Endpoint } from "../core/types.ts";
 import type { CounterSeries, HistogramSeries } from "../metrics/fast.ts";
 import type { Metrics } from "../metrics/metrics.ts";
+import { type Inbound, type Reply, replyHeader } from "../core/http.ts";
 import type { RequestContext } from "../proxy/proxy.ts";
+import { fromResponse } from "./inbound.ts";
 import { requestIdFor } from "./request_id.ts";
 
 /** What a handler gets besides the request. */
@@ -17,8 +19,11 @@ export interface RouteContext extends RequestContext {
   path: string;
 }
 
-/** A route handler. */
+/** A route handler over fetch's `Request` and `Response`. */
 export type Handler = (req: Request, ctx: RouteContext) => Response | Promise<Response>;
+
+/** A route handler over the gateway's own exchange types (the inference routes). */
+export type InboundHandler = (inb: Inbound, ctx: RouteContext) => Promise<Reply>;
 
 /** One route. */
 export interface Route {
@@ -30,8 +35,10 @@ export interface Route {
   protected: boolean;
   /** The handler sets `x-request-id` on every response itself (default false). */
   stampsRequestId?: boolean;
-  /** The handler. */
-  handler: Handler;
+  /** The handler: `handler`, or `inbound` on the inference routes. */
+  handler?: Handler;
+  /** A handler that reads the `Inbound` and answers a `Reply` (no `Request` is built). */
+  inbound?: InboundHandler;
 }
 
 /** Inference paths and their endpoint. */
@@ -64,18 +71,17 @@ export interface EntryDeps {
   clock: Clock;
 }
 
-/** The path of an absolute request URL, without parsing the whole URL. */
-function pathOf(url: string): string {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
-  if (start < 0) return "/";
-  const q = url.indexOf("?", start);
-  return q < 0 ? url.slice(start) : url.slice(start, q);
-}
+/** The main port's entry: a request and a promise settled when its response is done. */
+export type Entry = (inb: Inbound, completed: Promise<unknown>) => Promise<Reply>;
 
-/** Builds `(req, completed) => Response` for the main port. */
-export function createEntry(
-  d: EntryDeps,
-): (req: Request, completed: Promise<unknown>) => Promise<Response> {
+const empty = (status: number, headers: [string, string][] = []): Reply => ({
+  status,
+  headers,
+  body: null,
+});
+
+/** Builds the main port's `Entry`. */
+export function createEntry(d: EntryDeps): Entry {
   const exact = new Map<string, Route[]>();
   const prefixes: Route[] = [];
   for (const r of d.routes) {
@@ -101,9 +107,10 @@ export function createEntry(
   };
   const done = () => active.dec();
 
-  return async (req, completed) => {
+  return async (inb, completed) => {
     const start = d.clock.now();
-    const path = pathOf(req.url);
+    const path = inb.path;
+    const method = inb.method;
     let candidates = exact.get(path);
     let template = path;
     if (!candidates) {
@@ -113,30 +120,29 @@ export function createEntry(
         template = p[0].path + "{id}";
       }
     }
-    const route = candidates?.find((r) => r.method === req.method);
-    const requestId = requestIdFor(req.headers, d.requestIdHeaders, path);
+    const route = candidates?.find((r) => r.method === method);
+    const requestId = requestIdFor(inb.headers, d.requestIdHeaders, path);
     active.inc();
     completed.then(done, done);
 
-    let res: Response;
+    let res: Reply;
     if (!candidates) {
       template = "other";
-      res = new Response(null, { status: 404 });
+      res = empty(404);
     } else if (!route) {
-      res = new Response(null, {
-        status: 405,
-        headers: { allow: candidates.map((r) => r.method).join(", ") },
-      });
-    } else if (route.protected && bearer !== null && req.headers.get("authorization") !== bearer) {
-      res = new Response(null, { status: 401 });
+      res = empty(405, [["allow", candidates.map((r) => r.method).join(", ")]]);
+    } else if (route.protected && bearer !== null && inb.headers.get("authorization") !== bearer) {
+      res = empty(401);
     } else {
-      res = await route.handler(req, { requestId, completed, path });
+      const rc = { requestId, completed, path };
+      res = route.inbound
+        ? await route.inbound(inb, rc)
+        : await fromResponse(await route.handler!(await inb.request(), rc));
     }
-    // The proxy stamps its own responses; touching `res.headers` costs a Headers object.
-    if (!route?.stampsRequestId) res.headers.set("x-request-id", requestId);
-    const s = seriesFor(req.method, template);
+    if (!route?.stampsRequestId) stamp(res.headers, requestId);
+    const s = seriesFor(method, template);
     s.requests.inc();
-    const code = res.status < 400 ? "" : res.headers.get("x-smg-error-code") ?? "";
+    const code = res.status < 400 ? "" : replyHeader(res.headers, "x-smg-error-code") ?? "";
     const rkey = code ? `${res.status} ${code}` : res.status;
     let responses = s.responses.get(rkey);
     if (!responses) {
@@ -147,4 +153,15 @@ export function createEntry(
     s.duration.observe((d.clock.now() - start) / 1000);
     return res;
   };
+}
+
+/** Sets `x-request-id` on a reply, replacing a handler's own. */
+function stamp(h: [string, string][], requestId: string): void {
+  for (let i = 0; i < h.length; i++) {
+    if (h[i][0] === "x-request-id") {
+      h[i] = ["x-request-id", requestId];
+      return;
+    }
+  }
+  h.push(["x-request-id", requestId]);
 }

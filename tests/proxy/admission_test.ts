@@ -3,6 +3,7 @@ import type { AdmissionConfig } from "../../lib/config/config.ts";
 import { GatewayError } from "../../lib/core/errors.ts";
 import { Metrics } from "../../lib/metrics/metrics.ts";
 import { Admission, type Release } from "../../lib/proxy/admission.ts";
+import { Cancel } from "../../lib/upstream/types.ts";
 
 function admission(cfg: Partial<AdmissionConfig> = {}) {
   const metrics = new Metrics();
@@ -149,11 +150,11 @@ Deno.test("admission: a wait past the timeout answers 503 admission_queue_timeou
 Deno.test("admission: an aborted waiter leaves the queue and does not take a slot", async () => {
   const { a } = admission({ maxConcurrentRequests: 1, queueSize: 2 });
   const held = now(a.acquire());
-  const ac = new AbortController();
-  const gone = queued(a.acquire(ac.signal));
+  const ac = new Cancel();
+  const gone = queued(a.acquire(ac));
   const next = queued(a.acquire());
   assert.equal(a.waiting, 2);
-  ac.abort();
+  ac.cancel(new Error("client gone"));
   const err = await rejection(gone);
   assert.equal(err.status, 499);
   assert.equal(a.waiting, 1);
@@ -169,12 +170,12 @@ Deno.test({
   fn: async () => {
     const { a } = admission({ maxConcurrentRequests: 1, queueSize: 1 });
     const held = now(a.acquire());
-    const ac = new AbortController();
-    ac.abort();
+    const ac = new Cancel();
+    ac.cancel(new Error("client gone"));
     let outcome: string;
     let waitingAfter = -1;
     try {
-      const dead = a.acquire(ac.signal);
+      const dead = a.acquire(ac);
       waitingAfter = a.waiting;
       held();
       // Settle it either way so no timer outlives the test.

@@ -13,6 +13,7 @@ import { Metrics } from "../../lib/metrics/metrics.ts";
 import { RoundRobinPolicy } from "../../lib/policies/round_robin.ts";
 import { Admission } from "../../lib/proxy/admission.ts";
 import { InferenceProxy } from "../../lib/proxy/proxy.ts";
+import { RequestInbound, toResponse } from "../../lib/server/inbound.ts";
 import { type FakeReply, FakeUpstream } from "../support/fake_upstream.ts";
 import { testConfig } from "../support/gateway.ts";
 import { workerSetup } from "../support/workers.ts";
@@ -54,7 +55,8 @@ function setup(prefill: Record<string, FakeReply[]>, decode: Record<string, Fake
       method: "POST",
       body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "hi" }], stream }),
     });
-    const res = await proxy.handle(req, "chat", { requestId: "r1", completed: done.promise });
+    const ctx = { requestId: "r1", completed: done.promise };
+    const res = toResponse(await proxy.handle(new RequestInbound(req), "chat", ctx));
     const text = await res.text();
     done.resolve();
     await done.promise;

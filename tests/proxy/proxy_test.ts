@@ -11,6 +11,7 @@ import { Metrics } from "../../lib/metrics/metrics.ts";
 import { RoundRobinPolicy } from "../../lib/policies/round_robin.ts";
 import { Admission } from "../../lib/proxy/admission.ts";
 import { InferenceProxy } from "../../lib/proxy/proxy.ts";
+import { RequestInbound, toResponse } from "../../lib/server/inbound.ts";
 import { type FetchFn, FetchUpstream } from "../../lib/upstream/fetch_upstream.ts";
 import { testConfig } from "../support/gateway.ts";
 import type { Overrides } from "../support/gateway.ts";
@@ -61,7 +62,9 @@ function setup(replies: Record<string, Reply[]>, o: Overrides = {}, log = silent
       headers: { "content-type": "application/json" },
       body: typeof body === "string" ? body : JSON.stringify(body),
     });
-    const res = await proxy.handle(req, path, { requestId: "req-1", completed: promise });
+    const res = toResponse(
+      await proxy.handle(new RequestInbound(req), path, { requestId: "req-1", completed: promise }),
+    );
     const text = await res.text();
     resolve();
     await promise;

@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { type RelayEnd, relaySse, sseErrorEvent } from "../../lib/proxy/relay.ts";
+import { bodyStream, type RelayEnd, sseErrorEvent, SseRelay } from "../../lib/proxy/relay.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -48,9 +48,12 @@ async function relay(chunks: string[], tail: Tail = "close") {
   const first = await up.source.read();
   assert.notEqual(first, null);
   const ends: [RelayEnd, unknown][] = [];
-  const out = relaySse(first!, up.source, "http://w1:8000", (how, err) => {
-    ends.push([how, err]);
-  });
+  // Read as `Deno.serve` reads it: through `bodyStream`.
+  const out = bodyStream(
+    new SseRelay(first!, up.source, "http://w1:8000", (how, err) => {
+      ends.push([how, err]);
+    }),
+  );
   return { ...up, out, ends };
 }
 
@@ -76,7 +79,7 @@ async function readAll(s: ReadableStream<Uint8Array>): Promise<string> {
   return text + dec.decode();
 }
 
-Deno.test("relaySse: the first chunk, then the rest in order; onEnd(done) once at the end", async () => {
+Deno.test("SseRelay: the first chunk, then the rest in order; onEnd(done) once at the end", async () => {
   const chunks = ["data: a\n\n", "data: b\n\n", "data: c\n\n", "data: [DONE]\n\n"];
   const r = await relay(chunks);
   const reader = r.out.getReader();
@@ -93,7 +96,7 @@ Deno.test("relaySse: the first chunk, then the rest in order; onEnd(done) once a
   assert.equal(r.state.cancelled, false);
 });
 
-Deno.test("relaySse: one worker chunk is read per chunk the client takes", async () => {
+Deno.test("SseRelay: one worker chunk is read per chunk the client takes", async () => {
   const r = await relay(["1", "2", "3", "4"]);
   assert.equal(r.state.pulls, 1, "only the first chunk, read by the caller");
   const reader = r.out.getReader();
@@ -107,7 +110,7 @@ Deno.test("relaySse: one worker chunk is read per chunk the client takes", async
   await r.cancelled;
 });
 
-Deno.test("relaySse: a break after a partial event sends a blank line, then an SSE error event", async () => {
+Deno.test("SseRelay: a break after a partial event sends a blank line, then an SSE error event", async () => {
   const boom = new Error("connection reset by peer");
   const r = await relay(['data: {"a":1}\n\n', 'data: {"par'], boom);
   const text = await readAll(r.out);
@@ -129,7 +132,7 @@ Deno.test("relaySse: a break after a partial event sends a blank line, then an S
   assert.deepEqual(r.ends, [["error", boom]]);
 });
 
-Deno.test("relaySse: a break right after a complete event sends no extra blank line", async () => {
+Deno.test("SseRelay: a break right after a complete event sends no extra blank line", async () => {
   const r = await relay(["data: a\n\n", "data: b\n\n"], new Error("gone"));
   const text = await readAll(r.out);
   assert.ok(text.startsWith("data: a\n\ndata: b\n\nevent: error\ndata: {"), JSON.stringify(text));
@@ -139,7 +142,7 @@ Deno.test("relaySse: a break right after a complete event sends no extra blank l
   assert.equal(r.ends[0][0], "error");
 });
 
-Deno.test("relaySse: a break after the first chunk only still ends with an error event", async () => {
+Deno.test("SseRelay: a break after the first chunk only still ends with an error event", async () => {
   const r = await relay(["data: a\r\n\r\n"], new Error("gone"));
   const text = await readAll(r.out);
   assert.ok(text.startsWith("data: a\r\n\r\nevent: error\n"), JSON.stringify(text));
@@ -148,7 +151,7 @@ Deno.test("relaySse: a break after the first chunk only still ends with an error
 
 Deno.test({
   name:
-    "relaySse: a break after a CRLF-terminated line (not a blank line) still separates the error event",
+    "SseRelay: a break after a CRLF-terminated line (not a blank line) still separates the error event",
   fn: async () => {
     const r = await relay(["data: a\n\n", "data: x\r\n"], new Error("gone"));
     const events = sseEvents(await readAll(r.out));
@@ -157,7 +160,7 @@ Deno.test({
   },
 });
 
-Deno.test("relaySse: the client leaving cancels the worker's body, and onEnd(cancelled) runs once", async () => {
+Deno.test("SseRelay: the client leaving cancels the worker's body, and onEnd(cancelled) runs once", async () => {
   const r = await relay(["data: a\n\n", "data: b\n\n", "data: c\n\n"]);
   const reader = r.out.getReader();
   await reader.read();
@@ -167,7 +170,7 @@ Deno.test("relaySse: the client leaving cancels the worker's body, and onEnd(can
   assert.deepEqual(r.ends, [["cancelled", undefined]]);
 });
 
-Deno.test("relaySse: cancelling before the first chunk is taken also cancels the worker", async () => {
+Deno.test("SseRelay: cancelling before the first chunk is taken also cancels the worker", async () => {
   const r = await relay(["data: a\n\n", "data: b\n\n"]);
   await r.out.cancel();
   await r.cancelled;
@@ -175,7 +178,7 @@ Deno.test("relaySse: cancelling before the first chunk is taken also cancels the
   assert.deepEqual(r.ends.map(([how]) => how), ["cancelled"]);
 });
 
-Deno.test("relaySse: cancelling after the end does not report a second end", async () => {
+Deno.test("SseRelay: cancelling after the end does not report a second end", async () => {
   const r = await relay(["data: a\n\n"]);
   await readAll(r.out);
   await r.out.cancel().catch(() => {});
