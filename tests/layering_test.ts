@@ -16,6 +16,8 @@ const ALLOWED: Record<string, string[]> = {
   policies: ["core", "config", "policies"],
   workers: ["core", "config", "workers"],
   upstream: ["upstream"],
+  // The own HTTP/1.1 front: the gateway's exchange types (core) and the HTTP/1.1 parser.
+  front: ["core", "upstream", "front"],
   proxy: ["core", "config", "metrics", "policies", "routing", "workers", "upstream", "proxy"],
   server: [
     "core",
@@ -26,6 +28,7 @@ const ALLOWED: Record<string, string[]> = {
     "workers",
     "proxy",
     "upstream",
+    "front",
     "mesh",
     "mesh/adapters",
     "discovery",

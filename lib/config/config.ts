@@ -269,6 +269,8 @@ export interface GatewayConfig {
   maxPayloadSize: number;
   /** Seconds an idle pooled worker connection is kept (`--upstream-pool-idle-timeout-secs`, 3). */
   upstreamPoolIdleTimeoutSecs: number;
+  /** What serves the main port (`--http-server`): the own HTTP/1.1 front, or `Deno.serve`. */
+  httpServer: "own" | "deno";
   /** Seconds in-flight requests get after SIGTERM (`--shutdown-grace-period-secs`, 180). */
   shutdownGracePeriodSecs: number;
   /** Log level (`--log-level`, info). */
@@ -352,6 +354,7 @@ export function defaultConfig(): GatewayConfig {
     requestTimeoutSecs: 1800,
     maxPayloadSize: 536870912,
     upstreamPoolIdleTimeoutSecs: 3,
+    httpServer: "own",
     shutdownGracePeriodSecs: 180,
     logLevel: "info",
     logJson: false,

@@ -99,6 +99,13 @@ export const FLAGS: FlagSpec[] = [
     shown: (d) => d.upstreamPoolIdleTimeoutSecs,
   },
   {
+    name: "http-server",
+    kind: { choices: ["own", "deno"] },
+    help: "main port server: own (HTTP/1.1, cheapest) or deno (Deno.serve, also h2c)",
+    apply: (c, v) => (c.httpServer = v),
+    shown: (d) => d.httpServer,
+  },
+  {
     name: "shutdown-grace-period-secs",
     kind: "int",
     help: "time in-flight requests get after SIGTERM",

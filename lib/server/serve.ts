@@ -6,6 +6,7 @@
  */
 
 import type { Logger } from "../core/log.ts";
+import { serveFront } from "../front/server.ts";
 import type { Gateway } from "./app.ts";
 
 /** A running gateway. */
@@ -26,8 +27,27 @@ export interface ServeOptions {
   signals?: boolean;
 }
 
-/** Starts listening and the background loops. */
-export function serveGateway(gw: Gateway, log: Logger, opts: ServeOptions = {}): Serving {
+/** What serves the main port. */
+interface MainServer {
+  addr: Deno.NetAddr;
+  /** Stops accepting and resolves when in-flight requests are done. */
+  shutdown(): Promise<void>;
+  /** Closes what is left (the grace period is over). */
+  close(): void;
+}
+
+/** The own HTTP/1.1 front (`--http-server own`). */
+function ownFront(gw: Gateway, log: Logger): MainServer {
+  const c = gw.config;
+  const front = serveFront(
+    { hostname: c.host, port: c.port, maxBody: c.maxPayloadSize, log },
+    gw.entry,
+  );
+  return { addr: front.addr, shutdown: () => front.shutdown(), close: () => front.close() };
+}
+
+/** `Deno.serve` (`--http-server deno`). */
+function denoServe(gw: Gateway, log: Logger): MainServer {
   const c = gw.config;
   const server = Deno.serve({
     hostname: c.host,
@@ -38,6 +58,14 @@ export function serveGateway(gw: Gateway, log: Logger, opts: ServeOptions = {}):
       return new Response(null, { status: 500 });
     },
   }, (req, info) => gw.handle(req, info.completed));
+  // Deno.serve has no way to cut its connections; the process exits after `stop()` anyway.
+  return { addr: server.addr, shutdown: () => server.shutdown(), close: () => {} };
+}
+
+/** Starts listening and the background loops. */
+export function serveGateway(gw: Gateway, log: Logger, opts: ServeOptions = {}): Serving {
+  const c = gw.config;
+  const server = c.httpServer === "own" ? ownFront(gw, log) : denoServe(gw, log);
   const metricsServer = Deno.serve({
     hostname: c.prometheusHost,
     port: c.prometheusPort,
@@ -68,7 +96,10 @@ export function serveGateway(gw: Gateway, log: Logger, opts: ServeOptions = {}):
       });
       const how = await Promise.race([server.shutdown().then(() => "drained" as const), graceOver]);
       clearTimeout(timer);
-      if (how === "timeout") log.warn("grace period over; closing remaining requests");
+      if (how === "timeout") {
+        log.warn("grace period over; closing remaining requests");
+        server.close();
+      }
       await Promise.all([metricsServer.shutdown(), gw.stop()]);
       if (opts.signals !== false) {
         Deno.removeSignalListener("SIGTERM", shutdown);

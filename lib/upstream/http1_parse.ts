@@ -33,7 +33,7 @@ export function headEnd(buf: Uint8Array, from: number, to: number): number {
  * UTF-8 bytes pass through unchanged, as they did through `fetch`). ASCII, the usual case, goes
  * through the fast decoder.
  */
-function latin1(bytes: Uint8Array): string {
+export function latin1(bytes: Uint8Array): string {
   const ascii = decoder.decode(bytes);
   if (ascii.length === bytes.length && !ascii.includes("\uFFFD")) return ascii;
   let out = "";
@@ -66,10 +66,89 @@ function protocol(msg: string): UpstreamError {
   return new UpstreamError("protocol", `worker response is not HTTP/1.1: ${msg}`);
 }
 
+/** The header block of a head: fields, framing and `connection`. */
+export interface Fields {
+  /** Headers, names lower-case, in order. */
+  headers: HeaderList;
+  /** Body length from `content-length`; -1 when absent or overridden by chunked. */
+  length: number;
+  /** `transfer-encoding` ends in `chunked`. */
+  chunked: boolean;
+  /** Both `content-length` and `transfer-encoding` were sent (RFC 9112 §6.3: not reusable). */
+  ambiguous: boolean;
+  /** `connection` values joined, lower-case, or null. */
+  connection: string | null;
+}
+
+/**
+ * Parses the header lines of `text` from `pos` to the blank line; `fail` makes the error for a
+ * malformed line. A transfer coding other than a final `chunked` is refused.
+ */
+export function parseFields(text: string, pos: number, fail: (msg: string) => Error): Fields {
+  const headers: HeaderList = [];
+  let length = -1;
+  let chunked = false;
+  let connection: string | null = null;
+  let sized = false;
+  while (pos < text.length) {
+    let eol = text.indexOf("\n", pos);
+    if (eol < 0) eol = text.length;
+    const end = text.charCodeAt(eol - 1) === CR ? eol - 1 : eol;
+    if (end === pos) break; // the blank line
+    const first = text.charCodeAt(pos);
+    if (first === 32 || first === 9) {
+      // Obsolete line folding (RFC 9112 §5.2): joined to the previous value with a space.
+      const prev = headers[headers.length - 1];
+      if (!prev) throw fail("a folded line before any header");
+      prev[1] = `${prev[1]} ${text.slice(pos, end).trim()}`;
+      pos = eol + 1;
+      continue;
+    }
+    const colon = text.indexOf(":", pos);
+    if (colon < 0 || colon > end) throw fail("a header line without a colon");
+    const name = text.slice(pos, colon).toLowerCase();
+    if (!TOKEN.test(name)) throw fail(`bad header name ${JSON.stringify(name.slice(0, 64))}`);
+    const value = text.slice(colon + 1, end).trim();
+    if (BAD_VALUE.test(value)) throw fail(`bad value of header ${name}`);
+    headers.push([name, value]);
+    if (name === "content-length") {
+      // Repeated identical values ("5, 5") are allowed (RFC 9110 §8.6); anything else is not.
+      for (const part of value.split(",")) {
+        const v = part.trim();
+        const n = /^\d{1,15}$/.test(v) ? Number(v) : NaN;
+        if (Number.isNaN(n) || (length >= 0 && length !== n)) {
+          throw fail(`bad content-length ${JSON.stringify(value)}`);
+        }
+        length = n;
+      }
+      sized = true;
+    } else if (name === "transfer-encoding") {
+      const codings = value.toLowerCase().split(",");
+      chunked = codings[codings.length - 1].trim() === "chunked";
+      if (!chunked) throw fail(`unsupported transfer-encoding ${JSON.stringify(value)}`);
+    } else if (name === "connection") {
+      const v = value.toLowerCase();
+      connection = connection === null ? v : `${connection},${v}`;
+    }
+    pos = eol + 1;
+  }
+  // RFC 9112 §6.3: chunked wins over a content-length.
+  if (chunked) length = -1;
+  return { headers, length, chunked, ambiguous: chunked && sized, connection };
+}
+
+/** Whether a connection stays open after this message (HTTP/1.0: only with keep-alive). */
+export function keepsAlive(f: Fields, http10: boolean): boolean {
+  const c = f.connection;
+  if (f.ambiguous) return false;
+  if (c === null) return !http10;
+  return http10 ? /(^|,)\s*keep-alive\s*(,|$)/.test(c) : !/(^|,)\s*close\s*(,|$)/.test(c);
+}
+
 /** Parses the head in `buf[from, to)` (as found by `headEnd`). */
 export function parseHead(buf: Uint8Array, from: number, to: number): ResponseHead {
   const text = latin1(buf.subarray(from, to));
-  let eol = text.indexOf("\n");
+  const eol = text.indexOf("\n");
   const statusLine = text.charCodeAt(eol - 1) === CR ? text.slice(0, eol - 1) : text.slice(0, eol);
   // "HTTP/1.1 200 OK": version, a space, three digits, then a space and a reason, or nothing.
   const code = statusLine.slice(9, 12);
@@ -79,67 +158,15 @@ export function parseHead(buf: Uint8Array, from: number, to: number): ResponseHe
   ) {
     throw protocol(`bad status line ${JSON.stringify(statusLine.slice(0, 64))}`);
   }
-  const status = Number(code);
+  const f = parseFields(text, eol + 1, protocol);
   const http10 = statusLine.charCodeAt(7) === 48; // "HTTP/1.0"
-  const headers: HeaderList = [];
-  let length = -1;
-  let chunked = false;
-  let connection: string | null = null;
-  let sized = false;
-  let pos = eol + 1;
-  while (pos < text.length) {
-    eol = text.indexOf("\n", pos);
-    if (eol < 0) eol = text.length;
-    const end = text.charCodeAt(eol - 1) === CR ? eol - 1 : eol;
-    if (end === pos) break; // the blank line
-    const first = text.charCodeAt(pos);
-    if (first === 32 || first === 9) {
-      // Obsolete line folding (RFC 9112 §5.2): joined to the previous value with a space.
-      const prev = headers[headers.length - 1];
-      if (!prev) throw protocol("a folded line before any header");
-      prev[1] = `${prev[1]} ${text.slice(pos, end).trim()}`;
-      pos = eol + 1;
-      continue;
-    }
-    const colon = text.indexOf(":", pos);
-    if (colon < 0 || colon > end) throw protocol("a header line without a colon");
-    const name = text.slice(pos, colon).toLowerCase();
-    if (!TOKEN.test(name)) throw protocol(`bad header name ${JSON.stringify(name.slice(0, 64))}`);
-    const value = text.slice(colon + 1, end).trim();
-    if (BAD_VALUE.test(value)) throw protocol(`bad value of header ${name}`);
-    headers.push([name, value]);
-    if (name === "content-length") {
-      // Repeated identical values ("5, 5") are allowed (RFC 9110 §8.6); anything else is not.
-      for (const part of value.split(",")) {
-        const v = part.trim();
-        const n = /^\d{1,15}$/.test(v) ? Number(v) : NaN;
-        if (Number.isNaN(n) || (length >= 0 && length !== n)) {
-          throw protocol(`bad content-length ${JSON.stringify(value)}`);
-        }
-        length = n;
-      }
-      sized = true;
-    } else if (name === "transfer-encoding") {
-      const codings = value.toLowerCase().split(",");
-      chunked = codings[codings.length - 1].trim() === "chunked";
-      if (!chunked) throw protocol(`unsupported transfer-encoding ${JSON.stringify(value)}`);
-    } else if (name === "connection") {
-      const v = value.toLowerCase();
-      connection = connection === null ? v : `${connection},${v}`;
-    }
-    pos = eol + 1;
-  }
-  // RFC 9112 §6.3: chunked wins over a content-length, and such a connection is not reused.
-  const ambiguous = chunked && sized;
-  if (chunked) length = -1;
-  const keepAlive = ambiguous
-    ? false
-    : connection === null
-    ? !http10
-    : http10
-    ? /(^|,)\s*keep-alive\s*(,|$)/.test(connection)
-    : !/(^|,)\s*close\s*(,|$)/.test(connection);
-  return { status, headers, length, chunked, keepAlive };
+  return {
+    status: Number(code),
+    headers: f.headers,
+    length: f.length,
+    chunked: f.chunked,
+    keepAlive: keepsAlive(f, http10),
+  };
 }
 
 /** Whether a response with `status` to `method` has no body at all. */

@@ -1,0 +1,240 @@
+/**
+ * The request side of the own HTTP/1.1 front (`server.ts`): the request head parsed from the
+ * connection's buffer (request line, then the same header-field parser as the upstream client's,
+ * strict about framing: conflicting lengths, a transfer coding other than chunked, both
+ * `content-length` and `transfer-encoding`), and `FrontInbound`, the gateway's `Inbound` over
+ * one request on a connection: headers as pairs, the body read on demand (sized or chunked,
+ * `Expect: 100-continue` answered when the body is first wanted), the client's leaving as a
+ * `Cancel`, and a fetch `Request` built only when a non-inference handler asks for one.
+ */
+
+import { GatewayError, invalidRequest, payloadTooLarge } from "../core/errors.ts";
+import type { HeaderMap, Inbound } from "../core/http.ts";
+import {
+  ChunkedDecoder,
+  type Fields,
+  keepsAlive,
+  latin1,
+  parseFields,
+} from "../upstream/http1_parse.ts";
+import { Cancel, type HeaderList } from "../upstream/types.ts";
+
+/** A request the front refuses before the gateway sees it. */
+export class FrontError extends Error {
+  /** Status to answer (the connection closes after it). */
+  readonly status: number;
+  constructor(status: number, message: string) {
+    super(message);
+    this.status = status;
+  }
+}
+
+const badRequest = (msg: string) => new FrontError(400, `bad request: ${msg}`);
+
+/** A parsed request head. */
+export interface RequestHead {
+  method: string;
+  /** The request target as sent. */
+  target: string;
+  /** Its path, without the query. */
+  path: string;
+  http10: boolean;
+  fields: Fields;
+  /** Whether the connection may carry another request after this one. */
+  keepAlive: boolean;
+  /** `Expect: 100-continue`. */
+  expectContinue: boolean;
+}
+
+const METHOD = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+
+/** Parses the head in `buf[from, to)` (as found by `headEnd`). */
+export function parseRequestHead(buf: Uint8Array, from: number, to: number): RequestHead {
+  const text = latin1(buf.subarray(from, to));
+  const eol = text.indexOf("\n");
+  const line = text.charCodeAt(eol - 1) === 13 ? text.slice(0, eol - 1) : text.slice(0, eol);
+  const sp1 = line.indexOf(" ");
+  const sp2 = line.indexOf(" ", sp1 + 1);
+  if (sp1 <= 0 || sp2 < 0 || line.indexOf(" ", sp2 + 1) >= 0) {
+    throw badRequest(`request line ${JSON.stringify(line.slice(0, 64))}`);
+  }
+  const method = line.slice(0, sp1);
+  const target = line.slice(sp1 + 1, sp2);
+  const version = line.slice(sp2 + 1);
+  if (!METHOD.test(method)) throw badRequest("method is not a token");
+  if (version !== "HTTP/1.1" && version !== "HTTP/1.0") {
+    throw new FrontError(505, `HTTP version not supported: ${JSON.stringify(version.slice(0, 16))}`);
+  }
+  const path = pathOfTarget(target);
+  if (path === null) throw badRequest(`request target ${JSON.stringify(target.slice(0, 64))}`);
+  const http10 = version === "HTTP/1.0";
+  let fields: Fields;
+  try {
+    fields = parseFields(text, eol + 1, badRequest);
+  } catch (e) {
+    if (e instanceof FrontError && e.message.includes("transfer-encoding")) {
+      throw new FrontError(501, e.message);
+    }
+    throw e;
+  }
+  if (fields.ambiguous) throw badRequest("both content-length and transfer-encoding");
+  let expectContinue = false;
+  for (const [k, v] of fields.headers) {
+    if (k === "expect" && v.toLowerCase() === "100-continue") expectContinue = !http10;
+  }
+  return {
+    method,
+    target,
+    path,
+    http10,
+    fields,
+    keepAlive: keepsAlive(fields, http10),
+    expectContinue,
+  };
+}
+
+/** The path of an origin-form (`/p?q`) or absolute-form (`http://h/p?q`) target, else null. */
+function pathOfTarget(target: string): string | null {
+  let p = target;
+  if (!p.startsWith("/")) {
+    const scheme = p.indexOf("://");
+    if (scheme <= 0) return p === "*" ? "*" : null;
+    const slash = p.indexOf("/", scheme + 3);
+    p = slash < 0 ? "/" : p.slice(slash);
+  }
+  const q = p.indexOf("?");
+  return q < 0 ? p : p.slice(0, q);
+}
+
+/** Header pairs with `Headers`-like lookup (repeated names joined with ", "). */
+export class FieldMap implements HeaderMap {
+  readonly list: HeaderList;
+  constructor(list: HeaderList) {
+    this.list = list;
+  }
+  get(name: string): string | null {
+    const l = this.list;
+    let v: string | null = null;
+    for (let i = 0; i < l.length; i++) {
+      if (l[i][0] === name) v = v === null ? l[i][1] : `${v}, ${l[i][1]}`;
+    }
+    return v;
+  }
+  [Symbol.iterator](): Iterator<[string, string]> {
+    return this.list[Symbol.iterator]();
+  }
+}
+
+/** What a request asks of its connection. */
+export interface BodySource {
+  /** The connection's buffer and the unread bytes in it. */
+  buf: Uint8Array;
+  start: number;
+  end: number;
+  /** Reads more into the buffer; false at end of stream. */
+  fill(): Promise<boolean>;
+  /** Writes bytes to the client (the 100 Continue). */
+  write(b: Uint8Array): Promise<void>;
+  /** The body is read: watch the connection for the client leaving. */
+  bodyDone(): void;
+  /** The front's address for building URLs ("127.0.0.1:30080"). */
+  readonly authority: string;
+  /** Largest body a `Request` for a non-inference handler may carry. */
+  readonly maxBody: number;
+}
+
+const EMPTY = new Uint8Array(0);
+const CONTINUE = new TextEncoder().encode("HTTP/1.1 100 Continue\r\n\r\n");
+
+/** One request on a front connection, as the gateway's `Inbound`. */
+export class FrontInbound implements Inbound {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: FieldMap;
+  readonly gone = new Cancel();
+  readonly head: RequestHead;
+  /** The body was read to its end (or there is none). */
+  consumed: boolean;
+  readonly #src: BodySource;
+
+  constructor(head: RequestHead, src: BodySource) {
+    this.head = head;
+    this.method = head.method;
+    this.path = head.path;
+    this.headers = new FieldMap(head.fields.headers);
+    this.#src = src;
+    this.consumed = head.fields.length <= 0 && !head.fields.chunked;
+  }
+
+  get url(): string {
+    const t = this.head.target;
+    if (!t.startsWith("/")) return t.includes("://") ? t : `http://${this.#src.authority}/`;
+    return `http://${this.headers.get("host") ?? this.#src.authority}${t}`;
+  }
+
+  /** The body, read once; 413 over `max` bytes, 400 when the client's body breaks off. */
+  async bytes(max: number): Promise<Uint8Array<ArrayBuffer>> {
+    if (this.consumed) return EMPTY;
+    const f = this.head.fields;
+    if (f.length > max) throw payloadTooLarge(max);
+    const s = this.#src;
+    try {
+      if (this.head.expectContinue && s.end === s.start) await s.write(CONTINUE);
+      const out = f.chunked ? await this.#chunked(max) : await this.#sized(f.length);
+      this.consumed = true;
+      s.bodyDone();
+      return out;
+    } catch (e) {
+      if (e instanceof GatewayError) throw e;
+      throw invalidRequest(`could not read the request body: ${(e as Error).message}`);
+    }
+  }
+
+  async #sized(length: number): Promise<Uint8Array<ArrayBuffer>> {
+    const s = this.#src;
+    while (s.end - s.start < length) {
+      if (!(await s.fill())) throw new Error("the client closed the connection");
+    }
+    const out = s.buf.slice(s.start, s.start + length);
+    s.start += length;
+    return out;
+  }
+
+  async #chunked(max: number): Promise<Uint8Array<ArrayBuffer>> {
+    const s = this.#src;
+    const dec = new ChunkedDecoder();
+    const parts: Uint8Array[] = [];
+    const ranges: number[] = [];
+    let size = 0;
+    for (;;) {
+      ranges.length = 0;
+      s.start = dec.decode(s.buf, s.start, s.end, ranges);
+      for (let i = 0; i < ranges.length; i += 2) {
+        size += ranges[i + 1] - ranges[i];
+        if (size > max) throw payloadTooLarge(max);
+        parts.push(s.buf.slice(ranges[i], ranges[i + 1]));
+      }
+      if (dec.done) break;
+      if (!(await s.fill())) throw new Error("the client closed the connection");
+    }
+    const out = new Uint8Array(size);
+    let off = 0;
+    for (const p of parts) {
+      out.set(p, off);
+      off += p.byteLength;
+    }
+    return out;
+  }
+
+  /** The request as a fetch `Request`, its body read first (at most the front's body limit). */
+  async request(): Promise<Request> {
+    const hasBody = !this.consumed;
+    const body = hasBody ? await this.bytes(this.#src.maxBody) : null;
+    const m = this.method;
+    return new Request(this.url, {
+      method: m,
+      headers: this.headers.list,
+      body: m === "GET" || m === "HEAD" ? null : body,
+    });
+  }
+}

@@ -1,0 +1,467 @@
+/**
+ * The own HTTP/1.1 front: the main port served on `Deno.listen` instead of `Deno.serve`, so the
+ * inference path builds no `Request`, `Response` or `Headers` (`BENCHMARKS.md`, "Gateway
+ * overhead": `Deno.serve` and those objects cost about a fifth of the gateway's CPU per request).
+ * The gateway's entry gets a `FrontInbound` and answers a `Reply`, which is written straight to
+ * the socket: head and a sized body in one write, a streamed body as chunked frames (each read of
+ * the source, everything already queued, in one write), close-delimited for HTTP/1.0 clients.
+ *
+ * HTTP/1.1 as clients expect it: keep-alive (HTTP/1.0 only on request), `Connection: close`,
+ * requests on a connection served in order (pipelined ones wait in the buffer), `Expect:
+ * 100-continue`, sized and chunked request bodies, a 64 KiB head bound (431), malformed heads
+ * 400 and unsupported codings 501 (then the connection closes), HEAD answered without a body, a
+ * body the handler did not read closes the connection after the answer. While a request is
+ * handled, a read stays posted on its connection, so a client that leaves is seen at once and
+ * its `gone` fires (the proxy then cancels the worker request). A connection idle between
+ * requests longer than `idleTimeoutMs` is closed. `shutdown()` stops accepting, closes idle
+ * connections, lets in-flight requests finish (answered with `connection: close`), and resolves
+ * when every connection is closed.
+ */
+
+import type { Reply } from "../core/http.ts";
+import { isChunkSource } from "../core/http.ts";
+import type { Logger } from "../core/log.ts";
+import { headEnd } from "../upstream/http1_parse.ts";
+import { type BodySource, FrontError, FrontInbound, parseRequestHead } from "./request.ts";
+
+/** The gateway's entry, as the front calls it. */
+export type FrontHandler = (inb: FrontInbound, completed: Promise<unknown>) => Promise<Reply>;
+
+/** Options of `serveFront`. */
+export interface FrontOptions {
+  hostname: string;
+  port: number;
+  /** Largest body of a request handed to a non-inference handler as a `Request`. */
+  maxBody: number;
+  /** Idle time between requests after which a connection closes (ms; default 60 s). */
+  idleTimeoutMs?: number;
+  /** Largest request head (default 64 KiB). */
+  maxHeadBytes?: number;
+  /** Logs handler errors. */
+  log: Logger;
+}
+
+/** A running front. */
+export interface Front {
+  readonly addr: Deno.NetAddr;
+  /** Open connections. */
+  readonly connections: number;
+  /** Stops accepting, closes idle connections, waits for the others; resolves when all closed. */
+  shutdown(): Promise<void>;
+  /** Closes every connection now (the grace period is over). */
+  close(): void;
+}
+
+const encoder = new TextEncoder();
+const INITIAL_BUFFER = 16 * 1024;
+const REASONS: Record<number, string> = {
+  200: "OK",
+  201: "Created",
+  202: "Accepted",
+  204: "No Content",
+  301: "Moved Permanently",
+  302: "Found",
+  304: "Not Modified",
+  400: "Bad Request",
+  401: "Unauthorized",
+  403: "Forbidden",
+  404: "Not Found",
+  405: "Method Not Allowed",
+  408: "Request Timeout",
+  409: "Conflict",
+  413: "Payload Too Large",
+  415: "Unsupported Media Type",
+  422: "Unprocessable Entity",
+  429: "Too Many Requests",
+  431: "Request Header Fields Too Large",
+  499: "Client Closed Request",
+  500: "Internal Server Error",
+  501: "Not Implemented",
+  502: "Bad Gateway",
+  503: "Service Unavailable",
+  504: "Gateway Timeout",
+  505: "HTTP Version Not Supported",
+};
+
+/** Response headers the front writes itself. */
+const FRAMING = new Set(["content-length", "transfer-encoding", "connection", "keep-alive", "date"]);
+
+let dateSecond = -1;
+let dateLine = "";
+
+/** `date: ...\r\n`, rebuilt once a second. */
+function dateHeader(): string {
+  const now = Date.now();
+  const s = Math.floor(now / 1000);
+  if (s !== dateSecond) {
+    dateSecond = s;
+    dateLine = `date: ${new Date(now).toUTCString()}\r\n`;
+  }
+  return dateLine;
+}
+
+/** `s` as bytes, one per character (header values are Latin-1), then `body`. */
+function encodeHead(s: string, body: Uint8Array | null): Uint8Array {
+  const size = body ? body.byteLength : 0;
+  const out = new Uint8Array(s.length * 3 + size);
+  let n = encoder.encodeInto(s, out).written;
+  if (n !== s.length) {
+    for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i) & 0xff;
+    n = s.length;
+  }
+  if (body) out.set(body, n);
+  return out.subarray(0, n + size);
+}
+
+/** One chunked frame of `data`. */
+function frame(data: Uint8Array): Uint8Array {
+  const size = data.byteLength.toString(16);
+  const out = new Uint8Array(size.length + 4 + data.byteLength);
+  for (let i = 0; i < size.length; i++) out[i] = size.charCodeAt(i);
+  out[size.length] = 13;
+  out[size.length + 1] = 10;
+  out.set(data, size.length + 2);
+  out[out.length - 2] = 13;
+  out[out.length - 1] = 10;
+  return out;
+}
+
+const LAST_CHUNK = encoder.encode("0\r\n\r\n");
+
+/** Starts the front; `handler` answers every request. */
+export function serveFront(opts: FrontOptions, handler: FrontHandler): Front {
+  const listener = Deno.listen({ hostname: opts.hostname, port: opts.port });
+  const addr = listener.addr as Deno.NetAddr;
+  const authority = `${addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname}:${addr.port}`;
+  const server = new FrontServer(opts, handler, authority);
+  let closing = false;
+  const accepting = (async () => {
+    while (!closing) {
+      let socket: Deno.TcpConn;
+      try {
+        socket = await listener.accept() as Deno.TcpConn;
+      } catch (e) {
+        if (closing) return;
+        // Out of file descriptors and the like: say so, breathe, go on accepting.
+        opts.log.warn("accept failed", { err: e });
+        await new Promise((r) => setTimeout(r, 50));
+        continue;
+      }
+      server.serve(socket);
+    }
+  })();
+  let stopped: Promise<void> | null = null;
+  return {
+    addr,
+    get connections() {
+      return server.conns.size;
+    },
+    close() {
+      for (const c of server.conns) c.close();
+    },
+    shutdown() {
+      stopped ??= (async () => {
+        closing = true;
+        try {
+          listener.close();
+        } catch { /* closed */ }
+        await accepting;
+        await server.drain();
+      })();
+      return stopped;
+    },
+  };
+}
+
+/** The connections of one front. */
+class FrontServer {
+  readonly conns = new Set<Connection>();
+  readonly opts: FrontOptions;
+  readonly handler: FrontHandler;
+  readonly authority: string;
+  readonly idleMs: number;
+  readonly maxHead: number;
+  draining = false;
+  #sweep: ReturnType<typeof setInterval> | undefined;
+  #allClosed: PromiseWithResolvers<void> | null = null;
+
+  constructor(opts: FrontOptions, handler: FrontHandler, authority: string) {
+    this.opts = opts;
+    this.handler = handler;
+    this.authority = authority;
+    this.idleMs = opts.idleTimeoutMs ?? 60_000;
+    this.maxHead = opts.maxHeadBytes ?? 64 * 1024;
+  }
+
+  serve(socket: Deno.TcpConn): void {
+    try {
+      socket.setNoDelay(true);
+    } catch { /* closed already */ }
+    const c = new Connection(socket, this);
+    this.conns.add(c);
+    if (this.#sweep === undefined) {
+      const tick = Math.max(10, Math.min(1000, this.idleMs / 4));
+      const sweep = this.#sweep = setInterval(() => this.#closeIdle(Date.now()), tick);
+      Deno.unrefTimer(sweep);
+    }
+    c.run().finally(() => this.#gone(c));
+  }
+
+  #closeIdle(now: number): void {
+    for (const c of this.conns) if (c.waiting && now - c.waitingSince > this.idleMs) c.close();
+  }
+
+  #gone(c: Connection): void {
+    this.conns.delete(c);
+    if (this.conns.size === 0) {
+      clearInterval(this.#sweep);
+      this.#sweep = undefined;
+      this.#allClosed?.resolve();
+    }
+  }
+
+  /** Closes idle connections and waits for the busy ones. */
+  drain(): Promise<void> {
+    this.draining = true;
+    for (const c of this.conns) if (c.waiting && c.end === c.start) c.close();
+    if (this.conns.size === 0) return Promise.resolve();
+    this.#allClosed ??= Promise.withResolvers<void>();
+    return this.#allClosed.promise;
+  }
+}
+
+/** One client connection: requests read from its buffer and answered in order. */
+class Connection implements BodySource {
+  readonly socket: Deno.TcpConn;
+  readonly server: FrontServer;
+  buf = new Uint8Array(INITIAL_BUFFER);
+  start = 0;
+  end = 0;
+  /** Waiting for a request head (idle between requests). */
+  waiting = true;
+  waitingSince = Date.now();
+  closed = false;
+  /** The client closed its side or the socket failed. */
+  peerGone = false;
+  #pending: Promise<number | null> | null = null;
+  #current: FrontInbound | null = null;
+
+  constructor(socket: Deno.TcpConn, server: FrontServer) {
+    this.socket = socket;
+    this.server = server;
+  }
+
+  get authority(): string {
+    return this.server.authority;
+  }
+
+  get maxBody(): number {
+    return this.server.opts.maxBody;
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    try {
+      this.socket.close();
+    } catch { /* closed */ }
+  }
+
+  /** Reads more into the buffer; false at end of stream (or when closed). */
+  async fill(): Promise<boolean> {
+    if (this.peerGone) return false;
+    let p = this.#pending;
+    if (p) this.#pending = null;
+    else {
+      if (this.start === this.end) this.start = this.end = 0;
+      else if (this.end === this.buf.length) this.#makeRoom();
+      p = this.socket.read(this.buf.subarray(this.end));
+    }
+    let n: number | null;
+    try {
+      n = await p;
+    } catch {
+      n = null;
+    }
+    if (n === null) {
+      this.peerGone = true;
+      return false;
+    }
+    this.end += n;
+    return true;
+  }
+
+  #makeRoom(): void {
+    const used = this.end - this.start;
+    if (this.start > 0 && used < this.buf.length / 2) {
+      this.buf.copyWithin(0, this.start, this.end);
+    } else {
+      const bigger = new Uint8Array(this.buf.length * 2);
+      bigger.set(this.buf.subarray(this.start, this.end));
+      this.buf = bigger;
+    }
+    this.start = 0;
+    this.end = used;
+  }
+
+  async write(b: Uint8Array): Promise<void> {
+    let off = 0;
+    while (off < b.length) off += await this.socket.write(off ? b.subarray(off) : b);
+  }
+
+  /** The request's body is read: a read stays posted to see the client leave. */
+  bodyDone(): void {
+    if (this.#pending || this.peerGone || this.end === this.buf.length) return;
+    if (this.start === this.end) this.start = this.end = 0;
+    const p = this.#pending = this.socket.read(this.buf.subarray(this.end));
+    p.then(this.#onWatch, this.#onWatchError);
+  }
+
+  // Bytes that arrive meanwhile (a pipelined request) stay for the next `fill`, which takes
+  // the posted read; an end of stream or an error means the client left.
+  readonly #onWatch = (n: number | null): void => {
+    if (n === null) this.#onWatchError();
+  };
+
+  readonly #onWatchError = (): void => {
+    this.peerGone = true;
+    this.#current?.gone.cancel(new Error("the client closed the connection"));
+  };
+
+  /** Serves requests until the connection closes. */
+  async run(): Promise<void> {
+    try {
+      for (;;) {
+        const he = await this.#nextHead();
+        if (he < 0 || !(await this.#serveOne(he))) return;
+      }
+    } catch (e) {
+      if (e instanceof FrontError && !this.peerGone) {
+        const body = encoder.encode(e.message);
+        const h = `HTTP/1.1 ${e.status} ${REASONS[e.status] ?? ""}\r\n${dateHeader()}` +
+          `content-type: text/plain\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n`;
+        try {
+          await this.write(encodeHead(h, body));
+        } catch { /* gone */ }
+      }
+    } finally {
+      this.close();
+    }
+  }
+
+  /** Where the next request head ends in the buffer; -1 when the connection ends first. */
+  async #nextHead(): Promise<number> {
+    const max = this.server.maxHead;
+    this.waiting = true;
+    this.waitingSince = Date.now();
+    let he = headEnd(this.buf, this.start, this.end);
+    while (he < 0) {
+      if (this.end - this.start > max) throw new FrontError(431, "request head too large");
+      if (this.closed || (this.server.draining && this.end === this.start)) return -1;
+      if (!(await this.fill())) return -1;
+      he = headEnd(this.buf, this.start, this.end);
+    }
+    if (he - this.start > max) throw new FrontError(431, "request head too large");
+    this.waiting = false;
+    return he;
+  }
+
+  /**
+   * Serves the request whose head ends at `he`; whether the connection carries another. (Its own
+   * frame, so nothing of the request stays referenced while the connection waits for the next.)
+   */
+  async #serveOne(he: number): Promise<boolean> {
+    const s = this.server;
+    const head = parseRequestHead(this.buf, this.start, he);
+    this.start = he;
+    const inb = new FrontInbound(head, this);
+    this.#current = inb;
+    if (inb.consumed) this.bodyDone();
+    const done = Promise.withResolvers<void>();
+    let reply: Reply;
+    try {
+      reply = await s.handler(inb, done.promise);
+    } catch (e) {
+      s.opts.log.error("unhandled error in request handler", { err: e });
+      reply = { status: 500, headers: [], body: null };
+    }
+    const keep = head.keepAlive && inb.consumed && !s.draining && !this.peerGone;
+    try {
+      await this.#send(reply, head.method === "HEAD", head.http10, keep);
+    } finally {
+      this.#current = null;
+      done.resolve();
+    }
+    return keep && !this.peerGone && !this.closed;
+  }
+
+  /** Writes `r`; its body's source is cancelled if the client is gone or leaves. */
+  async #send(r: Reply, head: boolean, http10: boolean, keep: boolean): Promise<void> {
+    const status = r.status;
+    let h = `HTTP/1.1 ${status} ${REASONS[status] ?? ""}\r\n${dateHeader()}`;
+    const list = r.headers;
+    for (let i = 0; i < list.length; i++) {
+      if (!FRAMING.has(list[i][0])) h += `${list[i][0]}: ${list[i][1]}\r\n`;
+    }
+    if (!keep) h += "connection: close\r\n";
+    else if (http10) h += "connection: keep-alive\r\n";
+    const b = r.body;
+    const noBody = status === 204 || status === 304;
+    if (b === null || b instanceof Uint8Array) {
+      if (!noBody) h += `content-length: ${b ? b.byteLength : 0}\r\n`;
+      if (this.peerGone) return;
+      await this.write(encodeHead(`${h}\r\n`, head || noBody ? null : b));
+      return;
+    }
+    const source = isChunkSource(b) ? b : readerSource(b);
+    if (head || noBody || this.peerGone) {
+      source.cancel();
+      if (!this.peerGone) await this.write(encodeHead(`${h}\r\n`, null));
+      return;
+    }
+    // HTTP/1.0 has no chunked coding: the body ends with the connection.
+    const chunked = !http10;
+    h += chunked ? "transfer-encoding: chunked\r\n\r\n" : "\r\n";
+    const cancel = () => source.cancel();
+    const gone = this.#current!.gone;
+    gone.on(cancel);
+    let pendingHead: Uint8Array | null = encodeHead(h, null);
+    try {
+      for (;;) {
+        const data = await source.read();
+        if (this.peerGone) return;
+        if (data === null) break;
+        if (data.byteLength === 0) continue;
+        const out = chunked ? frame(data) : data;
+        if (pendingHead) {
+          // The head leaves with the first bytes.
+          const both = new Uint8Array(pendingHead.length + out.length);
+          both.set(pendingHead);
+          both.set(out, pendingHead.length);
+          pendingHead = null;
+          await this.write(both);
+        } else await this.write(out);
+      }
+      if (pendingHead) await this.write(pendingHead);
+      if (chunked) await this.write(LAST_CHUNK);
+      else this.peerGone = true; // close-delimited: the connection ends the body
+    } catch {
+      this.peerGone = true;
+      source.cancel();
+    } finally {
+      gone.off(cancel);
+    }
+  }
+}
+
+/** A `ReadableStream` read as a chunk source. */
+function readerSource(s: ReadableStream<Uint8Array>) {
+  const reader = s.getReader();
+  return {
+    read: async () => {
+      const r = await reader.read();
+      return r.done ? null : r.value;
+    },
+    cancel: () => void reader.cancel().catch(() => {}),
+  };
+}
