@@ -135,7 +135,8 @@ async function main(args: string[]): Promise<number> {
   const start = (name: string, cpu: number, cmd: string[]): Promise<Child> =>
     spawn(name, cpu, cmd, tmpDir, ROOT);
 
-  const [w1, w2, gwPort, promPort, haPort, ngPort, floorPort, cfPort, rawPort] = freePorts(9);
+  const [w1, w2, gwPort, promPort, haPort, ngPort, floorPort, cfPort, rawPort, gdPort, gdProm] =
+    freePorts(11);
   const workerUrls = [`http://${HOST}:${w1}`, `http://${HOST}:${w2}`];
   const deno = Deno.execPath();
   const gatewayArgs = [
@@ -157,6 +158,10 @@ async function main(args: string[]): Promise<number> {
     "--log-level",
     "warn",
   ];
+  // The same gateway on Deno.serve (`--floor`): what the own front saves, side by side.
+  const gatewayDenoArgs = gatewayArgs.map((a) =>
+    a === String(gwPort) ? String(gdPort) : a === String(promPort) ? String(gdProm) : a
+  ).concat(["--http-server", "deno"]);
   const workerArgs = (port: number) => [
     "run",
     `--allow-net=${HOST}`,
@@ -215,7 +220,7 @@ async function main(args: string[]): Promise<number> {
   const names = [
     "direct",
     "gateway",
-    ...(o.floor ? ["floor", "connect_floor", "raw_floor"] : []),
+    ...(o.floor ? ["gateway_deno", "floor", "connect_floor", "raw_floor"] : []),
     "haproxy",
     "nginx",
   ];
@@ -238,6 +243,7 @@ async function main(args: string[]): Promise<number> {
     }
 
     const gateway = await start("gateway", 0, [deno, ...gatewayArgs]);
+    const gatewayDeno = o.floor ? await start("gateway_deno", 0, [deno, ...gatewayDenoArgs]) : null;
     await Deno.writeTextFile(`${tmpDir}/haproxy.cfg`, haproxyConfig(haPort, [w1, w2]));
     const haproxy = await start("haproxy", 0, ["haproxy", "-db", "-f", `${tmpDir}/haproxy.cfg`]);
     await Deno.mkdir(ngPrefix);
@@ -252,6 +258,14 @@ async function main(args: string[]): Promise<number> {
       `http://${HOST}:${gwPort}/readiness`,
       (s, b) => s === 200 && JSON.parse(b).healthy_workers === 2,
     );
+    if (gatewayDeno) {
+      await waitFor(
+        "gateway_deno",
+        gatewayDeno,
+        `http://${HOST}:${gdPort}/readiness`,
+        (s, b) => s === 200 && JSON.parse(b).healthy_workers === 2,
+      );
+    }
     const proxies: [Child | null, number][] = [
       [haproxy, haPort],
       [nginx, ngPort],
@@ -270,6 +284,7 @@ async function main(args: string[]): Promise<number> {
     const targets: Target[] = [
       ...target("direct", w1, null),
       ...target("gateway", gwPort, gateway),
+      ...target("gateway_deno", gdPort, gatewayDeno),
       ...target("floor", floorPort, floor),
       ...target("connect_floor", cfPort, connectFloor),
       ...target("raw_floor", rawPort, rawFloor),
