@@ -34,6 +34,8 @@ export interface ChunkSource {
   read(): Promise<Uint8Array | null>;
   /** Abandons the rest. */
   cancel(): void;
+  /** True once the source knows the next read returns null (its end has arrived). */
+  readonly done?: boolean;
 }
 
 /** A reply body: bytes (length known), a chunk source or a stream (length unknown), or none. */

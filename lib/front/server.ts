@@ -18,7 +18,7 @@
  * when every connection is closed.
  */
 
-import type { Reply } from "../core/http.ts";
+import type { ChunkSource, Reply } from "../core/http.ts";
 import { isChunkSource } from "../core/http.ts";
 import type { Logger } from "../core/log.ts";
 import { headEnd } from "../upstream/http1_parse.ts";
@@ -84,7 +84,13 @@ const REASONS: Record<number, string> = {
 };
 
 /** Response headers the front writes itself. */
-const FRAMING = new Set(["content-length", "transfer-encoding", "connection", "keep-alive", "date"]);
+const FRAMING = new Set([
+  "content-length",
+  "transfer-encoding",
+  "connection",
+  "keep-alive",
+  "date",
+]);
 
 let dateSecond = -1;
 let dateLine = "";
@@ -113,26 +119,30 @@ function encodeHead(s: string, body: Uint8Array | null): Uint8Array {
   return out.subarray(0, n + size);
 }
 
-/** One chunked frame of `data`. */
-function frame(data: Uint8Array): Uint8Array {
+const LAST_CHUNK = encoder.encode("0\r\n\r\n");
+
+/** One chunked frame of `data`, followed by the last chunk when `last`. */
+function frame(data: Uint8Array, last: boolean): Uint8Array {
   const size = data.byteLength.toString(16);
-  const out = new Uint8Array(size.length + 4 + data.byteLength);
+  const n = size.length + 4 + data.byteLength;
+  const out = new Uint8Array(last ? n + LAST_CHUNK.length : n);
   for (let i = 0; i < size.length; i++) out[i] = size.charCodeAt(i);
   out[size.length] = 13;
   out[size.length + 1] = 10;
   out.set(data, size.length + 2);
-  out[out.length - 2] = 13;
-  out[out.length - 1] = 10;
+  out[n - 2] = 13;
+  out[n - 1] = 10;
+  if (last) out.set(LAST_CHUNK, n);
   return out;
 }
-
-const LAST_CHUNK = encoder.encode("0\r\n\r\n");
 
 /** Starts the front; `handler` answers every request. */
 export function serveFront(opts: FrontOptions, handler: FrontHandler): Front {
   const listener = Deno.listen({ hostname: opts.hostname, port: opts.port });
   const addr = listener.addr as Deno.NetAddr;
-  const authority = `${addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname}:${addr.port}`;
+  const authority = `${
+    addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname
+  }:${addr.port}`;
   const server = new FrontServer(opts, handler, authority);
   let closing = false;
   const accepting = (async () => {
@@ -426,13 +436,16 @@ class Connection implements BodySource {
     const gone = this.#current!.gone;
     gone.on(cancel);
     let pendingHead: Uint8Array | null = encodeHead(h, null);
+    let ended = false;
     try {
-      for (;;) {
+      while (!ended) {
         const data = await source.read();
         if (this.peerGone) return;
         if (data === null) break;
         if (data.byteLength === 0) continue;
-        const out = chunked ? frame(data) : data;
+        // The source's end already arrived: the last chunk leaves with these bytes.
+        ended = chunked && source.done === true;
+        const out = chunked ? frame(data, ended) : data;
         if (pendingHead) {
           // The head leaves with the first bytes.
           const both = new Uint8Array(pendingHead.length + out.length);
@@ -442,8 +455,9 @@ class Connection implements BodySource {
           await this.write(both);
         } else await this.write(out);
       }
-      if (pendingHead) await this.write(pendingHead);
-      if (chunked) await this.write(LAST_CHUNK);
+      if (ended) await source.read(); // null: lets the source see its end
+      else if (pendingHead) await this.write(encodeHead(h, chunked ? LAST_CHUNK : null));
+      else if (chunked) await this.write(LAST_CHUNK);
       else this.peerGone = true; // close-delimited: the connection ends the body
     } catch {
       this.peerGone = true;
@@ -455,7 +469,7 @@ class Connection implements BodySource {
 }
 
 /** A `ReadableStream` read as a chunk source. */
-function readerSource(s: ReadableStream<Uint8Array>) {
+function readerSource(s: ReadableStream<Uint8Array>): ChunkSource {
   const reader = s.getReader();
   return {
     read: async () => {

@@ -65,6 +65,11 @@ export class SseRelay implements ChunkSource {
     this.#onEnd(how, err);
   }
 
+  /** Whether the worker's body has ended (the next read returns null). */
+  get done(): boolean {
+    return this.#pending === null && (this.#ended || this.#source.done === true);
+  }
+
   /** The next bytes for the client; null at the end (an error event ends a broken stream). */
   async read(): Promise<Uint8Array | null> {
     const p = this.#pending;

@@ -37,6 +37,10 @@ export class Http1Body implements UpstreamBody {
     }
   }
 
+  get done(): boolean {
+    return this.#conn === null && this.whole === null;
+  }
+
   async read(): Promise<Uint8Array<ArrayBuffer> | null> {
     if (this.whole) {
       const w = this.whole;

@@ -20,6 +20,8 @@ export interface UpstreamBody {
   read(): Promise<Uint8Array<ArrayBuffer> | null>;
   /** Abandons the rest (the client left): the connection is closed, not reused. */
   cancel(): void;
+  /** True once the end of the body has arrived (the next read returns null). */
+  readonly done?: boolean;
 }
 
 /** A worker's response head and its body. */

@@ -34,32 +34,41 @@ async function withFleet(
   }
 }
 
-Deno.test("app: the official openai client gets chat and completion answers, streaming and not", async () => {
-  await withFleet([new FakeWorker(), new FakeWorker()], async (g) => {
-    const client = new OpenAI({ baseURL: `${g.url}/v1`, apiKey: "unused", maxRetries: 0 });
-    const c = await client.chat.completions.create({
-      model: "test-model",
-      messages: [{ role: "user", content: "hi" }],
-    });
-    assert.match(c.choices[0].message.content ?? "", /hello from/);
+/** What serves the main port in the tests that run on both. */
+const SERVERS = ["own", "deno"] as const;
 
-    const stream = await client.chat.completions.create({
-      model: "test-model",
-      messages: [{ role: "user", content: "hi" }],
-      stream: true,
-    });
-    let text = "";
-    for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? "";
-    assert.equal(text, "t0 t1 t2 ");
+for (const httpServer of SERVERS) {
+  Deno.test(`app (${httpServer}): the official openai client gets chat and completion answers, streaming and not`, async () => {
+    await withFleet([new FakeWorker(), new FakeWorker()], async (g) => {
+      const client = new OpenAI({ baseURL: `${g.url}/v1`, apiKey: "unused", maxRetries: 0 });
+      const c = await client.chat.completions.create({
+        model: "test-model",
+        messages: [{ role: "user", content: "hi" }],
+      });
+      assert.match(c.choices[0].message.content ?? "", /hello from/);
 
-    const p = await client.completions.create({ model: "test-model", prompt: "hi" });
-    assert.match(p.choices[0].text, /hello from/);
-    const ps = await client.completions.create({ model: "test-model", prompt: "hi", stream: true });
-    let ptext = "";
-    for await (const chunk of ps) ptext += chunk.choices[0]?.text ?? "";
-    assert.equal(ptext, "t0 t1 t2 ");
+      const stream = await client.chat.completions.create({
+        model: "test-model",
+        messages: [{ role: "user", content: "hi" }],
+        stream: true,
+      });
+      let text = "";
+      for await (const chunk of stream) text += chunk.choices[0]?.delta?.content ?? "";
+      assert.equal(text, "t0 t1 t2 ");
+
+      const p = await client.completions.create({ model: "test-model", prompt: "hi" });
+      assert.match(p.choices[0].text, /hello from/);
+      const ps = await client.completions.create({
+        model: "test-model",
+        prompt: "hi",
+        stream: true,
+      });
+      let ptext = "";
+      for await (const chunk of ps) ptext += chunk.choices[0]?.text ?? "";
+      assert.equal(ptext, "t0 t1 t2 ");
+    }, { httpServer });
   });
-});
+}
 
 Deno.test("app: sglang /generate works streaming and not, with and without a model", async () => {
   await withFleet([new FakeWorker()], async (g) => {
@@ -228,28 +237,54 @@ Deno.test("app: the openai client sees a mid-stream worker death as an error, no
   });
 });
 
-Deno.test("app: a client leaving mid-stream cancels the worker's request", async () => {
-  const w = new FakeWorker({ chunks: 1000, chunkDelayMs: 5 });
-  await withFleet([w], async (g) => {
-    const ac = new AbortController();
-    const r = await fetch(`${g.url}/v1/chat/completions`, {
-      method: "POST",
-      body: JSON.stringify({ ...chat, stream: true }),
-      signal: ac.signal,
-    });
-    const reader = r.body!.getReader();
-    await reader.read();
-    await reader.read();
-    ac.abort();
-    await reader.cancel().catch(() => {});
-    const worker = g.gw.registry.all()[0];
-    for (let i = 0; i < 200 && (w.seen.aborted === 0 || worker.inFlight !== 0); i++) {
-      await new Promise((r) => setTimeout(r, 10));
-    }
-    assert.equal(w.seen.aborted, 1, "worker saw the cancel");
-    assert.equal(worker.inFlight, 0, "gateway released the worker");
+for (const httpServer of SERVERS) {
+  Deno.test(`app (${httpServer}): a client leaving before the worker answers cancels the worker's request`, async () => {
+    const w = new FakeWorker({ mode: { kind: "hang" } });
+    await withFleet([w], async (g) => {
+      const ac = new AbortController();
+      const r = fetch(`${g.url}/v1/chat/completions`, {
+        method: "POST",
+        body: JSON.stringify(chat),
+        signal: ac.signal,
+      }).catch((e) => e);
+      for (let i = 0; i < 200 && w.seen.requests === 0; i++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.equal(w.seen.requests, 1);
+      ac.abort();
+      assert.ok((await r) instanceof Error);
+      const worker = g.gw.registry.all()[0];
+      for (let i = 0; i < 200 && (w.seen.aborted === 0 || worker.inFlight !== 0); i++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.equal(w.seen.aborted, 1, "worker saw the cancel");
+      assert.equal(worker.inFlight, 0, "gateway released the worker");
+    }, { httpServer });
   });
-});
+
+  Deno.test(`app (${httpServer}): a client leaving mid-stream cancels the worker's request`, async () => {
+    const w = new FakeWorker({ chunks: 1000, chunkDelayMs: 5 });
+    await withFleet([w], async (g) => {
+      const ac = new AbortController();
+      const r = await fetch(`${g.url}/v1/chat/completions`, {
+        method: "POST",
+        body: JSON.stringify({ ...chat, stream: true }),
+        signal: ac.signal,
+      });
+      const reader = r.body!.getReader();
+      await reader.read();
+      await reader.read();
+      ac.abort();
+      await reader.cancel().catch(() => {});
+      const worker = g.gw.registry.all()[0];
+      for (let i = 0; i < 200 && (w.seen.aborted === 0 || worker.inFlight !== 0); i++) {
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.equal(w.seen.aborted, 1, "worker saw the cancel");
+      assert.equal(worker.inFlight, 0, "gateway released the worker");
+    }, { httpServer });
+  });
+}
 
 /** Heap in use after a full collection (needs --v8-flags=--expose-gc, as `deno task test` sets). */
 function heapAfterGc(): number {
