@@ -2,14 +2,18 @@
  * The gateway's own per-request work, without sockets: `Gateway.handle` on a tiny completion
  * request against an in-process upstream that answers at once, next to the same request
  * through a bare handler (body read, JSON parse, upstream call, `Response`) — the difference is
- * the gateway's logic (routing, ids, admission, deadlines, metrics, headers, breaker).
+ * the gateway's logic (routing, ids, admission, deadlines, metrics, headers, breaker). A third
+ * case is the own front's path without sockets: the request head parsed from bytes into a
+ * `FrontInbound`, `Gateway.entry`, the `Reply` not written.
  *
  *   deno bench --unstable-no-legacy-abort bench/hot_path_bench.ts
  */
 
 import { parseGatewayArgs } from "../lib/config/cli.ts";
 import { silentLogger } from "../lib/core/log.ts";
+import { type BodySource, FrontInbound, parseRequestHead } from "../lib/front/request.ts";
 import { Gateway } from "../lib/server/app.ts";
+import { headEnd } from "../lib/upstream/http1_parse.ts";
 import {
   Cancel,
   type Upstream,
@@ -100,5 +104,36 @@ Deno.bench("Gateway.handle (round_robin)", { group: "hot" }, async () => {
   const done = Promise.withResolvers<void>();
   const res = await gw.handle(request(), done.promise);
   await res.bytes();
+  done.resolve();
+});
+
+const WIRE = enc.encode(
+  "POST /v1/completions HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\n" +
+    `content-length: ${BODY.length}\r\nuser-agent: bench\r\n\r\n${BODY}`,
+);
+
+/** A connection whose buffer holds one whole request. */
+class MemorySource implements BodySource {
+  buf = WIRE;
+  start = 0;
+  end = WIRE.length;
+  readonly authority = "gw";
+  readonly maxBody = 1 << 20;
+  fill() {
+    return Promise.resolve(false);
+  }
+  write() {
+    return Promise.resolve();
+  }
+  bodyDone() {}
+}
+
+Deno.bench("Gateway.entry on a parsed head (own front, no sockets)", { group: "hot" }, async () => {
+  const src = new MemorySource();
+  const he = headEnd(WIRE, 0, WIRE.length);
+  const head = parseRequestHead(WIRE, 0, he);
+  src.start = he;
+  const done = Promise.withResolvers<void>();
+  await gw.entry(new FrontInbound(head, src), done.promise);
   done.resolve();
 });

@@ -15,7 +15,7 @@ export interface Options {
   rounds: number;
   /** Where to write the JSON results, or null. */
   json: string | null;
-  /** Also measure the floors: fetch, `Http1Client` behind Deno.serve, and behind a raw front. */
+  /** Also measure the gateway on Deno.serve and the floors: fetch, `Http1Client` behind Deno.serve, and behind a raw front. */
   floor: boolean;
   /** Measure the tiny non-streaming request (off with `--sse-only`). */
   tiny: boolean;
@@ -34,7 +34,8 @@ non-streaming request at every --conns count, then with paced SSE streams at 64 
   --conns A,B    connection counts of the tiny request (default 1,64)
   --rounds N     measure every target N times, report medians (default 1)
   --quick        short runs, for a smoke test
-  --floor        also measure floor_proxy.ts (bare Deno.serve + fetch),
+  --floor        also measure the gateway on Deno.serve (--http-server deno, as gateway_deno),
+                 floor_proxy.ts (bare Deno.serve + fetch),
                  connect_floor_proxy.ts (bare Deno.serve + the gateway's Http1Client) and
                  raw_floor_proxy.ts (a bare HTTP/1.1 front on Deno.listen + Http1Client)
   --no-sse       skip the paced SSE case

@@ -1,7 +1,7 @@
 /**
  * The raw floor: a proxy whose front is a bare HTTP/1.1 server on `Deno.listen` instead of
- * `Deno.serve`, with the gateway's `Http1Client` behind it, for `run.ts --floor`. It shows what an
- * own front would save: no `Request`, `Response` or `Headers` objects, the response head and body
+ * `Deno.serve`, with the gateway's `Http1Client` behind it, for `run.ts --floor`: the floor the
+ * gateway's own front (`lib/front/`) stands on: no `Request`, `Response` or `Headers` objects, the response head and body
  * in one write, SSE relayed as chunked frames. Round robin over the workers, the body read by its
  * `content-length` and parsed, keep-alive; no chunked request bodies, no pipelining, no limits, no
  * metrics, retries or timeouts: a measurement, not a server.

@@ -19,11 +19,11 @@
  * - Proxy CPU µs/req: the proxy process's utime+stime (all threads, `/proc/PID/stat`) over the
  *   run, divided by the requests (streams) wrk completed; per event: ÷ events per stream.
  *
- * `--floor` adds `floor_proxy.ts` (bare Deno.serve + fetch, what Deno itself costs) and
- * `connect_floor_proxy.ts` (bare Deno.serve + the gateway's `Http1Client`: the runtime and our
- * client without the gateway's logic) and `raw_floor_proxy.ts` (a bare HTTP/1.1 front on
- * `Deno.listen` + `Http1Client`: what an own front instead of `Deno.serve` would cost). Needs `taskset`, `wrk`, `haproxy` and `nginx` on the
- * PATH. Every child is killed at the end, on error too. Traffic goes to 127.0.0.1 only.
+ * `--floor` adds the gateway on `Deno.serve` (`--http-server deno`, row gateway_deno),
+ * `floor_proxy.ts` (bare Deno.serve + fetch, what Deno itself costs), `connect_floor_proxy.ts`
+ * (bare Deno.serve + the gateway's `Http1Client`) and `raw_floor_proxy.ts` (a bare HTTP/1.1 front
+ * on `Deno.listen` + `Http1Client`: the runtime and our client without the gateway's logic, the
+ * floor the gateway stands on). Needs `taskset`, `wrk`, `haproxy` and `nginx` on the PATH. Every child is killed at the end, on error too. Traffic goes to 127.0.0.1 only.
  *
  * This file wires the pieces together: flags (`options.ts`), children (`processes.ts`), the
  * HAProxy and nginx configs (`peers.ts`), load (`wrk.ts`), CPU accounting (`cpu.ts`,

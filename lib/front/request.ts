@@ -63,10 +63,8 @@ export function parseRequestHead(buf: Uint8Array, from: number, to: number): Req
   const version = line.slice(sp2 + 1);
   if (!METHOD.test(method)) throw badRequest("method is not a token");
   if (version !== "HTTP/1.1" && version !== "HTTP/1.0") {
-    throw new FrontError(
-      505,
-      `HTTP version not supported: ${JSON.stringify(version.slice(0, 16))}`,
-    );
+    const hint = version === "HTTP/2.0" ? " (HTTP/2 needs --http-server deno)" : "";
+    throw new FrontError(505, `HTTP version not supported: ${version.slice(0, 16)}${hint}`);
   }
   const path = pathOfTarget(target);
   if (path === null) throw badRequest(`request target ${JSON.stringify(target.slice(0, 64))}`);

@@ -1,7 +1,10 @@
 /**
  * The own HTTP/1.1 front: the main port served on `Deno.listen` instead of `Deno.serve`, so the
- * inference path builds no `Request`, `Response` or `Headers` (`BENCHMARKS.md`, "Gateway
- * overhead": `Deno.serve` and those objects cost about a fifth of the gateway's CPU per request).
+ * inference path builds no `Request`, `Response` or `Headers`. Why not `Deno.serve`, the
+ * well-kept server: with it the same gateway costs 37 % more CPU per tiny proxied request and 26 %
+ * more per relayed SSE event (`BENCHMARKS.md`, "Gateway overhead", gateway vs gateway_deno), and
+ * no npm HTTP server runs cheaper under Deno (`../shared/notes/proxy-hot-path.md`). `Deno.serve`
+ * stays behind `--http-server deno` (HTTP/2) and on the metrics port.
  * The gateway's entry gets a `FrontInbound` and answers a `Reply`, which is written straight to
  * the socket: head and a sized body in one write, a streamed body as chunked frames (each read of
  * the source, everything already queued, in one write), close-delimited for HTTP/1.0 clients.

@@ -148,6 +148,7 @@ Deno.test("front: malformed heads get 400, 431, 501 or 505 and the connection cl
   const cases: [string, number][] = [
     ["NOT A REQUEST LINE AT ALL\r\n\r\n", 400],
     ["GET /x HTTP/2.0\r\n\r\n", 505],
+    ["PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 505],
     ["POST /x HTTP/1.1\r\ntransfer-encoding: gzip\r\n\r\n", 501],
     ["POST /x HTTP/1.1\r\ncontent-length: 3\r\ntransfer-encoding: chunked\r\n\r\n", 400],
     ["POST /x HTTP/1.1\r\ncontent-length: 3\r\ncontent-length: 4\r\n\r\n", 400],
@@ -219,6 +220,34 @@ Deno.test("front: a streamed reply is chunked for 1.1 and close-delimited for 1.
     assert.equal(r0.headers.get("transfer-encoding"), undefined);
     assert.equal(r0.body, parts.join(""));
     assert.ok(old.eof);
+  });
+});
+
+Deno.test("front: a source that knows its end gets the same framing, and is read to its null", async () => {
+  const parts = ["data: a\n\n", "data: [DONE]\n\n"];
+  let i = 0;
+  let nulls = 0;
+  const knowing: ChunkSource = {
+    get done() {
+      return i >= parts.length;
+    },
+    read() {
+      if (i < parts.length) return Promise.resolve(enc.encode(parts[i++]));
+      nulls++;
+      return Promise.resolve(null);
+    },
+    cancel() {},
+  };
+  const reply = () => Promise.resolve<Reply>({ status: 200, headers: [], body: knowing });
+  await withFront(reply, async (_f, client) => {
+    const c = await client();
+    await c.send("GET /s HTTP/1.1\r\nhost: gw\r\n\r\n");
+    const r = await c.response();
+    assert.equal(r.body, parts.join(""));
+    assert.deepEqual(r.chunks, parts.map((p) => p.length));
+    assert.equal(nulls, 1);
+    await c.send("GET /s HTTP/1.1\r\nhost: gw\r\n\r\n");
+    assert.equal((await c.response()).status, 200, "the connection is in step after it");
   });
 });
 
