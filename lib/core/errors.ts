@@ -7,7 +7,7 @@
 import type { Reply } from "./http.ts";
 
 /** HTTP reason phrases used as the envelope's `type`, as upstream does for gateway errors. */
-const REASON: Record<number, string> = {
+export const REASON_PHRASES: Readonly<Record<number, string>> = {
   400: "Bad Request",
   401: "Unauthorized",
   404: "Not Found",
@@ -54,7 +54,7 @@ export class GatewayError extends Error {
     this.code = code;
     this.param = opts.param ?? null;
     this.retryAfter = opts.retryAfter;
-    this.type = opts.type ?? REASON[status] ?? "Error";
+    this.type = opts.type ?? REASON_PHRASES[status] ?? "Error";
   }
 }
 

@@ -17,7 +17,7 @@ import {
   latin1,
   parseFields,
 } from "../upstream/http1_parse.ts";
-import { Cancel, type HeaderList } from "../upstream/types.ts";
+import { Cancel, concat, type HeaderList } from "../upstream/types.ts";
 
 /** A request the front refuses before the gateway sees it. */
 export class FrontError extends Error {
@@ -218,13 +218,7 @@ export class FrontInbound implements Inbound {
       if (dec.done) break;
       if (!(await s.fill())) throw new Error("the client closed the connection");
     }
-    const out = new Uint8Array(size);
-    let off = 0;
-    for (const p of parts) {
-      out.set(p, off);
-      off += p.byteLength;
-    }
-    return out;
+    return concat(parts, size);
   }
 
   /** The request as a fetch `Request`, its body read first (at most the front's body limit). */

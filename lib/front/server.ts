@@ -21,10 +21,10 @@
  * when every connection is closed.
  */
 
-import type { ChunkSource, Reply } from "../core/http.ts";
-import { isChunkSource } from "../core/http.ts";
+import { type ChunkSource, isChunkSource, type Reply } from "../core/http.ts";
+import { REASON_PHRASES } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import { headEnd } from "../upstream/http1_parse.ts";
+import { headEnd, readSpace } from "../upstream/http1_parse.ts";
 import { type BodySource, FrontError, FrontInbound, parseRequestHead } from "./request.ts";
 
 /** The gateway's entry, as the front calls it. */
@@ -58,6 +58,7 @@ export interface Front {
 const encoder = new TextEncoder();
 const INITIAL_BUFFER = 16 * 1024;
 const REASONS: Record<number, string> = {
+  ...REASON_PHRASES,
   200: "OK",
   201: "Created",
   202: "Accepted",
@@ -65,24 +66,11 @@ const REASONS: Record<number, string> = {
   301: "Moved Permanently",
   302: "Found",
   304: "Not Modified",
-  400: "Bad Request",
-  401: "Unauthorized",
   403: "Forbidden",
-  404: "Not Found",
-  405: "Method Not Allowed",
-  408: "Request Timeout",
-  409: "Conflict",
-  413: "Payload Too Large",
-  415: "Unsupported Media Type",
   422: "Unprocessable Entity",
-  429: "Too Many Requests",
   431: "Request Header Fields Too Large",
   499: "Client Closed Request",
-  500: "Internal Server Error",
   501: "Not Implemented",
-  502: "Bad Gateway",
-  503: "Service Unavailable",
-  504: "Gateway Timeout",
   505: "HTTP Version Not Supported",
 };
 
@@ -285,11 +273,7 @@ class Connection implements BodySource {
     if (this.peerGone) return false;
     let p = this.#pending;
     if (p) this.#pending = null;
-    else {
-      if (this.start === this.end) this.start = this.end = 0;
-      else if (this.end === this.buf.length) this.#makeRoom();
-      p = this.socket.read(this.buf.subarray(this.end));
-    }
+    else p = this.socket.read(readSpace(this));
     let n: number | null;
     try {
       n = await p;
@@ -304,19 +288,6 @@ class Connection implements BodySource {
     return true;
   }
 
-  #makeRoom(): void {
-    const used = this.end - this.start;
-    if (this.start > 0 && used < this.buf.length / 2) {
-      this.buf.copyWithin(0, this.start, this.end);
-    } else {
-      const bigger = new Uint8Array(this.buf.length * 2);
-      bigger.set(this.buf.subarray(this.start, this.end));
-      this.buf = bigger;
-    }
-    this.start = 0;
-    this.end = used;
-  }
-
   async write(b: Uint8Array): Promise<void> {
     let off = 0;
     while (off < b.length) off += await this.socket.write(off ? b.subarray(off) : b);
@@ -324,9 +295,10 @@ class Connection implements BodySource {
 
   /** The request's body is read: a read stays posted to see the client leave. */
   bodyDone(): void {
-    if (this.#pending || this.peerGone || this.end === this.buf.length) return;
-    if (this.start === this.end) this.start = this.end = 0;
-    const p = this.#pending = this.socket.read(this.buf.subarray(this.end));
+    // A full buffer (pipelined bytes) is not grown for a watch: the client is then not watched.
+    const full = this.end === this.buf.length && this.start !== this.end;
+    if (this.#pending || this.peerGone || full) return;
+    const p = this.#pending = this.socket.read(readSpace(this));
     p.then(this.#onWatch, this.#onWatchError);
   }
 

@@ -4,6 +4,7 @@
  */
 
 import { GatewayError, invalidRequest, payloadTooLarge as tooLarge } from "../core/errors.ts";
+import { concat } from "../upstream/types.ts";
 
 /** The body bytes; 413 over `max`, 400 when the client's body breaks off. */
 export async function readBody(req: Request, max: number): Promise<Uint8Array<ArrayBuffer>> {
@@ -18,13 +19,7 @@ export async function readBody(req: Request, max: number): Promise<Uint8Array<Ar
       if (size > max) throw tooLarge(max);
       chunks.push(chunk);
     }
-    const out = new Uint8Array(size);
-    let off = 0;
-    for (const c of chunks) {
-      out.set(c, off);
-      off += c.byteLength;
-    }
-    return out;
+    return concat(chunks, size);
   } catch (e) {
     if (e instanceof GatewayError) throw e;
     throw invalidRequest(`could not read the request body: ${(e as Error).message}`);

@@ -5,6 +5,7 @@
  * (`ConnOwner`).
  */
 
+import { readSpace } from "./http1_parse.ts";
 import { type Cancel, type HeaderList, UpstreamError, type UpstreamRequest } from "./types.ts";
 
 /** What a connection asks of the client that owns its pool. */
@@ -114,30 +115,13 @@ export class Conn {
     if (this.phase === "body" && this.pool.client.timed) this.activeAt = this.pool.client.now();
     let p = this.#pending;
     if (p) this.#pending = null;
-    else {
-      if (this.start === this.end) this.start = this.end = 0;
-      else if (this.end === this.buf.length) this.#makeRoom();
-      p = this.socket.read(this.buf.subarray(this.end));
-    }
+    else p = this.socket.read(readSpace(this));
     const n = await p;
     if (n === null) return false;
     this.end += n;
     this.received += n;
     if (this.pool.client.timed) this.activeAt = this.pool.client.now();
     return true;
-  }
-
-  #makeRoom(): void {
-    const used = this.end - this.start;
-    if (this.start > 0 && used < this.buf.length / 2) {
-      this.buf.copyWithin(0, this.start, this.end);
-    } else {
-      const bigger = new Uint8Array(this.buf.length * 2);
-      bigger.set(this.buf.subarray(this.start, this.end));
-      this.buf = bigger;
-    }
-    this.start = 0;
-    this.end = used;
   }
 
   /** Goes idle with a read posted, so a close by the worker is seen at once. */

@@ -43,6 +43,34 @@ export function latin1(bytes: Uint8Array): string {
   return out;
 }
 
+/** A read buffer: `buf[start, end)` holds the bytes not consumed yet. */
+export interface ReadBuffer {
+  buf: Uint8Array;
+  start: number;
+  end: number;
+}
+
+/** Where the next read goes: after `end`, the buffer rewound when empty and given room when full. */
+export function readSpace(b: ReadBuffer): Uint8Array {
+  if (b.start === b.end) b.start = b.end = 0;
+  else if (b.end === b.buf.length) makeRoom(b);
+  return b.buf.subarray(b.end);
+}
+
+/** Makes room after `end`: the live bytes move to the front, or into a buffer twice the size. */
+function makeRoom(b: ReadBuffer): void {
+  const used = b.end - b.start;
+  if (b.start > 0 && used < b.buf.length / 2) {
+    b.buf.copyWithin(0, b.start, b.end);
+  } else {
+    const bigger = new Uint8Array(b.buf.length * 2);
+    bigger.set(b.buf.subarray(b.start, b.end));
+    b.buf = bigger;
+  }
+  b.start = 0;
+  b.end = used;
+}
+
 /** RFC 9110 token characters (header names). */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/;
 /** Characters a header value may not hold. */

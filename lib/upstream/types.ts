@@ -137,6 +137,11 @@ export async function readAll(body: UpstreamBody): Promise<Uint8Array<ArrayBuffe
     parts.push(b);
     size += b.byteLength;
   }
+  return concat(parts, size);
+}
+
+/** `parts` joined (`size` bytes in all); a single part is returned as it is. */
+export function concat(parts: Uint8Array[], size: number): Uint8Array<ArrayBuffer> {
   if (parts.length === 1) return parts[0] as Uint8Array<ArrayBuffer>;
   const out = new Uint8Array(size);
   let off = 0;

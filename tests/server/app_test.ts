@@ -237,6 +237,16 @@ Deno.test("app: the openai client sees a mid-stream worker death as an error, no
   });
 });
 
+/** Waits (2 s at most) until `w` saw its request cancelled and the gateway released it. */
+async function assertWorkerCancelled(g: TestGateway, w: FakeWorker): Promise<void> {
+  const worker = g.gw.registry.all()[0];
+  for (let i = 0; i < 200 && (w.seen.aborted === 0 || worker.inFlight !== 0); i++) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  assert.equal(w.seen.aborted, 1, "worker saw the cancel");
+  assert.equal(worker.inFlight, 0, "gateway released the worker");
+}
+
 for (const httpServer of SERVERS) {
   Deno.test(`app (${httpServer}): a client leaving before the worker answers cancels the worker's request`, async () => {
     const w = new FakeWorker({ mode: { kind: "hang" } });
@@ -253,12 +263,7 @@ for (const httpServer of SERVERS) {
       assert.equal(w.seen.requests, 1);
       ac.abort();
       assert.ok((await r) instanceof Error);
-      const worker = g.gw.registry.all()[0];
-      for (let i = 0; i < 200 && (w.seen.aborted === 0 || worker.inFlight !== 0); i++) {
-        await new Promise((r) => setTimeout(r, 10));
-      }
-      assert.equal(w.seen.aborted, 1, "worker saw the cancel");
-      assert.equal(worker.inFlight, 0, "gateway released the worker");
+      await assertWorkerCancelled(g, w);
     }, { httpServer });
   });
 
@@ -276,12 +281,7 @@ for (const httpServer of SERVERS) {
       await reader.read();
       ac.abort();
       await reader.cancel().catch(() => {});
-      const worker = g.gw.registry.all()[0];
-      for (let i = 0; i < 200 && (w.seen.aborted === 0 || worker.inFlight !== 0); i++) {
-        await new Promise((r) => setTimeout(r, 10));
-      }
-      assert.equal(w.seen.aborted, 1, "worker saw the cancel");
-      assert.equal(worker.inFlight, 0, "gateway released the worker");
+      await assertWorkerCancelled(g, w);
     }, { httpServer });
   });
 }
