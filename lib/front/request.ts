@@ -16,6 +16,7 @@ import {
   keepsAlive,
   latin1,
   parseFields,
+  type ReadBuffer,
 } from "../upstream/http1_parse.ts";
 import { Cancel, concat, type HeaderList } from "../upstream/types.ts";
 
@@ -47,6 +48,8 @@ export interface RequestHead {
 }
 
 const METHOD = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** A host header usable in a URL: a name or address and an optional port. */
+const HOST = /^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.\-_]+)(:\d{1,5})?$/;
 
 /** Parses the head in `buf[from, to)` (as found by `headEnd`). */
 export function parseRequestHead(buf: Uint8Array, from: number, to: number): RequestHead {
@@ -71,17 +74,21 @@ export function parseRequestHead(buf: Uint8Array, from: number, to: number): Req
   const http10 = version === "HTTP/1.0";
   let fields: Fields;
   try {
-    fields = parseFields(text, eol + 1, badRequest);
+    fields = parseFields(text, eol + 1, badRequest, true);
   } catch (e) {
-    if (e instanceof FrontError && e.message.includes("transfer-encoding")) {
+    if (e instanceof FrontError && e.message.includes("unsupported transfer-encoding")) {
       throw new FrontError(501, e.message);
     }
     throw e;
   }
   if (fields.ambiguous) throw badRequest("both content-length and transfer-encoding");
+  // RFC 9112 §6.1: HTTP/1.0 has no transfer codings; such framing is faulty.
+  if (http10 && fields.chunked) throw badRequest("transfer-encoding in an HTTP/1.0 request");
   let expectContinue = false;
+  let hosts = 0;
   for (const [k, v] of fields.headers) {
     if (k === "expect" && v.toLowerCase() === "100-continue") expectContinue = !http10;
+    else if (k === "host" && ++hosts > 1) throw badRequest("more than one host header");
   }
   return {
     method,
@@ -127,17 +134,11 @@ export class FieldMap implements HeaderMap {
 }
 
 /** What a request asks of its connection. */
-export interface BodySource {
-  /** The connection's buffer and the unread bytes in it. */
-  buf: Uint8Array;
-  start: number;
-  end: number;
+export interface BodySource extends ReadBuffer {
   /** Reads more into the buffer; false at end of stream. */
   fill(): Promise<boolean>;
   /** Writes bytes to the client (the 100 Continue). */
   write(b: Uint8Array): Promise<void>;
-  /** The body is read: watch the connection for the client leaving. */
-  bodyDone(): void;
   /** The front's address for building URLs ("127.0.0.1:30080"). */
   readonly authority: string;
   /** Largest body a `Request` for a non-inference handler may carry. */
@@ -170,7 +171,8 @@ export class FrontInbound implements Inbound {
   get url(): string {
     const t = this.head.target;
     if (!t.startsWith("/")) return t.includes("://") ? t : `http://${this.#src.authority}/`;
-    return `http://${this.headers.get("host") ?? this.#src.authority}${t}`;
+    const host = this.headers.get("host");
+    return `http://${host !== null && HOST.test(host) ? host : this.#src.authority}${t}`;
   }
 
   /** The body, read once; 413 over `max` bytes, 400 when the client's body breaks off. */
@@ -183,7 +185,6 @@ export class FrontInbound implements Inbound {
       if (this.head.expectContinue && s.end === s.start) await s.write(CONTINUE);
       const out = f.chunked ? await this.#chunked(max) : await this.#sized(f.length);
       this.consumed = true;
-      s.bodyDone();
       return out;
     } catch (e) {
       if (e instanceof GatewayError) throw e;
@@ -193,8 +194,13 @@ export class FrontInbound implements Inbound {
 
   async #sized(length: number): Promise<Uint8Array<ArrayBuffer>> {
     const s = this.#src;
-    while (s.end - s.start < length) {
-      if (!(await s.fill())) throw new Error("the client closed the connection");
+    s.want = length;
+    try {
+      while (s.end - s.start < length) {
+        if (!(await s.fill())) throw new Error("the client closed the connection");
+      }
+    } finally {
+      s.want = 0;
     }
     const out = s.buf.slice(s.start, s.start + length);
     s.start += length;

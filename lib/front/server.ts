@@ -24,7 +24,7 @@
 import { type ChunkSource, isChunkSource, type Reply } from "../core/http.ts";
 import { REASON_PHRASES } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import { headEnd, readSpace } from "../upstream/http1_parse.ts";
+import { headEnd, READ_BUFFER, readSpace } from "../upstream/http1_parse.ts";
 import { type BodySource, FrontError, FrontInbound, parseRequestHead } from "./request.ts";
 
 /** The gateway's entry, as the front calls it. */
@@ -56,7 +56,8 @@ export interface Front {
 }
 
 const encoder = new TextEncoder();
-const INITIAL_BUFFER = 16 * 1024;
+/** Unread bytes a connection reads ahead while its request is handled (then it is not watched). */
+const WATCH_AHEAD = 64 * 1024;
 const REASONS: Record<number, string> = {
   ...REASON_PHRASES,
   200: "OK",
@@ -235,7 +236,7 @@ class FrontServer {
 class Connection implements BodySource {
   readonly socket: Deno.TcpConn;
   readonly server: FrontServer;
-  buf = new Uint8Array(INITIAL_BUFFER);
+  buf = new Uint8Array(READ_BUFFER);
   start = 0;
   end = 0;
   /** Waiting for a request head (idle between requests). */
@@ -244,7 +245,11 @@ class Connection implements BodySource {
   closed = false;
   /** The client closed its side or the socket failed. */
   peerGone = false;
-  #pending: Promise<number | null> | null = null;
+  /** The read in flight; its completion appends to the buffer. */
+  #reading: Promise<void> | null = null;
+  /** Bytes read so far (tells `fill` whether its wait brought any). */
+  #received = 0;
+  /** The request being handled. */
   #current: FrontInbound | null = null;
 
   constructor(socket: Deno.TcpConn, server: FrontServer) {
@@ -268,50 +273,53 @@ class Connection implements BodySource {
     } catch { /* closed */ }
   }
 
-  /** Reads more into the buffer; false at end of stream (or when closed). */
+  /**
+   * Reads more into the buffer; false at end of stream (or when closed). It waits for the read
+   * already posted, if any: one read at a time, and only the read's completion moves `end`.
+   */
   async fill(): Promise<boolean> {
-    if (this.peerGone) return false;
-    let p = this.#pending;
-    if (p) this.#pending = null;
-    else p = this.socket.read(readSpace(this));
-    let n: number | null;
-    try {
-      n = await p;
-    } catch {
-      n = null;
-    }
-    if (n === null) {
-      this.peerGone = true;
-      return false;
-    }
+    if (this.peerGone || this.closed) return false;
+    const seen = this.#received;
+    await (this.#reading ??= this.#post());
+    return this.#received > seen;
+  }
+
+  /** Posts a read into the buffer (none may be pending: `readSpace` may move the bytes). */
+  #post(): Promise<void> {
+    return this.socket.read(readSpace(this)).then(this.#onRead, this.#onReadError);
+  }
+
+  /**
+   * A read came back. While a request is handled (`#current`), another is posted at once, up to
+   * `WATCH_AHEAD` unread bytes: the client leaving is then seen whatever it sent before (a
+   * pipelined request, a stray CRLF), and its request's `gone` fires.
+   */
+  readonly #onRead = (n: number | null): void => {
+    this.#reading = null;
+    if (n === null || this.closed) return this.#onReadError();
     this.end += n;
-    return true;
+    this.#received += n;
+    if (this.#current && this.end - this.start < WATCH_AHEAD) this.#reading = this.#post();
+  };
+
+  readonly #onReadError = (): void => {
+    this.#reading = null;
+    this.peerGone = true;
+    this.#current?.gone.cancel(new Error("the client closed the connection"));
+  };
+
+  /** Starts watching the connection for the client leaving while `inb` is handled. */
+  #watch(inb: FrontInbound): void {
+    this.#current = inb;
+    if (!this.#reading && !this.peerGone && this.end - this.start < WATCH_AHEAD) {
+      this.#reading = this.#post();
+    }
   }
 
   async write(b: Uint8Array): Promise<void> {
     let off = 0;
     while (off < b.length) off += await this.socket.write(off ? b.subarray(off) : b);
   }
-
-  /** The request's body is read: a read stays posted to see the client leave. */
-  bodyDone(): void {
-    // A full buffer (pipelined bytes) is not grown for a watch: the client is then not watched.
-    const full = this.end === this.buf.length && this.start !== this.end;
-    if (this.#pending || this.peerGone || full) return;
-    const p = this.#pending = this.socket.read(readSpace(this));
-    p.then(this.#onWatch, this.#onWatchError);
-  }
-
-  // Bytes that arrive meanwhile (a pipelined request) stay for the next `fill`, which takes
-  // the posted read; an end of stream or an error means the client left.
-  readonly #onWatch = (n: number | null): void => {
-    if (n === null) this.#onWatchError();
-  };
-
-  readonly #onWatchError = (): void => {
-    this.peerGone = true;
-    this.#current?.gone.cancel(new Error("the client closed the connection"));
-  };
 
   /** Serves requests until the connection closes. */
   async run(): Promise<void> {
@@ -339,16 +347,27 @@ class Connection implements BodySource {
     const max = this.server.maxHead;
     this.waiting = true;
     this.waitingSince = Date.now();
-    let he = headEnd(this.buf, this.start, this.end);
-    while (he < 0) {
-      if (this.end - this.start > max) throw new FrontError(431, "request head too large");
+    // Bytes already searched, relative to `start` (the buffer may move under a read).
+    let scanned = 0;
+    for (;;) {
+      // Empty lines before a request line are ignored (RFC 9112 §2.2).
+      while (
+        this.start < this.end && (this.buf[this.start] === 10 || this.buf[this.start] === 13)
+      ) {
+        this.start++;
+      }
+      const from = this.start + Math.max(0, scanned - 3);
+      const he = headEnd(this.buf, from, this.end);
+      if (he >= 0) {
+        if (he - this.start > max) throw new FrontError(431, "request head too large");
+        this.waiting = false;
+        return he;
+      }
+      scanned = this.end - this.start;
+      if (scanned > max) throw new FrontError(431, "request head too large");
       if (this.closed || (this.server.draining && this.end === this.start)) return -1;
       if (!(await this.fill())) return -1;
-      he = headEnd(this.buf, this.start, this.end);
     }
-    if (he - this.start > max) throw new FrontError(431, "request head too large");
-    this.waiting = false;
-    return he;
   }
 
   /**
@@ -360,8 +379,7 @@ class Connection implements BodySource {
     const head = parseRequestHead(this.buf, this.start, he);
     this.start = he;
     const inb = new FrontInbound(head, this);
-    this.#current = inb;
-    if (inb.consumed) this.bodyDone();
+    this.#watch(inb);
     const done = Promise.withResolvers<void>();
     let reply: Reply;
     try {
@@ -370,7 +388,10 @@ class Connection implements BodySource {
       s.opts.log.error("unhandled error in request handler", { err: e });
       reply = { status: 500, headers: [], body: null };
     }
-    const keep = head.keepAlive && inb.consumed && !s.draining && !this.peerGone;
+    // An HTTP/1.0 client learns where a streamed body ends only from the close.
+    const sized = reply.body === null || reply.body instanceof Uint8Array;
+    const keep = head.keepAlive && inb.consumed && !s.draining && !this.peerGone &&
+      (sized || !head.http10);
     try {
       await this.#send(reply, head.method === "HEAD", head.http10, keep);
     } finally {

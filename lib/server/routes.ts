@@ -8,6 +8,7 @@ import type { Clock } from "../core/clock.ts";
 import type { Endpoint } from "../core/types.ts";
 import type { CounterSeries, HistogramSeries } from "../metrics/fast.ts";
 import type { Metrics } from "../metrics/metrics.ts";
+import { errorReply, GatewayError } from "../core/errors.ts";
 import { type Inbound, type Reply, replyHeader } from "../core/http.ts";
 import type { RequestContext } from "../proxy/proxy.ts";
 import { fromResponse } from "./inbound.ts";
@@ -135,9 +136,13 @@ export function createEntry(d: EntryDeps): Entry {
       res = empty(401);
     } else {
       const rc = { requestId, completed, path };
-      res = route.inbound
-        ? await route.inbound(inb, rc)
-        : await fromResponse(await route.handler!(await inb.request(), rc));
+      if (route.inbound) res = await route.inbound(inb, rc);
+      else {
+        const req = await requestOf(inb);
+        res = req instanceof GatewayError
+          ? errorReply(req, requestId)
+          : await fromResponse(await route.handler!(req, rc));
+      }
     }
     if (!route?.stampsRequestId) stamp(res.headers, requestId);
     const s = seriesFor(method, template);
@@ -153,6 +158,16 @@ export function createEntry(d: EntryDeps): Entry {
     s.duration.observe((d.clock.now() - start) / 1000);
     return res;
   };
+}
+
+/** The fetch `Request` of `inb`, or the error its body came to (413 too large, 400 broken). */
+async function requestOf(inb: Inbound): Promise<Request | GatewayError> {
+  try {
+    return await inb.request();
+  } catch (e) {
+    if (e instanceof GatewayError) return e;
+    throw e;
+  }
 }
 
 /** Sets `x-request-id` on a reply, replacing a handler's own. */

@@ -5,7 +5,7 @@
  * (`ConnOwner`).
  */
 
-import { readSpace } from "./http1_parse.ts";
+import { READ_BUFFER, readSpace } from "./http1_parse.ts";
 import { type Cancel, type HeaderList, UpstreamError, type UpstreamRequest } from "./types.ts";
 
 /** What a connection asks of the client that owns its pool. */
@@ -21,7 +21,6 @@ export interface ConnOwner {
 }
 
 const encoder = new TextEncoder();
-const INITIAL_BUFFER = 16 * 1024;
 
 /** Where a worker is: connect options and the request line's prefix. */
 export interface Origin {
@@ -52,7 +51,7 @@ export function parseOrigin(base: string): Origin {
 export class Conn {
   readonly socket: Deno.Conn;
   readonly pool: Pool;
-  buf = new Uint8Array(INITIAL_BUFFER);
+  buf = new Uint8Array(READ_BUFFER);
   start = 0;
   end = 0;
   /** Response bytes received for the current request. */
@@ -129,7 +128,7 @@ export class Conn {
     this.idle = true;
     this.idleAt = now;
     this.start = this.end = 0;
-    if (this.buf.length > INITIAL_BUFFER) this.buf = new Uint8Array(INITIAL_BUFFER);
+    if (this.buf.length > READ_BUFFER) this.buf = new Uint8Array(READ_BUFFER);
     const p = this.#pending = this.socket.read(this.buf);
     p.then(this.#onIdleRead, this.#onIdleRead);
   }

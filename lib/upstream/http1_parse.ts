@@ -48,22 +48,35 @@ export interface ReadBuffer {
   buf: Uint8Array;
   start: number;
   end: number;
+  /** Bytes the reader waits to have from `start` (a sized body): the buffer grows to fit at once. */
+  want?: number;
 }
 
-/** Where the next read goes: after `end`, the buffer rewound when empty and given room when full. */
+/** Size of a fresh read buffer; an empty one larger than this is given back. */
+export const READ_BUFFER = 16 * 1024;
+
+/**
+ * Where the next read goes (no read may be pending): after `end`, the buffer rewound when empty
+ * (and shrunk back after a large body), given room when full.
+ */
 export function readSpace(b: ReadBuffer): Uint8Array {
-  if (b.start === b.end) b.start = b.end = 0;
-  else if (b.end === b.buf.length) makeRoom(b);
+  if (b.start === b.end) {
+    b.start = b.end = 0;
+    if (b.buf.length > READ_BUFFER && (b.want ?? 0) <= READ_BUFFER) {
+      b.buf = new Uint8Array(READ_BUFFER);
+    }
+  } else if (b.end === b.buf.length) makeRoom(b);
   return b.buf.subarray(b.end);
 }
 
-/** Makes room after `end`: the live bytes move to the front, or into a buffer twice the size. */
+/** Makes room after `end`: the live bytes move to the front, or into a bigger buffer. */
 function makeRoom(b: ReadBuffer): void {
   const used = b.end - b.start;
-  if (b.start > 0 && used < b.buf.length / 2) {
+  const want = Math.max(b.want ?? 0, used + 1);
+  if (b.start > 0 && used < b.buf.length / 2 && want <= b.buf.length) {
     b.buf.copyWithin(0, b.start, b.end);
   } else {
-    const bigger = new Uint8Array(b.buf.length * 2);
+    const bigger = new Uint8Array(Math.max(b.buf.length * 2, want));
     bigger.set(b.buf.subarray(b.start, b.end));
     b.buf = bigger;
   }
@@ -73,8 +86,20 @@ function makeRoom(b: ReadBuffer): void {
 
 /** RFC 9110 token characters (header names). */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9a-z]+$/;
-/** Characters a header value may not hold. */
+/** Characters a response header value may not hold. */
 const BAD_VALUE = /[\0\r\n]/;
+/** ... and a request's: no control characters but tab (RFC 9110 §5.5). */
+// deno-lint-ignore no-control-regex
+const STRICT_BAD_VALUE = /[\x00-\x08\x0a-\x1f\x7f]/;
+
+/** `s` without optional whitespace (spaces and tabs only, RFC 9110 §5.6.3) at either end. */
+function ows(s: string): string {
+  let a = 0;
+  let b = s.length;
+  while (a < b && (s.charCodeAt(a) === 32 || s.charCodeAt(a) === 9)) a++;
+  while (b > a && (s.charCodeAt(b - 1) === 32 || s.charCodeAt(b - 1) === 9)) b--;
+  return a === 0 && b === s.length ? s : s.slice(a, b);
+}
 
 /** A parsed response head. */
 export interface ResponseHead {
@@ -110,9 +135,17 @@ export interface Fields {
 
 /**
  * Parses the header lines of `text` from `pos` to the blank line; `fail` makes the error for a
- * malformed line. A transfer coding other than a final `chunked` is refused.
+ * malformed line. A transfer coding other than a final `chunked` is refused. `strict` (requests,
+ * where a lenient server could be smuggled past a proxy in front): no folded lines, no control
+ * characters in values.
  */
-export function parseFields(text: string, pos: number, fail: (msg: string) => Error): Fields {
+export function parseFields(
+  text: string,
+  pos: number,
+  fail: (msg: string) => Error,
+  strict = false,
+): Fields {
+  const bad = strict ? STRICT_BAD_VALUE : BAD_VALUE;
   const headers: HeaderList = [];
   let length = -1;
   let chunked = false;
@@ -125,10 +158,12 @@ export function parseFields(text: string, pos: number, fail: (msg: string) => Er
     if (end === pos) break; // the blank line
     const first = text.charCodeAt(pos);
     if (first === 32 || first === 9) {
-      // Obsolete line folding (RFC 9112 §5.2): joined to the previous value with a space.
+      // Obsolete line folding (RFC 9112 §5.2): a server refuses it; a response's is joined to
+      // the previous value with a space.
       const prev = headers[headers.length - 1];
+      if (strict) throw fail("obsolete line folding");
       if (!prev) throw fail("a folded line before any header");
-      prev[1] = `${prev[1]} ${text.slice(pos, end).trim()}`;
+      prev[1] = `${prev[1]} ${ows(text.slice(pos, end))}`;
       pos = eol + 1;
       continue;
     }
@@ -136,13 +171,13 @@ export function parseFields(text: string, pos: number, fail: (msg: string) => Er
     if (colon < 0 || colon > end) throw fail("a header line without a colon");
     const name = text.slice(pos, colon).toLowerCase();
     if (!TOKEN.test(name)) throw fail(`bad header name ${JSON.stringify(name.slice(0, 64))}`);
-    const value = text.slice(colon + 1, end).trim();
-    if (BAD_VALUE.test(value)) throw fail(`bad value of header ${name}`);
+    const value = ows(text.slice(colon + 1, end));
+    if (bad.test(value)) throw fail(`bad value of header ${name}`);
     headers.push([name, value]);
     if (name === "content-length") {
       // Repeated identical values ("5, 5") are allowed (RFC 9110 §8.6); anything else is not.
       for (const part of value.split(",")) {
-        const v = part.trim();
+        const v = ows(part);
         const n = /^\d{1,15}$/.test(v) ? Number(v) : NaN;
         if (Number.isNaN(n) || (length >= 0 && length !== n)) {
           throw fail(`bad content-length ${JSON.stringify(value)}`);
@@ -152,7 +187,7 @@ export function parseFields(text: string, pos: number, fail: (msg: string) => Er
       sized = true;
     } else if (name === "transfer-encoding") {
       const codings = value.toLowerCase().split(",");
-      chunked = codings[codings.length - 1].trim() === "chunked";
+      chunked = ows(codings[codings.length - 1]) === "chunked";
       if (!chunked) throw fail(`unsupported transfer-encoding ${JSON.stringify(value)}`);
     } else if (name === "connection") {
       const v = value.toLowerCase();
@@ -267,10 +302,12 @@ export class ChunkedDecoder {
             size = size * 16 + v;
             digits++;
           }
+          // hex digits, optional spaces, then `;` extensions or the line end.
+          while (i < eol && (buf[i] === 32 || buf[i] === 9)) i++;
           const next = buf[i];
           if (
             digits === 0 || digits > 13 ||
-            (i < eol && next !== 59 && next !== 32 && next !== 9 && next !== CR)
+            (i < eol && next !== 59 && !(next === CR && i === eol - 1))
           ) {
             throw protocol("bad chunk size");
           }

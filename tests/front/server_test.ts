@@ -154,6 +154,12 @@ Deno.test("front: malformed heads get 400, 431, 501 or 505 and the connection cl
     ["POST /x HTTP/1.1\r\ncontent-length: 3\r\ncontent-length: 4\r\n\r\n", 400],
     ["GET /x HTTP/1.1\r\nbad header\r\n\r\n", 400],
     ["GET /x HTTP/1.1\r\nx-big: " + "a".repeat(2000) + "\r\n\r\n", 431],
+    // Framing a proxy in front could read otherwise (request smuggling):
+    ["POST /x HTTP/1.1\r\ncontent-length: 2\r\n 0\r\n\r\nab", 400], // folded line
+    ["POST /x HTTP/1.1\r\ncontent-length: 2\x0b\r\n\r\nab", 400], // vertical tab
+    ["POST /x HTTP/1.1\r\ntransfer-encoding: \x0bchunked\r\n\r\n0\r\n\r\n", 400],
+    ["POST /x HTTP/1.0\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n", 400],
+    ["GET /x HTTP/1.1\r\nhost: a\r\nhost: b\r\n\r\n", 400],
   ];
   let calls = 0;
   await withFront(
@@ -171,6 +177,21 @@ Deno.test("front: malformed heads get 400, 431, 501 or 505 and the connection cl
     { maxHeadBytes: 1024 },
   );
   assert.equal(calls, 0, "the gateway never saw them");
+});
+
+Deno.test("front: a bad chunk-size line is a 400, and empty lines before a request are skipped", async () => {
+  await withFront(echo, async (_f, client) => {
+    const c = await client();
+    await c.send("\r\n\r\nGET /after-blank HTTP/1.1\r\nhost: gw\r\n\r\n");
+    assert.equal((await c.response()).body, "GET /after-blank ");
+    await c.send(post("/a", "1") + "\r\n");
+    assert.equal((await c.response()).body, "POST /a 1");
+    await c.send("GET /b HTTP/1.1\r\nhost: gw\r\n\r\n");
+    assert.equal((await c.response()).body, "GET /b ", "a stray CRLF after a body is not an error");
+    const d = await client();
+    await d.send("POST /x HTTP/1.1\r\ntransfer-encoding: chunked\r\n\r\n2 junk\r\nab\r\n0\r\n\r\n");
+    assert.equal((await d.response()).status, 500, "echo's body read failed (400 from bytes())");
+  });
 });
 
 Deno.test("front: HEAD gets the head without the body", async () => {
@@ -251,6 +272,23 @@ Deno.test("front: a source that knows its end gets the same framing, and is read
   });
 });
 
+Deno.test("front: a streamed reply to an HTTP/1.0 keep-alive client says close, and closes", async () => {
+  const replies = [["data: a\n\n"], []];
+  let n = 0;
+  const stream = () =>
+    Promise.resolve<Reply>({ status: 200, headers: [], body: source(replies[n++ % 2]) });
+  await withFront(stream, async (_f, client) => {
+    for (const expected of ["data: a\n\n", ""]) {
+      const c = await client();
+      await c.send("GET /s HTTP/1.0\r\nconnection: keep-alive\r\n\r\n");
+      const r = await c.response();
+      assert.equal(r.headers.get("connection"), "close");
+      assert.equal(r.body, expected);
+      assert.ok(c.eof);
+    }
+  });
+});
+
 Deno.test("front: a ReadableStream reply is relayed too", async () => {
   const reply = (): Promise<Reply> =>
     Promise.resolve({
@@ -327,6 +365,41 @@ Deno.test("front: a client that leaves while its request waits fires gone, and c
     c.close();
     await completed.promise;
     assert.equal(inb.gone.aborted, true);
+  });
+});
+
+Deno.test("front: a client that leaves before its body is read (queued) fires gone", async () => {
+  const seen = Promise.withResolvers<FrontInbound>();
+  const queued: FrontHandler = async (inb) => {
+    seen.resolve(inb);
+    await new Promise<void>((r) => inb.gone.on(r)); // an admission queue, say
+    return text("nobody reads this");
+  };
+  await withFront(queued, async (_f, client) => {
+    const c = await client();
+    await c.send(post("/queued", "{}"));
+    const inb = await seen.promise;
+    c.close();
+    await new Promise<void>((r) => inb.gone.on(r));
+    assert.equal(inb.consumed, false);
+  });
+});
+
+Deno.test("front: a client that sends more bytes, then leaves, is still seen leaving", async () => {
+  const seen = Promise.withResolvers<FrontInbound>();
+  const waiting: FrontHandler = async (inb) => {
+    await inb.bytes(100);
+    seen.resolve(inb);
+    await new Promise<void>((r) => inb.gone.on(r));
+    return text("nobody reads this");
+  };
+  await withFront(waiting, async (_f, client) => {
+    const c = await client();
+    await c.send(post("/wait", "{}"));
+    const inb = await seen.promise;
+    await c.send("\r\nGET /pipelined HTTP/1.1\r\nhost: gw\r\n\r\n");
+    c.close();
+    await new Promise<void>((r) => inb.gone.on(r));
   });
 });
 

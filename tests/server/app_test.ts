@@ -144,6 +144,15 @@ Deno.test("app: a body over --max-payload-size is refused with 413", async () =>
   }, { maxPayloadSize: 4096 });
 });
 
+Deno.test("app: a body over --max-payload-size on the worker API is a 413 too, not a 500", async () => {
+  await withFleet([new FakeWorker()], async (g) => {
+    const r = await post(g, "/workers", { url: "http://127.0.0.1:9", pad: "x".repeat(5000) });
+    assert.equal(r.status, 413);
+    assert.equal((await r.json()).error.code, "payload_too_large");
+    assert.ok(r.headers.get("x-request-id"));
+  }, { maxPayloadSize: 4096 });
+});
+
 Deno.test("app: with no worker at all, inference is 503 and readiness is 503", async () => {
   await withFleet([], async (g) => {
     const r = await post(g, "/v1/chat/completions", chat);
