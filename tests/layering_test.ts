@@ -16,9 +16,21 @@ const ALLOWED: Record<string, string[]> = {
   policies: ["core", "config", "policies"],
   workers: ["core", "config", "workers"],
   upstream: ["upstream"],
+  // The gateway-side tokenizer, cache and detokenizer: npm tokenizers and jinja over core.
+  tokenizer: ["core", "tokenizer"],
   // The own HTTP/1.1 front: the gateway's exchange types (core) and the HTTP/1.1 parser.
   front: ["core", "upstream", "front"],
-  proxy: ["core", "config", "metrics", "policies", "routing", "workers", "upstream", "proxy"],
+  proxy: [
+    "core",
+    "config",
+    "metrics",
+    "policies",
+    "routing",
+    "workers",
+    "upstream",
+    "tokenizer",
+    "proxy",
+  ],
   server: [
     "core",
     "config",
@@ -29,6 +41,7 @@ const ALLOWED: Record<string, string[]> = {
     "proxy",
     "upstream",
     "front",
+    "tokenizer",
     "mesh",
     "mesh/adapters",
     "discovery",

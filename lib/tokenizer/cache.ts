@@ -1,0 +1,160 @@
+/**
+ * A two-level tokenizer cache, so repeated conversation prefixes are not re-encoded (SMG's
+ * design: an exact-match level and a prefix level at special-token boundaries):
+ *
+ * - L0: the whole text → its ids, for the same prompt sent again (retries, identical requests);
+ *   least recently used entries go first.
+ * - L1: a prefix of the text that ends where an added token (`<|im_start|>`, ...) begins → the
+ *   ids of that prefix. Tokenizers split added tokens out before anything else, so the text on
+ *   either side of such a boundary is encoded independently and `ids(prefix) + ids(rest)` is
+ *   exactly `ids(text)`. A conversation's next turn repeats the previous prompt up to its last
+ *   boundary (the opening of the assistant turn), so only the new turn is encoded. Prefixes are
+ *   keyed by two 32-bit hashes and their length (one pass over the text); the last few boundaries
+ *   of every encoded text are stored, bounded in total tokens, least recently used first out.
+ *
+ * L1 is used only without added special tokens (chat prompts: the template writes them) and only
+ * when no added token strips whitespace to its left (which would make the split inexact).
+ */
+
+import type { GatewayTokenizer } from "./tokenizer.ts";
+
+/** What a cache needs of a tokenizer. */
+export type Encoder = Pick<
+  GatewayTokenizer,
+  "encode" | "addedTokens" | "addedTokensStripLeft"
+>;
+
+/** Sizes of the two levels. */
+export interface CacheOptions {
+  /** Whole texts kept (default 1,024). */
+  l0Entries?: number;
+  /** Tokens kept in prefix entries, all together (default 4 Mi). */
+  l1Tokens?: number;
+  /** Boundaries stored per encoded text, the last ones (default 4). */
+  boundariesPerText?: number;
+}
+
+/** Hit counters. */
+export interface CacheStats {
+  l0Hits: number;
+  l1Hits: number;
+  misses: number;
+  /** Tokens taken from L1 instead of encoded. */
+  tokensReused: number;
+}
+
+function escape(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+}
+
+/** Encodes through the two cache levels; results equal `encoder.encode`. */
+export class CachedEncoder {
+  readonly stats: CacheStats = { l0Hits: 0, l1Hits: 0, misses: 0, tokensReused: 0 };
+  readonly #enc: Encoder;
+  readonly #l0 = new Map<string, Uint32Array>();
+  readonly #l1 = new Map<string, Uint32Array>();
+  #l1Size = 0;
+  readonly #l0Max: number;
+  readonly #l1Max: number;
+  readonly #perText: number;
+  readonly #boundary: RegExp | null;
+
+  constructor(encoder: Encoder, o: CacheOptions = {}) {
+    this.#enc = encoder;
+    this.#l0Max = o.l0Entries ?? 1024;
+    this.#l1Max = o.l1Tokens ?? 4 * 1024 * 1024;
+    this.#perText = o.boundariesPerText ?? 4;
+    const added = encoder.addedTokens.filter((t) => t.length > 0);
+    this.#boundary = added.length > 0 && !encoder.addedTokensStripLeft
+      ? new RegExp(added.map(escape).join("|"), "g")
+      : null;
+  }
+
+  /** Token ids of `text` (see `GatewayTokenizer.encode`); do not modify the result. */
+  encode(text: string, addSpecial: boolean): number[] {
+    const key = addSpecial ? `1${text}` : `0${text}`;
+    const hit = this.#l0.get(key);
+    if (hit) {
+      this.#l0.delete(key);
+      this.#l0.set(key, hit);
+      this.stats.l0Hits++;
+      return Array.from(hit);
+    }
+    const ids = addSpecial || !this.#boundary ? this.#miss(text, addSpecial) : this.#byPrefix(text);
+    this.#l0.set(key, Uint32Array.from(ids));
+    if (this.#l0.size > this.#l0Max) this.#l0.delete(this.#l0.keys().next().value!);
+    return ids;
+  }
+
+  #miss(text: string, addSpecial: boolean): number[] {
+    this.stats.misses++;
+    return this.#enc.encode(text, addSpecial);
+  }
+
+  /** Through L1: the longest cached prefix at a boundary, then the rest segment by segment. */
+  #byPrefix(text: string): number[] {
+    const re = this.#boundary!;
+    const cuts: number[] = [];
+    re.lastIndex = 0;
+    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+      if (m.index > 0) cuts.push(m.index);
+    }
+    if (cuts.length === 0) return this.#miss(text, false);
+    const keys = prefixKeys(text, cuts);
+    let from = -1;
+    let ids: number[] = [];
+    for (let i = cuts.length - 1; i >= 0; i--) {
+      const hit = this.#l1.get(keys[i]);
+      if (hit) {
+        this.#l1.delete(keys[i]);
+        this.#l1.set(keys[i], hit);
+        ids = Array.from(hit);
+        from = i;
+        break;
+      }
+    }
+    if (from >= 0) {
+      this.stats.l1Hits++;
+      this.stats.tokensReused += ids.length;
+    } else this.stats.misses++;
+    const storeFrom = cuts.length - this.#perText;
+    let at = from >= 0 ? cuts[from] : 0;
+    for (let i = from + 1; i <= cuts.length; i++) {
+      const end = i < cuts.length ? cuts[i] : text.length;
+      const part = this.#enc.encode(text.slice(at, end), false);
+      for (const id of part) ids.push(id);
+      at = end;
+      if (i < cuts.length && i >= storeFrom) this.#store(keys[i], ids);
+    }
+    return ids;
+  }
+
+  #store(key: string, ids: number[]): void {
+    if (ids.length > this.#l1Max || this.#l1.has(key)) return;
+    this.#l1.set(key, Uint32Array.from(ids));
+    this.#l1Size += ids.length;
+    while (this.#l1Size > this.#l1Max) {
+      const [k, v] = this.#l1.entries().next().value!;
+      this.#l1.delete(k);
+      this.#l1Size -= v.length;
+    }
+  }
+}
+
+/** Keys of `text`'s prefixes ending at each cut: two FNV-style hashes and the length. */
+function prefixKeys(text: string, cuts: readonly number[]): string[] {
+  const keys: string[] = [];
+  let h1 = 0x811c9dc5;
+  let h2 = 0x9747b28c;
+  let c = 0;
+  for (let i = 0; i < text.length && c < cuts.length; i++) {
+    const ch = text.charCodeAt(i);
+    h1 = Math.imul(h1 ^ ch, 0x01000193);
+    h2 = Math.imul(h2 ^ ch, 0x5bd1e995) ^ (h2 >>> 15);
+    if (i + 1 === cuts[c]) {
+      keys.push(`${h1 >>> 0}:${h2 >>> 0}:${i + 1}`);
+      c++;
+    }
+  }
+  return keys;
+}
