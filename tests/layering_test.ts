@@ -18,6 +18,8 @@ const ALLOWED: Record<string, string[]> = {
   upstream: ["upstream"],
   // The gateway-side tokenizer, cache and detokenizer: npm tokenizers and jinja over core.
   tokenizer: ["core", "tokenizer"],
+  // sglang's scheduler service over gRPC: the proto codec and the client of one worker.
+  grpc: ["core", "grpc"],
   // The own HTTP/1.1 front: the gateway's exchange types (core) and the HTTP/1.1 parser.
   front: ["core", "upstream", "front"],
   proxy: [
@@ -29,6 +31,7 @@ const ALLOWED: Record<string, string[]> = {
     "workers",
     "upstream",
     "tokenizer",
+    "grpc",
     "proxy",
   ],
   server: [
@@ -42,12 +45,13 @@ const ALLOWED: Record<string, string[]> = {
     "upstream",
     "front",
     "tokenizer",
+    "grpc",
     "mesh",
     "mesh/adapters",
     "discovery",
     "server",
   ],
-  sim: ["core", "sim"],
+  sim: ["core", "grpc", "sim"],
   mesh: ["core", "config", "metrics", "mesh"],
   // Adapters bridge the mesh to workers and policies; only the composition root imports them.
   "mesh/adapters": ["core", "config", "metrics", "mesh", "workers", "policies", "mesh/adapters"],

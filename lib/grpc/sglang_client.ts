@@ -1,0 +1,281 @@
+/**
+ * A gRPC client of one sglang scheduler (a `grpc://` or `grpcs://` worker): one `@grpc/grpc-js`
+ * channel per worker, reused by every call, messages encoded and decoded by
+ * `sglang_proto.ts`. `generate` returns the server stream as a pull-based reader (the call is
+ * paused while nothing is read, so a slow client slows the worker's stream down, not the
+ * gateway's memory up); cancelling it cancels the call, which sglang's server turns into an
+ * abort. A failed call rejects with `GrpcCallError`, which keeps the gRPC status code.
+ */
+
+import { Buffer } from "node:buffer";
+import * as grpc from "@grpc/grpc-js";
+import type { Abortable } from "../core/http.ts";
+import {
+  type AckPb,
+  decode,
+  encode,
+  type GenerateRequestPb,
+  type GenerateResponsePb,
+  type HealthCheckResponsePb,
+  type LoadsPb,
+  METHODS,
+  type MethodSpec,
+  type ModelInfoPb,
+  type ServerInfoPb,
+  structToJson,
+} from "./sglang_proto.ts";
+
+/** A failed call, with its gRPC status. */
+export class GrpcCallError extends Error {
+  /** `grpc.status` code. */
+  readonly code: number;
+  constructor(code: number, message: string) {
+    super(message);
+    this.code = code;
+    this.name = "GrpcCallError";
+  }
+
+  /** The status name (`UNAVAILABLE`, ...). */
+  get statusName(): string {
+    return grpc.status[this.code] ?? String(this.code);
+  }
+}
+
+/** Whether a failed call may be retried on another worker (the worker, not the request, failed). */
+export function retryableStatus(code: number): boolean {
+  return code === grpc.status.UNAVAILABLE || code === grpc.status.DEADLINE_EXCEEDED ||
+    code === grpc.status.RESOURCE_EXHAUSTED || code === grpc.status.INTERNAL ||
+    code === grpc.status.UNKNOWN || code === grpc.status.ABORTED;
+}
+
+/** A `Generate` server stream, read one message at a time. */
+export interface GenerateStream {
+  /** The next message; null at the end; rejects with `GrpcCallError`. */
+  next(): Promise<GenerateResponsePb | null>;
+  /** Cancels the call (the worker aborts the request). */
+  cancel(): void;
+}
+
+const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
+const CHANNEL_OPTIONS: grpc.ChannelOptions = {
+  "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
+  "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
+  "grpc.enable_channelz": 0,
+  "grpc.initial_reconnect_backoff_ms": 200,
+  "grpc.max_reconnect_backoff_ms": 2000,
+  "grpc.keepalive_time_ms": 30_000,
+  "grpc.keepalive_timeout_ms": 10_000,
+  "grpc.enable_retries": 0,
+  "grpc.enable_http_proxy": 0,
+  "grpc.service_config_disable_resolution": 1,
+  // Own subchannels per channel: closing it really drops the connection and its reconnect timer.
+  "grpc.use_local_subchannel_pool": 1,
+};
+
+// grpc-js logs to the console unless told otherwise; its own variables still turn it back on.
+if (!Deno.env.get("GRPC_VERBOSITY") && !Deno.env.get("GRPC_NODE_VERBOSITY")) {
+  grpc.setLogVerbosity(grpc.logVerbosity.NONE);
+}
+
+const identity = (b: Buffer): Buffer => b;
+
+/** `host:port` and TLS of a `grpc://` or `grpcs://` URL. */
+export function grpcTarget(url: string): { address: string; tls: boolean } {
+  const u = new URL(url);
+  if (u.protocol !== "grpc:" && u.protocol !== "grpcs:") {
+    throw new Error(`not a gRPC worker URL: ${url}`);
+  }
+  const tls = u.protocol === "grpcs:";
+  return { address: `${u.hostname}:${u.port || (tls ? 443 : 80)}`, tls };
+}
+
+/** A client of one worker's scheduler service. */
+export class SglangClient {
+  readonly url: string;
+  readonly #client: grpc.Client;
+  #closed = false;
+
+  constructor(url: string, caCerts?: string[]) {
+    this.url = url;
+    const { address, tls } = grpcTarget(url);
+    const creds = tls
+      ? grpc.credentials.createSsl(caCerts?.length ? Buffer.from(caCerts.join("\n")) : null)
+      : grpc.credentials.createInsecure();
+    this.#client = new grpc.Client(address, creds, CHANNEL_OPTIONS);
+  }
+
+  /** Starts a generation; the stream's first message may already be an error. */
+  generate(req: GenerateRequestPb, cancel?: Abortable): GenerateStream {
+    const m = METHODS.generate;
+    const call = this.#client.makeServerStreamRequest<Buffer, Buffer>(
+      m.path,
+      identity,
+      identity,
+      encode(m.request, req),
+    );
+    return new ServerStream(call, m, cancel);
+  }
+
+  /** Asks the worker to abort `requestId`. */
+  async abort(requestId: string, reason: string, timeoutMs = 5000): Promise<AckPb> {
+    return await this.#unary<AckPb>(METHODS.abort, { request_id: requestId, reason }, timeoutMs);
+  }
+
+  /** The worker's health. */
+  async healthCheck(timeoutMs: number): Promise<HealthCheckResponsePb> {
+    return await this.#unary<HealthCheckResponsePb>(METHODS.healthCheck, {}, timeoutMs);
+  }
+
+  /** What model the worker serves. */
+  async modelInfo(timeoutMs: number): Promise<ModelInfoPb> {
+    return await this.#unary<ModelInfoPb>(METHODS.getModelInfo, {}, timeoutMs);
+  }
+
+  /** The worker's server info, `Struct`s as JSON. */
+  async serverInfo(timeoutMs: number): Promise<ServerInfoPb> {
+    const r = await this.#unary<ServerInfoPb>(METHODS.getServerInfo, {}, timeoutMs);
+    return {
+      ...r,
+      server_args: structToJson(r.server_args),
+      scheduler_info: structToJson(r.scheduler_info),
+    };
+  }
+
+  /** The worker's load snapshot per DP rank. */
+  async loads(timeoutMs: number): Promise<LoadsPb> {
+    return await this.#unary<LoadsPb>(METHODS.getLoads, { include: ["core", "queues"] }, timeoutMs);
+  }
+
+  /** Flushes the worker's KV cache. */
+  async flushCache(timeoutMs: number): Promise<AckPb> {
+    return await this.#unary<AckPb>(METHODS.flushCache, { timeout_s: 0 }, timeoutMs);
+  }
+
+  /** Closes the channel; resolves once it is closed. */
+  close(): Promise<void> {
+    if (this.#closed) return Promise.resolve();
+    this.#closed = true;
+    // grpc-js hands an IP target to the channel in a `setImmediate`; close after it ran.
+    return new Promise((resolve) =>
+      setImmediate(() => {
+        this.#client.close();
+        resolve();
+      })
+    );
+  }
+
+  #unary<T>(m: MethodSpec, req: object, timeoutMs: number): Promise<T> {
+    return new Promise((resolve, reject) => {
+      this.#client.makeUnaryRequest<Buffer, Buffer>(
+        m.path,
+        identity,
+        identity,
+        encode(m.request, req),
+        { deadline: Date.now() + timeoutMs },
+        (err, bytes) => {
+          if (err) {
+            return reject(
+              new GrpcCallError(err.code ?? grpc.status.UNKNOWN, err.details || err.message),
+            );
+          }
+          try {
+            resolve(decode<T>(m.response, bytes!));
+          } catch (e) {
+            reject(
+              new GrpcCallError(
+                grpc.status.INTERNAL,
+                `undecodable ${m.response.name}: ${(e as Error).message}`,
+              ),
+            );
+          }
+        },
+      );
+    });
+  }
+}
+
+/** High-water mark of decoded messages queued before the call is paused. */
+const QUEUE_MAX = 16;
+
+/** A server stream as a pull-based reader. */
+class ServerStream implements GenerateStream {
+  readonly #call: grpc.ClientReadableStream<Buffer>;
+  readonly #type: MethodSpec["response"];
+  readonly #queue: GenerateResponsePb[] = [];
+  #ended = false;
+  #error: GrpcCallError | null = null;
+  #waiter: PromiseWithResolvers<GenerateResponsePb | null> | null = null;
+  readonly #cancel?: Abortable;
+
+  constructor(call: grpc.ClientReadableStream<Buffer>, m: MethodSpec, cancel?: Abortable) {
+    this.#call = call;
+    this.#type = m.response;
+    this.#cancel = cancel;
+    call.on("data", (b: Buffer) => {
+      let msg: GenerateResponsePb;
+      try {
+        msg = decode<GenerateResponsePb>(this.#type, b);
+      } catch (e) {
+        this.#fail(
+          new GrpcCallError(
+            grpc.status.INTERNAL,
+            `undecodable GenerateResponse: ${(e as Error).message}`,
+          ),
+        );
+        call.cancel();
+        return;
+      }
+      const w = this.#waiter;
+      if (w) {
+        this.#waiter = null;
+        w.resolve(msg);
+      } else {
+        this.#queue.push(msg);
+        if (this.#queue.length >= QUEUE_MAX) call.pause();
+      }
+    });
+    call.on("error", (e: grpc.ServiceError) => {
+      this.#fail(new GrpcCallError(e.code ?? grpc.status.UNKNOWN, e.details || e.message));
+    });
+    call.on("end", () => {
+      this.#ended = true;
+      this.#settle();
+    });
+    if (cancel) cancel.on(this.cancel);
+  }
+
+  next(): Promise<GenerateResponsePb | null> {
+    const msg = this.#queue.shift();
+    if (msg) {
+      if (this.#queue.length < QUEUE_MAX / 2) this.#call.resume();
+      return Promise.resolve(msg);
+    }
+    if (this.#error) return Promise.reject(this.#error);
+    if (this.#ended) return Promise.resolve(null);
+    this.#call.resume();
+    this.#waiter = Promise.withResolvers();
+    return this.#waiter.promise;
+  }
+
+  readonly cancel = (): void => {
+    this.#cancel?.off(this.cancel);
+    if (this.#ended || this.#error) return;
+    this.#fail(new GrpcCallError(grpc.status.CANCELLED, "generation cancelled"));
+    this.#call.cancel();
+  };
+
+  #fail(e: GrpcCallError): void {
+    if (this.#error || this.#ended) return;
+    this.#error = e;
+    this.#settle();
+  }
+
+  #settle(): void {
+    this.#cancel?.off(this.cancel);
+    const w = this.#waiter;
+    if (!w || this.#queue.length > 0) return;
+    this.#waiter = null;
+    if (this.#error) w.reject(this.#error);
+    else w.resolve(null);
+  }
+}

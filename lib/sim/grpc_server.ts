@@ -1,0 +1,263 @@
+/**
+ * The simulated worker over sglang's scheduler gRPC service (`proto/sglang_scheduler.proto`),
+ * the same engine model as the HTTP server (`server.ts`): token ids in, token ids out, cached
+ * tokens counted by the engine's prefix cache, loads from its snapshot.
+ *
+ * `Generate` streams one `chunk` per generated token when the request asks for a stream, then a
+ * `complete` (finish reason and usage; all output ids when not streaming). A cancelled call, or
+ * `Abort` with the request id, aborts the engine request. Generated ids are the engine's output
+ * pieces re-encoded by `encodeOutput` when one is given (a real tokenizer, so the gateway decodes
+ * words), else the engine's own ids. `dieAfter` makes the worker fail its calls mid-stream with
+ * UNAVAILABLE, as a crashed scheduler does.
+ */
+
+import { Buffer } from "node:buffer";
+import * as grpc from "@grpc/grpc-js";
+import {
+  type AckPb,
+  decode,
+  encode,
+  type GenerateCompletePb,
+  type GenerateRequestPb,
+  jsonToStruct,
+  type LoadsPb,
+  METHODS,
+  type MethodSpec,
+  type ModelInfoPb,
+} from "../grpc/sglang_proto.ts";
+import type { SimEngine } from "./engine.ts";
+import { pieceOf, VOCAB_SIZE } from "./tokenizer.ts";
+import type { GenerateResult } from "./types.ts";
+
+/** Options of the simulated gRPC worker. */
+export interface SimGrpcOptions {
+  /** Served model id. */
+  model: string;
+  /** Output length when a request sets none. */
+  maxNewTokens: number;
+  /** Generated text as token ids of the gateway's tokenizer (default: the engine's ids). */
+  encodeOutput?: (text: string) => number[];
+  /** Vocabulary size and end-of-sequence ids advertised by `GetModelInfo`. */
+  vocabSize?: number;
+  eosTokenIds?: number[];
+  /** Fail calls with UNAVAILABLE after this many generations (0: never). */
+  dieAfter?: number;
+}
+
+const identity = (b: Buffer): Buffer => b;
+
+function definition(m: MethodSpec): grpc.MethodDefinition<Buffer, Buffer> {
+  return {
+    path: m.path,
+    requestStream: false,
+    responseStream: m.serverStream,
+    requestSerialize: identity,
+    requestDeserialize: identity,
+    responseSerialize: identity,
+    responseDeserialize: identity,
+  };
+}
+
+const SERVICE: grpc.ServiceDefinition = Object.fromEntries(
+  Object.values(METHODS).map((m) => [m.path.slice(m.path.lastIndexOf("/") + 1), definition(m)]),
+);
+
+/** The simulated scheduler service over one engine. */
+export class SimGrpcServer {
+  readonly #engine: SimEngine;
+  readonly #o: SimGrpcOptions;
+  readonly #server = new grpc.Server();
+  readonly #inflight = new Map<string, AbortController>();
+  readonly #pieces = new Map<number, number[]>();
+  #generated = 0;
+  #port = 0;
+
+  constructor(engine: SimEngine, opts: SimGrpcOptions) {
+    this.#engine = engine;
+    this.#o = opts;
+    this.#server.addService(SERVICE, {
+      Generate: (call: grpc.ServerWritableStream<Buffer, Buffer>) => this.#generate(call),
+      HealthCheck: this.#unary(METHODS.healthCheck, () => ({ healthy: true, message: "ok" })),
+      Abort: this.#unary(METHODS.abort, (r: { request_id: string }) => this.#abort(r.request_id)),
+      GetModelInfo: this.#unary(METHODS.getModelInfo, () => this.#modelInfo()),
+      GetServerInfo: this.#unary(METHODS.getServerInfo, () => this.#serverInfo()),
+      GetLoads: this.#unary(METHODS.getLoads, () => this.#loads()),
+      FlushCache: this.#unary(METHODS.flushCache, (): AckPb => {
+        const ok = this.#engine.flushCache();
+        return { success: ok, message: ok ? "Cache flushed." : "requests are running" };
+      }),
+    });
+  }
+
+  /** Binds `host:port` (0: any free port); resolves with the port. */
+  async serve(host: string, port: number): Promise<number> {
+    const h = host.includes(":") ? `[${host}]` : host;
+    this.#port = await new Promise<number>((resolve, reject) => {
+      this.#server.bindAsync(
+        `${h}:${port}`,
+        grpc.ServerCredentials.createInsecure(),
+        (e, p) => e ? reject(e) : resolve(p),
+      );
+    });
+    return this.#port;
+  }
+
+  /** The bound port. */
+  get port(): number {
+    return this.#port;
+  }
+
+  /** Aborts what runs and stops serving. */
+  async close(): Promise<void> {
+    for (const a of this.#inflight.values()) a.abort();
+    await new Promise<void>((resolve) => {
+      const force = setTimeout(() => (this.#server.forceShutdown(), resolve()), 1000);
+      this.#server.tryShutdown(() => (clearTimeout(force), resolve()));
+    });
+  }
+
+  #unary<Req, Res extends object>(m: MethodSpec, fn: (req: Req) => Res) {
+    return (call: grpc.ServerUnaryCall<Buffer, Buffer>, cb: grpc.sendUnaryData<Buffer>) => {
+      try {
+        cb(null, encode(m.response, fn(decode<Req>(m.request, call.request))));
+      } catch (e) {
+        cb({ code: grpc.status.INVALID_ARGUMENT, details: (e as Error).message });
+      }
+    };
+  }
+
+  /** Output ids for one engine token. */
+  #ids(engineId: number): number[] {
+    const enc = this.#o.encodeOutput;
+    if (!enc) return [engineId];
+    let ids = this.#pieces.get(engineId);
+    if (!ids) {
+      ids = enc(pieceOf(engineId));
+      this.#pieces.set(engineId, ids);
+    }
+    return ids;
+  }
+
+  async #generate(call: grpc.ServerWritableStream<Buffer, Buffer>): Promise<void> {
+    let req: GenerateRequestPb;
+    try {
+      req = decode<GenerateRequestPb>(METHODS.generate.request, call.request);
+    } catch (e) {
+      return fail(call, grpc.status.INVALID_ARGUMENT, (e as Error).message);
+    }
+    const tokens = req.tokenized?.input_ids ?? [];
+    if (tokens.length === 0) {
+      return fail(call, grpc.status.INVALID_ARGUMENT, "no input_ids");
+    }
+    const o = this.#o;
+    const dying = (o.dieAfter ?? 0) > 0 && ++this.#generated > o.dieAfter!;
+    const abort = new AbortController();
+    const id = req.request_id || `sim-${this.#generated}`;
+    this.#inflight.set(id, abort);
+    call.on("cancelled", () => abort.abort());
+    const out: number[] = [];
+    const max = req.sampling_params?.max_new_tokens ?? o.maxNewTokens;
+    const rType = METHODS.generate.response;
+    let r: GenerateResult;
+    try {
+      r = await this.#engine.submit(
+        { tokens, maxNewTokens: max, signal: abort.signal },
+        (tok, i) => {
+          const ids = this.#ids(tok);
+          for (const x of ids) out.push(x);
+          if (dying && i >= 1) abort.abort();
+          if (!req.stream || abort.signal.aborted) return;
+          call.write(encode(rType, {
+            request_id: id,
+            chunk: {
+              token_ids: ids,
+              prompt_tokens: tokens.length,
+              completion_tokens: out.length,
+              cached_tokens: 0,
+            },
+          }));
+        },
+      );
+    } catch (e) {
+      this.#inflight.delete(id);
+      return fail(call, grpc.status.INVALID_ARGUMENT, (e as Error).message);
+    }
+    this.#inflight.delete(id);
+    if (call.cancelled) return;
+    if (dying) return fail(call, grpc.status.UNAVAILABLE, "scheduler died");
+    const complete: GenerateCompletePb = {
+      output_ids: req.stream ? [] : out,
+      finish_reason: r.finishReason,
+      prompt_tokens: r.promptTokens,
+      completion_tokens: out.length,
+      cached_tokens: r.cachedTokens,
+      reasoning_tokens: 0,
+      index: 0,
+    };
+    call.write(encode(rType, { request_id: id, complete }));
+    call.end();
+  }
+
+  #abort(id: string): AckPb {
+    const a = this.#inflight.get(id);
+    a?.abort();
+    return { success: a !== undefined, message: a ? "aborted" : "no such request" };
+  }
+
+  #modelInfo(): Partial<ModelInfoPb> {
+    return {
+      model_path: this.#o.model,
+      tokenizer_path: this.#o.model,
+      is_generation: true,
+      served_model_name: this.#o.model,
+      max_context_length: 32768,
+      max_req_input_len: 32768,
+      vocab_size: this.#o.vocabSize ?? VOCAB_SIZE,
+      eos_token_ids: this.#o.eosTokenIds ?? [],
+      model_type: "sim",
+    };
+  }
+
+  #serverInfo(): object {
+    const s = this.#engine.stats();
+    return {
+      server_args: jsonToStruct({
+        model_path: this.#o.model,
+        served_model_name: this.#o.model,
+        max_running_requests: s.maxRunning,
+      }),
+      active_requests: s.running + s.waiting,
+      sglang_version: "smg-sim",
+      server_type: "grpc",
+      max_total_num_tokens: s.maxTokens,
+    };
+  }
+
+  #loads(): Partial<LoadsPb> {
+    const s = this.#engine.stats();
+    return {
+      timestamp: new Date().toISOString(),
+      version: "smg-sim",
+      dp_rank_count: 1,
+      loads: [{
+        dp_rank: 0,
+        num_running_reqs: s.running,
+        num_waiting_reqs: s.waiting,
+        num_total_reqs: s.running + s.waiting,
+        num_used_tokens: s.usedTokens,
+        max_total_num_tokens: s.maxTokens,
+        token_usage: s.tokenUsage,
+        gen_throughput: s.genThroughput,
+        cache_hit_rate: s.cacheHitRate,
+        utilization: s.tokenUsage,
+        max_running_requests: s.maxRunning,
+        num_waiting_uncached_tokens: s.waitingUncachedTokens,
+      }],
+    };
+  }
+}
+
+/** Ends a server stream with a gRPC error status. */
+function fail(call: grpc.ServerWritableStream<Buffer, Buffer>, code: grpc.status, details: string) {
+  call.emit("error", { code, details, metadata: new grpc.Metadata() });
+}

@@ -1,0 +1,37 @@
+/**
+ * A gRPC worker nobody listens for: every call fails with a retryable status, soon.
+ *
+ * Without Deno's op and resource sanitizers, on purpose (as `tests/mesh/transport/
+ * grpc_unreachable_test.ts`): when grpc-js 1.14 fails to connect, its subchannel keeps a
+ * reconnect-backoff timer (unref'd, bounded) that no public call cancels, and the sanitizers
+ * would blame it on whichever test runs next; a module of its own gets its own isolate.
+ */
+
+import assert from "node:assert/strict";
+import { GrpcCallError, retryableStatus, SglangClient } from "../../lib/grpc/sglang_client.ts";
+
+Deno.test({
+  name: "grpc: an unreachable worker fails health and generation with a retryable status",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async () => {
+    const nowhere = new SglangClient("grpc://127.0.0.1:1");
+    try {
+      await assert.rejects(nowhere.healthCheck(2000), (e: unknown) => {
+        assert.ok(e instanceof GrpcCallError);
+        assert.ok(retryableStatus(e.code), e.statusName);
+        return true;
+      });
+      const s = nowhere.generate({
+        request_id: "r",
+        tokenized: { original_text: "", input_ids: [1, 2, 3] },
+      } as never);
+      await assert.rejects(
+        s.next(),
+        (e: unknown) => e instanceof GrpcCallError && retryableStatus(e.code),
+      );
+    } finally {
+      await nowhere.close();
+    }
+  },
+});
