@@ -58,7 +58,17 @@ const ALLOWED: Record<string, string[]> = {
   // Kubernetes discovery: pods to workers; only the composition root imports it.
   discovery: ["core", "config", "workers", "discovery"],
   serve: ["core", "config", "sim", "serve"],
-  commands: ["core", "config", "policies", "server", "serve", "sim", "commands"],
+  commands: [
+    "core",
+    "config",
+    "policies",
+    "server",
+    "serve",
+    "sim",
+    "tokenizer",
+    "grpc",
+    "commands",
+  ],
 };
 
 Deno.test("layering: every lib/ import points down", async () => {

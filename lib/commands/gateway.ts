@@ -28,7 +28,19 @@ export async function gatewayCommand(args: string[]): Promise<number> {
     json: config.logJson,
     filter: Deno.env.get("RUST_LOG") ?? Deno.env.get("SMG_LOG"),
   });
-  const gateway = new Gateway({ config, log });
+  const path = config.tokenizerPath ?? config.modelPath;
+  const grpc = path === null ? undefined : await grpcSupport(path);
+  const gateway = new Gateway({ config, log, grpc });
   await serveGateway(gateway, log).finished;
   return 0;
+}
+
+/**
+ * The tokenizer at `path` and the gRPC client factory, imported here only (grpc-js and the
+ * tokenizers add start-up time that an HTTP-only gateway should not pay).
+ */
+async function grpcSupport(path: string) {
+  const { loadTokenizer } = await import("../tokenizer/tokenizer.ts");
+  const { SglangClient } = await import("../grpc/sglang_client.ts");
+  return { tokenizer: await loadTokenizer(path), client: (url: string) => new SglangClient(url) };
 }

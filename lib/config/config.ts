@@ -271,6 +271,10 @@ export interface GatewayConfig {
   upstreamPoolIdleTimeoutSecs: number;
   /** What serves the main port (`--http-server`): the own HTTP/1.1 front, or `Deno.serve`. */
   httpServer: "own" | "deno";
+  /** Model directory (`--model-path`): its tokenizer when `--tokenizer-path` is not given. */
+  modelPath: string | null;
+  /** Tokenizer directory or `tokenizer.json` (`--tokenizer-path`). */
+  tokenizerPath: string | null;
   /** Seconds in-flight requests get after SIGTERM (`--shutdown-grace-period-secs`, 180). */
   shutdownGracePeriodSecs: number;
   /** Log level (`--log-level`, info). */
@@ -355,6 +359,8 @@ export function defaultConfig(): GatewayConfig {
     maxPayloadSize: 536870912,
     upstreamPoolIdleTimeoutSecs: 3,
     httpServer: "own",
+    modelPath: null,
+    tokenizerPath: null,
     shutdownGracePeriodSecs: 180,
     logLevel: "info",
     logJson: false,

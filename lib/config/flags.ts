@@ -99,6 +99,18 @@ export const FLAGS: FlagSpec[] = [
     shown: (d) => d.upstreamPoolIdleTimeoutSecs,
   },
   {
+    name: "model-path",
+    kind: "string",
+    help: "model directory; its tokenizer serves grpc:// workers (the gateway tokenizes)",
+    apply: (c, v) => (c.modelPath = v),
+  },
+  {
+    name: "tokenizer-path",
+    kind: "string",
+    help: "tokenizer directory or tokenizer.json (default: --model-path)",
+    apply: (c, v) => (c.tokenizerPath = v),
+  },
+  {
     name: "http-server",
     kind: { choices: ["own", "deno"] },
     help: "main port server: own (HTTP/1.1, cheapest) or deno (Deno.serve, also h2c)",

@@ -9,9 +9,17 @@ import type { GatewayConfig } from "./config.ts";
 import { validateMesh } from "./validate_mesh.ts";
 import { validateDiscovery } from "./validate_discovery.ts";
 
-const WORKER_SCHEMES = new Set(["http:", "https:"]);
+const WORKER_SCHEMES = new Set(["http:", "https:", "grpc:", "grpcs:"]);
 
-/** Checks a worker URL (http(s) with a host) and returns its canonical form, no trailing slash. */
+/** Whether a (normalized) worker URL is a gRPC worker's. */
+export function isGrpcUrl(url: string): boolean {
+  return url.startsWith("grpc://") || url.startsWith("grpcs://");
+}
+
+/**
+ * Checks a worker URL (http(s) or grpc(s) with a host) and returns its canonical form, no
+ * trailing slash. A gRPC worker has a port and no path.
+ */
 export function normalizeWorkerUrl(raw: string, flag = "--worker-urls"): string {
   let u: URL;
   try {
@@ -19,17 +27,14 @@ export function normalizeWorkerUrl(raw: string, flag = "--worker-urls"): string 
   } catch {
     throw badValue(flag, raw, "expected an absolute URL such as http://127.0.0.1:8000");
   }
-  if (u.protocol === "grpc:" || u.protocol === "grpcs:") {
-    throw badValue(
-      flag,
-      raw,
-      "gRPC workers are not supported by this build yet; use http:// or https://",
-    );
-  }
   if (!WORKER_SCHEMES.has(u.protocol) || !u.hostname) {
-    throw badValue(flag, raw, "expected an http:// or https:// URL with a host");
+    throw badValue(flag, raw, "expected an http://, https://, grpc:// or grpcs:// URL with a host");
   }
   if (u.search || u.hash) throw badValue(flag, raw, "a worker URL has no query or fragment");
+  const grpc = u.protocol === "grpc:" || u.protocol === "grpcs:";
+  if (grpc && (!u.port || u.pathname.replace(/\/+$/, "") !== "")) {
+    throw badValue(flag, raw, "a gRPC worker URL is grpc://host:port, with no path");
+  }
   // Scheme and host are case-insensitive and a default port is implied: one worker, one URL.
   return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, "")}`;
 }
@@ -49,6 +54,14 @@ export function validateConfig(c: GatewayConfig): void {
   for (const u of c.workerUrls) {
     if (seen.has(u)) throw badValue("--worker-urls", u, "each worker URL may appear once");
     seen.add(u);
+  }
+  const grpcUrl = c.workerUrls.find(isGrpcUrl);
+  if (grpcUrl && c.tokenizerPath === null && c.modelPath === null) {
+    throw badValue(
+      "--worker-urls",
+      grpcUrl,
+      "gRPC workers take token ids: give --model-path or --tokenizer-path",
+    );
   }
   if (c.apiKey !== null && c.apiKey.trim() === "") {
     throw badValue("--api-key", c.apiKey, "must not be empty");

@@ -72,25 +72,30 @@ export class Calls {
     s.cbFailures.set(worker.breaker.consecutiveFailures);
   }
 
-  /** Sends `body` to `worker`: its response head, or what the failure came to. */
-  async send(
-    c: CallContext,
-    worker: Worker,
-    body: Uint8Array<ArrayBuffer>,
-  ): Promise<Sent | AttemptResult> {
+  /** Counts a request in flight on `worker` (and its sticky key); the release is idempotent. */
+  hold(c: CallContext, worker: Worker): () => void {
     const ws = this.#pm.worker(worker);
     worker.inFlight++;
     worker.requestsTotal++;
     ws.active.set(worker.inFlight);
     const releaseKey = c.rr.stickyKey === null ? null : worker.holdKey(c.rr.stickyKey);
     let held = true;
-    const release = () => {
+    return () => {
       if (!held) return;
       held = false;
       worker.inFlight--;
       releaseKey?.();
       ws.active.set(worker.inFlight);
     };
+  }
+
+  /** Sends `body` to `worker`: its response head, or what the failure came to. */
+  async send(
+    c: CallContext,
+    worker: Worker,
+    body: Uint8Array<ArrayBuffer>,
+  ): Promise<Sent | AttemptResult> {
+    const release = this.hold(c, worker);
     try {
       const res = await this.#d.upstream.send({
         base: worker.url,
@@ -109,13 +114,20 @@ export class Calls {
   }
 
   /** A transport failure on `worker`: 499 if the client left, 504 past the deadline, else retryable 502. */
-  failure(c: CallContext, worker: Worker, e: unknown, what: string): AttemptResult {
+  failure(
+    c: CallContext,
+    worker: Worker,
+    e: unknown,
+    what: string,
+    connection: "http" | "grpc" = "http",
+  ): AttemptResult {
     if (c.inb.gone.aborted) return { kind: "response", reply: clientClosed() };
     const d = this.#d;
     this.record(worker, "failure");
     const late = c.timedOut();
-    d.metrics.workerErrors.with(worker.type, "http", late ? "timeout" : "transport").inc();
-    d.metrics.upstreamResponses.with("http", late ? "504" : "502", "call_upstream_failed").inc();
+    d.metrics.workerErrors.with(worker.type, connection, late ? "timeout" : "transport").inc();
+    d.metrics.upstreamResponses.with(connection, late ? "504" : "502", "call_upstream_failed")
+      .inc();
     if (late) {
       return {
         kind: "failure",

@@ -20,7 +20,9 @@ import type { Endpoint, RouteRequest } from "../core/types.ts";
 import { Cancel } from "../upstream/types.ts";
 import type { Worker } from "../workers/worker.ts";
 import { extractRouteRequest } from "../routing/route_request.ts";
+import { isGrpcUrl } from "../config/validate.ts";
 import { Calls } from "./attempt.ts";
+import { GrpcCalls } from "./grpc_attempt.ts";
 import { runAttempts } from "./attempts.ts";
 import { parseJson } from "./body.ts";
 import { type DeadlineEntry, Deadlines } from "./deadlines.ts";
@@ -46,10 +48,13 @@ class RegularPlan implements AttemptPlan<readonly Worker[], Worker> {
   readonly #env: SelectEnv;
   readonly #calls: Calls;
 
+  readonly #grpc: GrpcCalls | null;
+
   constructor(d: ProxyDeps, env: SelectEnv, calls: Calls) {
     this.#d = d;
     this.#env = env;
     this.#calls = calls;
+    this.#grpc = d.grpc ? new GrpcCalls(d, calls, d.grpc) : null;
   }
 
   candidates(c: CallContext): readonly Worker[] {
@@ -73,6 +78,7 @@ class RegularPlan implements AttemptPlan<readonly Worker[], Worker> {
   }
 
   async run(c: CallContext, worker: Worker): Promise<AttemptResult> {
+    if (this.#grpc && isGrpcUrl(worker.url)) return await this.#grpc.run(c, worker);
     const sent = await this.#calls.send(c, worker, c.bytes);
     return sent.kind === "sent" ? await this.#calls.respond(c, worker, sent) : sent;
   }

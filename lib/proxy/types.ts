@@ -16,6 +16,7 @@ import type { Cancel, HeaderList, Upstream, UpstreamResponse } from "../upstream
 import type { Worker } from "../workers/worker.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { Admission } from "./admission.ts";
+import type { GrpcBackend } from "./grpc_attempt.ts";
 import type { Holds, RouteSeries } from "./proxy_metrics.ts";
 
 /** Which policy routes a model. */
@@ -54,6 +55,8 @@ export interface ProxyDeps {
   admission: Admission;
   /** PD mode: the leg policies; absent for regular routing. */
   pd?: PdPolicies;
+  /** gRPC workers' clients and the gateway's tokenizer (`--model-path`); absent without one. */
+  grpc?: GrpcBackend;
 }
 
 /** Per-request context from the server. */

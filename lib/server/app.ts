@@ -32,6 +32,10 @@ import { RequestInbound, toResponse } from "./inbound.ts";
 import * as workersApi from "./workers_api.ts";
 import { createMesh, type Mesh, meshStatus } from "./mesh_setup.ts";
 import { createDiscovery, type Discovery } from "./discovery_setup.ts";
+import { type GrpcClientFactory, GrpcWorkers } from "./grpc_workers.ts";
+import type { GrpcBackend } from "../proxy/grpc_attempt.ts";
+import { CachedEncoder } from "../tokenizer/cache.ts";
+import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
 
 /** What a gateway is built from; everything but `config` and `log` has a production default. */
 export interface GatewayOptions {
@@ -50,6 +54,11 @@ export interface GatewayOptions {
   clock?: Clock;
   /** Randomness (default: seeded from `--random-seed` or the OS). */
   random?: Random;
+  /**
+   * gRPC workers: the tokenizer of `--model-path` / `--tokenizer-path`, loaded, and the client
+   * factory (both imported only when one is given, as grpc-js and the tokenizers cost at start).
+   */
+  grpc?: { tokenizer: GatewayTokenizer; client: GrpcClientFactory };
 }
 
 /**
@@ -108,7 +117,10 @@ export class Gateway {
     const clock = this.#clock = opts.clock ?? systemClock;
     const random = opts.random ??
       (config.randomSeed === null ? osRandom() : seededRandom(config.randomSeed));
-    const fetchFn = opts.fetch ?? workerFetch(config);
+    const httpFetch = opts.fetch ?? workerFetch(config);
+    const grpcWorkers = new GrpcWorkers(httpFetch, opts.grpc?.client ?? null);
+    // Control paths (health, models, loads, info, flush) reach gRPC workers through their RPCs.
+    const fetchFn = grpcWorkers.controlFetch;
     const metrics = this.metrics;
     const resends = metrics.upstreamSendRetries.with();
     const upstream = opts.upstream ??
@@ -118,7 +130,8 @@ export class Gateway {
       }));
     this.#closeClient = () => {
       upstream.close();
-      (fetchFn as { close?: () => void }).close?.();
+      (httpFetch as { close?: () => void }).close?.();
+      void grpcWorkers.close();
     };
     const registry = this.registry;
 
@@ -163,6 +176,7 @@ export class Gateway {
       log: log.child({ module: "workers" }),
       onAdded: () => this.checker.poke(),
       onRemoved: (w) => {
+        grpcWorkers.forget(w.url);
         policies.workerRemoved(w.id);
         metrics.workerActive.with(w.url).set(0);
       },
@@ -229,6 +243,7 @@ export class Gateway {
       upstream,
       admission: new Admission(config.admission, metrics),
       pd,
+      grpc: opts.grpc ? grpcBackend(grpcWorkers, opts.grpc.tokenizer) : undefined,
     });
     const infoDeps: info.InfoApiDeps = {
       registry,
@@ -238,7 +253,12 @@ export class Gateway {
       timeoutMs: config.health.timeoutSecs * 1000,
       clock,
     };
-    const wDeps: workersApi.WorkersApiDeps = { registry, manager: this.manager, clock };
+    const wDeps: workersApi.WorkersApiDeps = {
+      registry,
+      manager: this.manager,
+      clock,
+      grpc: opts.grpc !== undefined,
+    };
     const idOf = (path: string) => decodeURIComponent(path.slice("/workers/".length));
     const okBody = new TextEncoder().encode("OK");
     const ok = (): Promise<Reply> =>
@@ -435,5 +455,20 @@ export class Gateway {
     return new Response(await this.renderMetrics(), {
       headers: { "content-type": this.metrics.registry.contentType },
     });
+  };
+}
+
+/** The proxy's view of gRPC workers: their clients, and the tokenizer behind a two-level cache. */
+function grpcBackend(workers: GrpcWorkers, tok: GatewayTokenizer): GrpcBackend {
+  const cache = new CachedEncoder(tok);
+  return {
+    client: (url) => workers.client(url),
+    tokenizer: {
+      encode: (text, addSpecial) => cache.encode(text, addSpecial),
+      applyChatTemplate: (messages, o) => tok.applyChatTemplate(messages, o),
+      decode: (ids, skipSpecial) => tok.decode(ids, skipSpecial),
+      hasChatTemplate: tok.hasChatTemplate,
+      maxLength: tok.maxLength,
+    },
   };
 }

@@ -4,6 +4,7 @@
  * accepted changes, a `job_status` while a new worker is still pending).
  */
 
+import { isGrpcUrl } from "../config/validate.ts";
 import type { Clock } from "../core/clock.ts";
 import { flatErrorResponse, GatewayError } from "../core/errors.ts";
 import { parseWorkerSpec, type WorkerManager } from "../workers/manager.ts";
@@ -20,6 +21,8 @@ export interface WorkersApiDeps {
   manager: WorkerManager;
   /** Clock for breaker states in the output. */
   clock: Clock;
+  /** Whether `grpc://` workers can be served (the gateway has a tokenizer). */
+  grpc: boolean;
 }
 
 function info(w: Worker, now: number): Record<string, unknown> {
@@ -65,7 +68,15 @@ export async function createWorker(d: WorkersApiDeps, req: Request): Promise<Res
     );
   }
   try {
-    const w = d.manager.add(parseWorkerSpec(body));
+    const spec = parseWorkerSpec(body);
+    if (!d.grpc && isGrpcUrl(spec.url)) {
+      return flatErrorResponse(
+        400,
+        "BAD_REQUEST",
+        "gRPC workers take token ids: start the gateway with --model-path or --tokenizer-path",
+      );
+    }
+    const w = d.manager.add(spec);
     const location = `/workers/${w.id}`;
     return Response.json({
       status: "accepted",

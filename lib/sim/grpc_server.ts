@@ -42,6 +42,8 @@ export interface SimGrpcOptions {
   eosTokenIds?: number[];
   /** Fail calls with UNAVAILABLE after this many generations (0: never). */
   dieAfter?: number;
+  /** Answer every `Generate` with UNAVAILABLE at once (health still passes). */
+  failGenerate?: boolean;
 }
 
 const identity = (b: Buffer): Buffer => b;
@@ -150,6 +152,7 @@ export class SimGrpcServer {
       return fail(call, grpc.status.INVALID_ARGUMENT, "no input_ids");
     }
     const o = this.#o;
+    if (o.failGenerate) return fail(call, grpc.status.UNAVAILABLE, "scheduler unavailable");
     const dying = (o.dieAfter ?? 0) > 0 && ++this.#generated > o.dieAfter!;
     const abort = new AbortController();
     const id = req.request_id || `sim-${this.#generated}`;
@@ -158,15 +161,22 @@ export class SimGrpcServer {
     const out: number[] = [];
     const max = req.sampling_params?.max_new_tokens ?? o.maxNewTokens;
     const rType = METHODS.generate.response;
+    let full = max === 0;
     let r: GenerateResult;
     try {
       r = await this.#engine.submit(
         { tokens, maxNewTokens: max, signal: abort.signal },
         (tok, i) => {
-          const ids = this.#ids(tok);
+          if (full) return;
+          // One engine token may be several ids of the real tokenizer: count ids, as an engine does.
+          const ids = this.#ids(tok).slice(0, max - out.length);
           for (const x of ids) out.push(x);
+          if (out.length >= max) {
+            full = true;
+            abort.abort();
+          }
           if (dying && i >= 1) abort.abort();
-          if (!req.stream || abort.signal.aborted) return;
+          if (!req.stream || ids.length === 0 || (abort.signal.aborted && !full)) return;
           call.write(encode(rType, {
             request_id: id,
             chunk: {
@@ -187,7 +197,7 @@ export class SimGrpcServer {
     if (dying) return fail(call, grpc.status.UNAVAILABLE, "scheduler died");
     const complete: GenerateCompletePb = {
       output_ids: req.stream ? [] : out,
-      finish_reason: r.finishReason,
+      finish_reason: full ? "length" : r.finishReason,
       prompt_tokens: r.promptTokens,
       completion_tokens: out.length,
       cached_tokens: r.cachedTokens,

@@ -133,21 +133,27 @@ Deno.test("validateConfig: duplicate worker URLs are rejected, trailing slash or
   );
 });
 
-Deno.test("validateConfig: grpc:// workers are refused with a clear message", () => {
+Deno.test("validateConfig: grpc:// workers need a tokenizer, and take host:port only", () => {
   for (const url of ["grpc://a:9000", "grpcs://a:9000"]) {
     invalid(
       (c) => (c.workerUrls = [url]),
-      /^--worker-urls: invalid value 'grpcs?:\/\/a:9000'; gRPC workers are not supported/,
+      /^--worker-urls: invalid value 'grpcs?:\/\/a:9000'; gRPC workers take token ids: give --model-path or --tokenizer-path/,
       url,
     );
+    const c = { ...defaultConfig(), workerUrls: [url], modelPath: "/models/qwen3" };
+    validateConfig(c);
+    assert.deepEqual(c.workerUrls, [url]);
+  }
+  for (const url of ["grpc://a", "grpc://a:9000/v1"]) {
+    assert.throws(() => normalizeWorkerUrl(url), /grpc:\/\/host:port, with no path/);
   }
 });
 
-Deno.test("normalizeWorkerUrl: only absolute http(s) URLs without query or fragment", () => {
+Deno.test("normalizeWorkerUrl: only absolute http(s) or grpc(s) URLs without query or fragment", () => {
   const bad: [string, RegExp][] = [
-    ["ftp://a", /http:\/\/ or https:\/\//],
-    ["ws://a:1", /http:\/\/ or https:\/\//],
-    ["a:8000", /http:\/\/ or https:\/\//],
+    ["ftp://a", /http:\/\/, https:\/\/, grpc:\/\/ or grpcs:\/\//],
+    ["ws://a:1", /http:\/\/, https:\/\/, grpc:\/\/ or grpcs:\/\//],
+    ["a:8000", /http:\/\/, https:\/\/, grpc:\/\/ or grpcs:\/\//],
     ["127.0.0.1:8000", /absolute URL/],
     ["not a url", /absolute URL/],
     ["http://a:1/?x=1", /no query or fragment/],

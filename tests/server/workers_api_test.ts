@@ -20,7 +20,7 @@ const UNKNOWN_ID = "0badc0de-0000-4000-8000-000000000000";
 function setup() {
   const clock = new ManualClock(0);
   const { registry, manager } = workerSetup(clock);
-  const deps: WorkersApiDeps = { registry, manager, clock };
+  const deps: WorkersApiDeps = { registry, manager, clock, grpc: false };
   return { deps, registry, manager };
 }
 

@@ -1,0 +1,359 @@
+/**
+ * One attempt on a gRPC worker (sglang's scheduler service), inside the same attempt loop,
+ * breaker, metrics and deadlines as HTTP workers: the request prepared once (`grpc_request.ts`:
+ * chat template, token ids, sampling), `Generate` called, and its first message awaited before
+ * anything reaches the client, so a worker that fails before it is retried elsewhere. A status
+ * is mapped to its HTTP equivalent and judged as an HTTP worker's would be (`UNAVAILABLE` and a
+ * stream that ends without an answer count as transport failures).
+ *
+ * Not streamed: the whole generation is read (a failure mid-way is still retryable: the client
+ * has seen nothing), decoded, stop strings applied, and answered as JSON. Streamed: an SSE body
+ * that decodes ids as they arrive (`IncrementalDecoder`: characters split across tokens are held
+ * back), finds stop strings across chunks (`StopMatcher`; the worker's request is then aborted),
+ * and ends with the finish reason, usage when asked and `[DONE]`; a worker that breaks mid-stream
+ * ends it with an SSE `error` event. A client that leaves cancels the call and sends `Abort`.
+ */
+
+import { GatewayError } from "../core/errors.ts";
+import type { ChunkSource } from "../core/http.ts";
+import type { GenerateStream } from "../grpc/sglang_client.ts";
+import type { GenerateRequestPb, GenerateResponsePb } from "../grpc/sglang_proto.ts";
+import { IncrementalDecoder, StopMatcher } from "../tokenizer/detokenize.ts";
+import type { Decoder } from "../tokenizer/detokenize.ts";
+import type { Cancel } from "../upstream/types.ts";
+import { classifyStatus } from "../workers/circuit_breaker.ts";
+import type { Worker } from "../workers/worker.ts";
+import type { Calls } from "./attempt.ts";
+import { type GrpcInput, grpcInput, type PromptTokenizer } from "./grpc_request.ts";
+import { completeJson, type Shape, SseShaper, type Usage } from "./grpc_response.ts";
+import { sseErrorEvent } from "./relay.ts";
+import { isRetryableStatus } from "./retry.ts";
+import type { AttemptResult, CallContext, ProxyDeps } from "./types.ts";
+
+/** A gRPC worker's client, as an attempt uses it. */
+export interface GenerateClient {
+  generate(req: GenerateRequestPb, cancel?: Cancel): GenerateStream;
+  abort(requestId: string, reason: string): Promise<unknown>;
+}
+
+/** What gRPC attempts are built from. */
+export interface GrpcBackend {
+  /** The client of a worker URL. */
+  client(url: string): GenerateClient;
+  /** The gateway's tokenizer (cached encode, template, decode). */
+  tokenizer: PromptTokenizer & Decoder;
+}
+
+/** gRPC status codes the mapping needs (`@grpc/grpc-js`'s `status`). */
+const S = {
+  CANCELLED: 1,
+  UNKNOWN: 2,
+  INVALID_ARGUMENT: 3,
+  DEADLINE_EXCEEDED: 4,
+  NOT_FOUND: 5,
+  RESOURCE_EXHAUSTED: 8,
+  FAILED_PRECONDITION: 9,
+  ABORTED: 10,
+  OUT_OF_RANGE: 11,
+  UNIMPLEMENTED: 12,
+  INTERNAL: 13,
+  UNAVAILABLE: 14,
+};
+
+/** The HTTP status a worker's gRPC status stands for. */
+function httpStatusOf(code: number): number {
+  switch (code) {
+    case S.INVALID_ARGUMENT:
+    case S.OUT_OF_RANGE:
+    case S.FAILED_PRECONDITION:
+      return 400;
+    case S.NOT_FOUND:
+      return 404;
+    case S.RESOURCE_EXHAUSTED:
+      return 429;
+    case S.UNIMPLEMENTED:
+      return 501;
+    case S.DEADLINE_EXCEEDED:
+      return 504;
+    case S.UNAVAILABLE:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+const JSON_TYPE = "application/json";
+const encoder = new TextEncoder();
+let attemptSeq = 0;
+
+/** Runs attempts on gRPC workers. */
+export class GrpcCalls {
+  readonly #d: ProxyDeps;
+  readonly #calls: Calls;
+  readonly #g: GrpcBackend;
+  readonly #inputs = new WeakMap<CallContext, GrpcInput>();
+
+  constructor(d: ProxyDeps, calls: Calls, backend: GrpcBackend) {
+    this.#d = d;
+    this.#calls = calls;
+    this.#g = backend;
+  }
+
+  /** The request prepared for gRPC workers (once per request; 400 on bad input). */
+  #input(c: CallContext): GrpcInput {
+    let input = this.#inputs.get(c);
+    if (!input) {
+      const body = c.body as Record<string, unknown>;
+      input = grpcInput(c.rr.endpoint, body, this.#g.tokenizer, c.rr.model ?? "default");
+      this.#inputs.set(c, input);
+    }
+    return input;
+  }
+
+  /** One attempt on `worker`. */
+  async run(c: CallContext, worker: Worker): Promise<AttemptResult> {
+    const input = this.#input(c);
+    const rid = `${c.ctx.requestId}-${++attemptSeq}`;
+    const req: GenerateRequestPb = {
+      request_id: rid,
+      tokenized: { original_text: input.text, input_ids: input.ids },
+      sampling_params: input.sampling,
+      return_logprob: false,
+      logprob_start_len: -1,
+      top_logprobs_num: 0,
+      lora_id: "",
+      data_parallel_rank: 0,
+      stream: input.stream,
+      require_reasoning: false,
+    };
+    const release = this.#calls.hold(c, worker);
+    const client = this.#g.client(worker.url);
+    const stream = client.generate(req, c.cancel);
+    let first: GenerateResponsePb | null;
+    try {
+      first = await stream.next();
+      if (first === null) throw new Error("the worker ended the call without an answer");
+    } catch (e) {
+      release();
+      return this.#failure(c, worker, e);
+    }
+    this.#d.metrics.upstreamResponses.with("grpc", "200", "").inc();
+    const shape: Shape = {
+      endpoint: input.endpoint,
+      id: c.ctx.requestId,
+      model: input.model,
+      created: Math.floor(Date.now() / 1000),
+    };
+    const headers: [string, string][] = [
+      ["x-request-id", c.ctx.requestId],
+      ["x-smg-routed-worker-id", worker.id],
+    ];
+    if (!input.stream) {
+      return await this.#whole(c, worker, input, stream, first, shape, headers, release);
+    }
+    const outcome = classifyStatus(200);
+    const body = new GrpcSse(this.#g.tokenizer, input, shape, stream, first, (err) => {
+      if (c.timedOut()) return;
+      this.#calls.record(worker, "failure");
+      this.#d.log.warn("worker stream broke; client got an error event", {
+        request_id: c.ctx.requestId,
+        worker: worker.url,
+        err,
+      });
+    }, () => void client.abort(rid, "client gone").catch(() => {}));
+    headers.push(["content-type", "text/event-stream"], ["cache-control", "no-cache"]);
+    c.holds.add(release);
+    this.#calls.record(worker, outcome);
+    c.series.ttft.observe((this.#d.clock.now() - c.start) / 1000);
+    return { kind: "response", reply: { status: 200, headers, body } };
+  }
+
+  /** Reads a non-streamed generation to its end and answers it as JSON. */
+  async #whole(
+    c: CallContext,
+    worker: Worker,
+    input: GrpcInput,
+    stream: GenerateStream,
+    first: GenerateResponsePb,
+    shape: Shape,
+    headers: [string, string][],
+    release: () => void,
+  ): Promise<AttemptResult> {
+    const ids: number[] = [];
+    let m: GenerateResponsePb | null = first;
+    try {
+      while (m && m.response !== "complete") {
+        if (m.chunk) { for (const id of m.chunk.token_ids) ids.push(id); }
+        m = await stream.next();
+      }
+      if (!m?.complete) throw new Error("the worker ended the call without completing");
+    } catch (e) {
+      release();
+      return this.#failure(c, worker, e);
+    } finally {
+      stream.cancel();
+    }
+    release();
+    const done = m.complete!;
+    const out = done.output_ids.length > 0 ? done.output_ids : ids;
+    let text = this.#g.tokenizer.decode(out, input.skipSpecial);
+    let finish = done.finish_reason || "stop";
+    let matched: string | number | null = done.matched_stop_str ?? done.matched_token_id ?? null;
+    const stop = new StopMatcher(input.stops, input.noStopTrim).push(text);
+    if (stop.stopped !== null) {
+      text = stop.text;
+      finish = "stop";
+      matched = stop.stopped;
+    }
+    const usage: Usage = {
+      prompt: done.prompt_tokens || input.ids.length,
+      completion: done.completion_tokens || out.length,
+      cached: done.cached_tokens,
+    };
+    this.#calls.record(worker, classifyStatus(200));
+    headers.push(["content-type", JSON_TYPE]);
+    const json = completeJson(shape, text, out, finish, matched, usage);
+    return {
+      kind: "response",
+      reply: { status: 200, headers, body: encoder.encode(JSON.stringify(json)) },
+    };
+  }
+
+  /** What a failed call comes to: the HTTP path's judgement of the equivalent status. */
+  #failure(c: CallContext, worker: Worker, e: unknown): AttemptResult {
+    const code = (e as { code?: number })?.code;
+    if (code === undefined || code === S.UNAVAILABLE || code === S.CANCELLED || c.cancel.aborted) {
+      return this.#calls.failure(c, worker, e, "unreachable", "grpc");
+    }
+    const status = httpStatusOf(code);
+    this.#d.metrics.upstreamResponses.with("grpc", String(status), "").inc();
+    this.#calls.record(worker, classifyStatus(status));
+    if (status >= 500) this.#d.metrics.workerErrors.with(worker.type, "grpc", "status").inc();
+    const msg = `worker ${worker.url} answered ${(e as Error).message}`;
+    const type = status < 500 ? "invalid_request_error" : undefined;
+    const error = new GatewayError(status, status < 500 ? "invalid_request" : "worker_error", msg, {
+      type,
+    });
+    return { kind: "failure", worker, failure: { retryable: isRetryableStatus(status), error } };
+  }
+}
+
+/** The SSE body of a streamed gRPC generation (see the module comment). */
+class GrpcSse implements ChunkSource {
+  readonly #in: GrpcInput;
+  readonly #stream: GenerateStream;
+  readonly #dec: IncrementalDecoder;
+  readonly #stop: StopMatcher;
+  readonly #shape: SseShaper;
+  readonly #onBreak: (err: unknown) => void;
+  readonly #onCancel: () => void;
+  #pending: GenerateResponsePb | null;
+  #ended = false;
+  #usage: Usage;
+
+  constructor(
+    tok: Decoder,
+    input: GrpcInput,
+    shape: Shape,
+    stream: GenerateStream,
+    first: GenerateResponsePb,
+    onBreak: (err: unknown) => void,
+    onCancel: () => void,
+  ) {
+    this.#in = input;
+    this.#stream = stream;
+    this.#dec = new IncrementalDecoder(tok, input.skipSpecial);
+    this.#stop = new StopMatcher(input.stops, input.noStopTrim);
+    this.#shape = new SseShaper(shape);
+    this.#pending = first;
+    this.#onBreak = onBreak;
+    this.#onCancel = onCancel;
+    this.#usage = { prompt: input.ids.length, completion: 0, cached: 0 };
+  }
+
+  async read(): Promise<Uint8Array | null> {
+    while (!this.#ended) {
+      let m: GenerateResponsePb | null;
+      try {
+        m = this.#pending ?? await this.#stream.next();
+      } catch (err) {
+        return this.#broken(err);
+      }
+      this.#pending = null;
+      if (m === null) {
+        return this.#broken(new Error("the worker ended the stream without completing"));
+      }
+      if (m.chunk) {
+        const ch = m.chunk;
+        this.#usage = {
+          prompt: ch.prompt_tokens || this.#usage.prompt,
+          completion: ch.completion_tokens,
+          cached: ch.cached_tokens,
+        };
+        const step = this.#stop.push(this.#dec.push(ch.token_ids));
+        if (step.stopped !== null) {
+          this.#stream.cancel();
+          return this.#finish(step.text, ch.token_ids, "stop", step.stopped);
+        }
+        const frame = this.#shape.delta(step.text, ch.token_ids, this.#usage);
+        if (frame) return frame;
+        continue;
+      }
+      if (m.complete) {
+        const done = m.complete;
+        this.#usage = {
+          prompt: done.prompt_tokens || this.#usage.prompt,
+          completion: done.completion_tokens || this.#usage.completion,
+          cached: done.cached_tokens,
+        };
+        const late = done.output_ids.length > 0 && this.#dec.ids.length === 0
+          ? done.output_ids
+          : [];
+        const step = this.#stop.push(this.#dec.push(late) + this.#dec.flush());
+        const tail = step.stopped === null ? step.text + this.#stop.flush() : step.text;
+        const matched = step.stopped ?? done.matched_stop_str ?? done.matched_token_id ?? null;
+        return this.#finish(
+          tail,
+          late,
+          step.stopped ? "stop" : done.finish_reason || "stop",
+          matched,
+        );
+      }
+    }
+    return null;
+  }
+
+  #finish(
+    text: string,
+    ids: readonly number[],
+    finish: string,
+    matched: string | number | null,
+  ): Uint8Array {
+    this.#ended = true;
+    const delta = this.#shape.delta(text, ids, this.#usage);
+    const end = this.#shape.end(finish, matched, this.#usage, this.#in.includeUsage);
+    if (!delta) return end;
+    const out = new Uint8Array(delta.length + end.length);
+    out.set(delta);
+    out.set(end, delta.length);
+    return out;
+  }
+
+  #broken(err: unknown): Uint8Array {
+    this.#ended = true;
+    this.#onBreak(err);
+    const msg = `worker stream broke: ${(err as Error)?.message ?? String(err)}`;
+    return sseErrorEvent(msg, "upstream_stream_error", false);
+  }
+
+  get done(): boolean {
+    return this.#ended;
+  }
+
+  cancel(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#stream.cancel();
+    this.#onCancel();
+  }
+}

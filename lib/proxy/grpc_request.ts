@@ -1,0 +1,215 @@
+/**
+ * An OpenAI (or sglang `/generate`) request as a gRPC worker takes it: the prompt as token ids
+ * (chat: the model's chat template, then ids; completions and `/generate`: the text, or the ids
+ * given), and sampling parameters with sglang's semantic defaults rather than proto3 zeros
+ * (temperature 1, top_p 1, top_k -1, min_p 0, repetition_penalty 1, ...), including the extra
+ * fields sglang accepts in OpenAI bodies (`top_k`, `min_p`, `repetition_penalty`,
+ * `stop_token_ids`, `min_tokens`, `ignore_eos`, `no_stop_trim`, `regex`, `ebnf`, ...).
+ * Bad input is a 400 naming the field; a prompt longer than the model's context a 400 too.
+ */
+
+import { GatewayError, invalidRequest } from "../core/errors.ts";
+import type { Endpoint } from "../core/types.ts";
+import type { SamplingParamsPb } from "../grpc/sglang_proto.ts";
+import type { TemplateMessage } from "../tokenizer/tokenizer.ts";
+
+type Obj = Record<string, unknown>;
+
+/** What preparing a request needs of the tokenizer. */
+export interface PromptTokenizer {
+  /** Token ids (cached). */
+  encode(text: string, addSpecial: boolean): number[];
+  /** The chat prompt of `messages`. */
+  applyChatTemplate(
+    messages: readonly TemplateMessage[],
+    o: { tools?: unknown; kwargs?: Record<string, unknown>; addGenerationPrompt?: boolean },
+  ): string;
+  /** Whether there is a chat template. */
+  readonly hasChatTemplate: boolean;
+  /** The model's context length, when known. */
+  readonly maxLength: number | null;
+}
+
+/** A request ready for `Generate`, and how its answer is shaped. */
+export interface GrpcInput {
+  /** Prompt token ids. */
+  ids: number[];
+  /** The prompt text, when there was one. */
+  text: string;
+  /** Sampling parameters, every field set. */
+  sampling: SamplingParamsPb;
+  /** Stop strings the gateway matches in the decoded text. */
+  stops: string[];
+  /** `no_stop_trim`: the stop string stays in the output. */
+  noStopTrim: boolean;
+  /** Skip special tokens when decoding. */
+  skipSpecial: boolean;
+  /** Which API answers. */
+  endpoint: Endpoint;
+  /** Model name answered. */
+  model: string;
+  /** `stream_options.include_usage`. */
+  includeUsage: boolean;
+  /** Whether the client streams. */
+  stream: boolean;
+}
+
+const isObj = (v: unknown): v is Obj => typeof v === "object" && v !== null && !Array.isArray(v);
+
+function num(o: Obj, key: string, fallback: number, param = key): number {
+  const v = o[key];
+  if (v === undefined || v === null) return fallback;
+  if (typeof v !== "number" || !Number.isFinite(v)) {
+    throw invalidRequest(`${param} must be a number`, param);
+  }
+  return v;
+}
+
+function int(o: Obj, key: string, param = key): number | undefined {
+  const v = o[key];
+  if (v === undefined || v === null) return undefined;
+  if (!Number.isInteger(v) || (v as number) < 0) {
+    throw invalidRequest(`${param} must be a non-negative integer`, param);
+  }
+  return v as number;
+}
+
+function bool(o: Obj, key: string, fallback: boolean): boolean {
+  const v = o[key];
+  if (v === undefined || v === null) return fallback;
+  if (typeof v !== "boolean") throw invalidRequest(`${key} must be a boolean`, key);
+  return v;
+}
+
+function stops(v: unknown, param: string): string[] {
+  if (v === undefined || v === null) return [];
+  if (typeof v === "string") return [v];
+  if (Array.isArray(v) && v.every((s) => typeof s === "string")) return v as string[];
+  throw invalidRequest(`${param} must be a string or a list of strings`, param);
+}
+
+function ids(v: unknown, param: string): number[] {
+  if (v === undefined || v === null) return [];
+  if (Array.isArray(v) && v.every((t) => Number.isInteger(t) && t >= 0)) return v as number[];
+  throw invalidRequest(`${param} must be a list of token ids`, param);
+}
+
+/** Sampling parameters from `o` (OpenAI names, or sglang's under `/generate`). */
+export function samplingParams(o: Obj, maxTokens: number | undefined): SamplingParamsPb {
+  const s: SamplingParamsPb = {
+    temperature: num(o, "temperature", 1),
+    top_p: num(o, "top_p", 1),
+    top_k: num(o, "top_k", -1),
+    min_p: num(o, "min_p", 0),
+    frequency_penalty: num(o, "frequency_penalty", 0),
+    presence_penalty: num(o, "presence_penalty", 0),
+    repetition_penalty: num(o, "repetition_penalty", 1),
+    stop: stops(o.stop, "stop"),
+    stop_token_ids: ids(o.stop_token_ids, "stop_token_ids"),
+    skip_special_tokens: bool(o, "skip_special_tokens", true),
+    spaces_between_special_tokens: bool(o, "spaces_between_special_tokens", true),
+    n: 1,
+    min_new_tokens: int(o, "min_tokens") ?? int(o, "min_new_tokens") ?? 0,
+    ignore_eos: bool(o, "ignore_eos", false),
+    no_stop_trim: bool(o, "no_stop_trim", false),
+    logit_bias: {},
+  };
+  if (maxTokens !== undefined) s.max_new_tokens = maxTokens;
+  const n = int(o, "n");
+  if (n !== undefined && n !== 1) throw invalidRequest("only n = 1 is served to gRPC workers", "n");
+  if (typeof o.regex === "string") s.regex = o.regex;
+  else if (typeof o.ebnf === "string") s.ebnf_grammar = o.ebnf;
+  else if (o.json_schema !== undefined) s.json_schema = JSON.stringify(o.json_schema);
+  const rf = o.response_format;
+  if (isObj(rf) && rf.type === "json_schema" && isObj(rf.json_schema)) {
+    s.json_schema = JSON.stringify(rf.json_schema.schema ?? {});
+  }
+  if (isObj(o.logit_bias)) {
+    for (const [k, v] of Object.entries(o.logit_bias)) {
+      if (typeof v === "number") s.logit_bias[k] = v;
+    }
+  }
+  return s;
+}
+
+/** The text of a chat message's content (a string, or text parts). */
+function contentText(content: unknown): unknown {
+  if (!Array.isArray(content)) return content;
+  return content.map((p) => (isObj(p) && typeof p.text === "string" ? p.text : "")).join("");
+}
+
+/** Prepares `body` (validated by route extraction) for a gRPC worker. */
+export function grpcInput(
+  endpoint: Endpoint,
+  body: Obj,
+  tok: PromptTokenizer,
+  fallbackModel: string,
+): GrpcInput {
+  let text = "";
+  let promptIds: number[];
+  let sampling: SamplingParamsPb;
+  if (endpoint === "chat") {
+    if (!tok.hasChatTemplate) {
+      throw new GatewayError(400, "invalid_request", "the model's tokenizer has no chat template", {
+        type: "invalid_request_error",
+      });
+    }
+    const messages = (body.messages as Obj[]).map((m) => ({
+      ...m,
+      content: contentText(m.content),
+    }));
+    const kwargs = isObj(body.chat_template_kwargs) ? body.chat_template_kwargs : undefined;
+    text = tok.applyChatTemplate(messages as TemplateMessage[], { tools: body.tools, kwargs });
+    promptIds = tok.encode(text, false);
+    sampling = samplingParams(body, int(body, "max_completion_tokens") ?? int(body, "max_tokens"));
+  } else if (endpoint === "completions") {
+    const p = body.prompt;
+    if (typeof p === "string") {
+      text = p;
+      promptIds = tok.encode(p, true);
+    } else if (Array.isArray(p) && p.length > 0 && p.every((t) => Number.isInteger(t))) {
+      promptIds = p as number[];
+    } else {
+      throw invalidRequest(
+        "prompt must be a string or a list of token ids for gRPC workers",
+        "prompt",
+      );
+    }
+    sampling = samplingParams(body, int(body, "max_tokens"));
+  } else if (endpoint === "generate") {
+    if (Array.isArray(body.input_ids)) promptIds = ids(body.input_ids, "input_ids");
+    else if (typeof body.text === "string") {
+      text = body.text;
+      promptIds = tok.encode(text, true);
+    } else throw invalidRequest("text or input_ids is required", "text");
+    const sp = isObj(body.sampling_params) ? body.sampling_params : {};
+    sampling = samplingParams(sp, int(sp, "max_new_tokens", "sampling_params.max_new_tokens"));
+  } else {
+    throw new GatewayError(400, "invalid_request", `${endpoint} is not served by gRPC workers`, {
+      type: "invalid_request_error",
+    });
+  }
+  if (promptIds.length === 0) throw invalidRequest("the prompt has no tokens", "prompt");
+  const max = tok.maxLength;
+  if (max !== null && promptIds.length + (sampling.max_new_tokens ?? 0) > max) {
+    throw invalidRequest(
+      `the prompt (${promptIds.length} tokens) and max tokens (${
+        sampling.max_new_tokens ?? 0
+      }) exceed the model's context of ${max} tokens`,
+      endpoint === "chat" ? "messages" : "prompt",
+    );
+  }
+  const so = body.stream_options;
+  return {
+    ids: promptIds,
+    text,
+    sampling,
+    stops: sampling.stop,
+    noStopTrim: sampling.no_stop_trim,
+    skipSpecial: sampling.skip_special_tokens,
+    endpoint,
+    model: typeof body.model === "string" ? body.model : fallbackModel,
+    includeUsage: isObj(so) && so.include_usage === true,
+    stream: body.stream === true,
+  };
+}
