@@ -231,6 +231,10 @@ function validatePd(c: GatewayConfig): void {
   pd.prefill = pd.prefill.map((p) => ({ ...p, url: normalizeWorkerUrl(p.url, "--prefill") }));
   pd.decode = pd.decode.map((u) => normalizeWorkerUrl(u, "--decode"));
   const all = [...pd.prefill.map((p) => p.url), ...pd.decode];
+  const grpcLeg = all.find(isGrpcUrl);
+  if (grpcLeg) {
+    throw badValue("--prefill/--decode", grpcLeg, "PD over gRPC workers is not supported yet");
+  }
   if (new Set(all).size !== all.length) {
     throw badValue("--prefill/--decode", all.join(" "), "each worker URL may appear once");
   }

@@ -101,7 +101,7 @@ export class GrpcCalls {
 
   /** The request prepared for gRPC workers (once per request; 400 on bad input). */
   #input(c: CallContext): GrpcInput {
-    let input = this.#inputs.get(c);
+    let input = c.grpc ?? this.#inputs.get(c);
     if (!input) {
       const body = c.body as Record<string, unknown>;
       input = grpcInput(c.rr.endpoint, body, this.#g.tokenizer, c.rr.model ?? "default");

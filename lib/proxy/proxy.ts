@@ -23,6 +23,7 @@ import { extractRouteRequest } from "../routing/route_request.ts";
 import { isGrpcUrl } from "../config/validate.ts";
 import { Calls } from "./attempt.ts";
 import { GrpcCalls } from "./grpc_attempt.ts";
+import { type GrpcInput, grpcInput } from "./grpc_request.ts";
 import { runAttempts } from "./attempts.ts";
 import { parseJson } from "./body.ts";
 import { type DeadlineEntry, Deadlines } from "./deadlines.ts";
@@ -128,14 +129,22 @@ export class InferenceProxy {
       holds.add(slot instanceof Promise ? await slot : slot);
       const bytes = await inb.bytes(d.config.maxPayloadSize);
       const body = parseJson(bytes);
-      const rr = extractRouteRequest(endpoint, body, inb.headers, {
+      let rr = extractRouteRequest(endpoint, body, inb.headers, {
         routingKeyHeaders: d.config.routingKeyHeaders,
         routingKeyOverride: d.config.routingKeyOverride,
       });
+      // A model served by gRPC workers is tokenized now, so policies route on its exact tokens.
+      let grpc: GrpcInput | null = null;
+      if (d.grpc && this.#servesGrpc(rr.model)) {
+        const obj = body as Record<string, unknown>;
+        grpc = grpcInput(endpoint, obj, d.grpc.tokenizer, rr.model ?? "default");
+        if (rr.tokens === null) rr = { ...rr, tokens: grpc.ids };
+      }
       series = this.#pm.route(rr, d.policies.forModel(rr.model).name);
       series.requests[rr.stream ? 1 : 0].inc();
       const at = start + this.#timeoutMs;
       const call = new Call(inb, rr, body, bytes, ctx, holds, start, series, at, this.#deadlines);
+      call.grpc = grpc;
       const res = await this.#dispatch(call);
       const ms = d.clock.now() - start;
       if (res.status < 400) series.duration.observe(ms / 1000);
@@ -170,6 +179,11 @@ export class InferenceProxy {
     }
   }
 
+  /** Whether any registered worker that may serve `model` is a gRPC worker. */
+  #servesGrpc(model: string | null): boolean {
+    return this.#d.registry.forModel(model).some((w) => isGrpcUrl(w.url));
+  }
+
   /** Starts the request's cancellation and deadline, then its attempts. */
   #dispatch(call: Call): Promise<Reply> {
     // One cancellation for the worker requests: the client leaving or the deadline.
@@ -188,6 +202,7 @@ export class InferenceProxy {
 /** One request on its way: what attempts read, its cancellation and its deadline entry. */
 class Call implements CallContext, DeadlineEntry {
   readonly cancel = new Cancel();
+  grpc: GrpcInput | null = null;
   readonly at: number;
   slot = -1;
   readonly inb: Inbound;

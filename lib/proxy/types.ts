@@ -17,6 +17,7 @@ import type { Worker } from "../workers/worker.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { Admission } from "./admission.ts";
 import type { GrpcBackend } from "./grpc_attempt.ts";
+import type { GrpcInput } from "./grpc_request.ts";
 import type { Holds, RouteSeries } from "./proxy_metrics.ts";
 
 /** Which policy routes a model. */
@@ -87,6 +88,8 @@ export interface CallContext {
   series: RouteSeries;
   /** Cancels worker requests (client gone or deadline). */
   readonly cancel: Cancel;
+  /** The request prepared for gRPC workers (tokenized), when its model has any; else null. */
+  readonly grpc: GrpcInput | null;
   /** Whether the deadline fired. */
   timedOut(): boolean;
 }
