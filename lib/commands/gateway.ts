@@ -8,6 +8,7 @@ import { validateConfig } from "../config/validate.ts";
 import { createLogger } from "../core/log.ts";
 import { Gateway } from "../server/app.ts";
 import { serveGateway } from "../server/serve.ts";
+import { grpcSupport } from "./grpc_support.ts";
 import denoJson from "../../deno.json" with { type: "json" };
 
 /** The version printed by --version. */
@@ -33,14 +34,4 @@ export async function gatewayCommand(args: string[]): Promise<number> {
   const gateway = new Gateway({ config, log, grpc });
   await serveGateway(gateway, log).finished;
   return 0;
-}
-
-/**
- * The tokenizer at `path` and the gRPC client factory, imported here only (grpc-js and the
- * tokenizers add start-up time that an HTTP-only gateway should not pay).
- */
-async function grpcSupport(path: string) {
-  const { loadTokenizer } = await import("../tokenizer/tokenizer.ts");
-  const { SglangClient } = await import("../grpc/sglang_client.ts");
-  return { tokenizer: await loadTokenizer(path), client: (url: string) => new SglangClient(url) };
 }

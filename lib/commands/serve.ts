@@ -6,6 +6,7 @@
  * circuit breaker off, as SMG's serve does.
  */
 
+import { bundledQwen3, type GrpcSupport, grpcSupport } from "./grpc_support.ts";
 import { HelpShown, parseGatewayArgs } from "../config/cli.ts";
 import { validateConfig } from "../config/validate.ts";
 import { ConfigError } from "../core/errors.ts";
@@ -43,11 +44,16 @@ export async function serveCommand(args: string[]): Promise<number> {
     config.retry.disabled = true;
     config.circuitBreaker.disabled = true;
   }
+  let grpc: GrpcSupport | undefined;
+  if (o.connectionMode === "grpc") {
+    config.modelPath ??= config.tokenizerPath ?? await bundledQwen3();
+    grpc = await grpcSupport(config.tokenizerPath ?? config.modelPath);
+  }
   validateConfig(config);
 
   let workers;
   try {
-    workers = await launchWorkers(o, log);
+    workers = await launchWorkers(o, log, grpc?.tokenizer);
   } catch (e) {
     if (e instanceof ConfigError) throw e;
     console.error(`smg serve: ${(e as Error).message}`);
@@ -58,7 +64,7 @@ export async function serveCommand(args: string[]): Promise<number> {
   try {
     config.workerUrls = workers.map((w) => w.url);
     validateConfig(config);
-    gateway = new Gateway({ config, log });
+    gateway = new Gateway({ config, log, grpc });
   } catch (e) {
     await stopWorkers();
     throw e;

@@ -140,7 +140,7 @@ export class InferenceProxy {
         grpc = grpcInput(endpoint, obj, d.grpc.tokenizer, rr.model ?? "default");
         if (rr.tokens === null) rr = { ...rr, tokens: grpc.ids };
       }
-      series = this.#pm.route(rr, d.policies.forModel(rr.model).name);
+      series = this.#pm.route(rr, d.policies.forModel(rr.model).name, grpc ? "grpc" : "http");
       series.requests[rr.stream ? 1 : 0].inc();
       const at = start + this.#timeoutMs;
       const call = new Call(inb, rr, body, bytes, ctx, holds, start, series, at, this.#deadlines);

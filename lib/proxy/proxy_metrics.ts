@@ -74,15 +74,15 @@ export class ProxyMetrics {
     this.m = metrics;
   }
 
-  /** The series of a request's model and endpoint, routed by `policy`. */
-  route(rr: RouteRequest, policy: string): RouteSeries {
+  /** The series of a request's model and endpoint, routed by `policy` to `connection` workers. */
+  route(rr: RouteRequest, policy: string, connection: "http" | "grpc" = "http"): RouteSeries {
     const model = rr.model ?? "unknown";
-    const key = `${model}\u0000${rr.endpoint}\u0000${policy}`;
+    const key = `${model}\u0000${rr.endpoint}\u0000${policy}\u0000${connection}`;
     let s = this.#routes.get(key);
     if (!s) {
       const m = this.m;
       const ep = endpointLabel(rr.endpoint);
-      const labels: RouteSeries["labels"] = ["http", "regular", "http", model, ep];
+      const labels: RouteSeries["labels"] = [connection, "regular", connection, model, ep];
       s = {
         labels,
         requests: [
@@ -90,8 +90,8 @@ export class ProxyMetrics {
           m.routerRequests.with(...labels, "true"),
         ],
         duration: m.routerDuration.with(...labels),
-        ttft: m.ttft.with("http", "regular", model, ep),
-        selection: m.selection.with("regular", "http", model, policy),
+        ttft: m.ttft.with(connection, "regular", model, ep),
+        selection: m.selection.with("regular", connection, model, policy),
       };
       if (this.#routes.size > 4096) this.#routes.clear();
       this.#routes.set(key, s);

@@ -27,6 +27,8 @@ export interface ServeOptions {
   startupTimeoutSecs: number;
   /** Run simulated workers as child processes instead of in this process (`--sim-processes`). */
   simProcesses: boolean;
+  /** How the gateway talks to the workers (`--connection-mode`, http; grpc: simulated only). */
+  connectionMode: "http" | "grpc";
   /** Gateway flags, `--router-` prefix removed. */
   routerArgs: string[];
   /** Engine flags, verbatim. */
@@ -76,6 +78,7 @@ export function parseServeArgs(
     workerBasePort: 31000,
     startupTimeoutSecs: 300,
     simProcesses: false,
+    connectionMode: "http",
     routerArgs: [],
     engineArgs: [],
   };
@@ -117,12 +120,20 @@ export function parseServeArgs(
       case "--sim-processes":
         o.simProcesses = true;
         break;
-      case "--connection-mode":
-        if (one(g) !== "http") throw badValue(flag, g[1], "only http is supported by this build");
+      case "--connection-mode": {
+        const mode = one(g);
+        if (mode !== "http" && mode !== "grpc") throw badValue(flag, mode, "allowed: http, grpc");
+        o.connectionMode = mode;
         break;
+      }
       default:
         o.engineArgs.push(...g);
     }
+  }
+  if (o.connectionMode === "grpc" && (o.backend !== "sim" || o.simProcesses)) {
+    throw new ConfigError(
+      "serve: --connection-mode grpc is served by in-process simulated workers only (--backend sim, no --sim-processes)",
+    );
   }
   for (const a of o.routerArgs) {
     if (a === "--worker-urls" || a === "--host" || a === "--port") {
@@ -150,6 +161,10 @@ Serve flags:
   --worker-base-port N        first worker port, 0 picks free ones (default: 31000)
   --worker-startup-timeout S  seconds a worker may take to become healthy (default: 300)
   --sim-processes             run simulated workers as child processes (default: in-process)
+  --connection-mode http|grpc how the gateway talks to the workers (default: http); grpc: the
+                              simulated workers serve sglang's scheduler gRPC service and the
+                              gateway tokenizes (--router-model-path, default: the bundled Qwen3
+                              tokenizer)
 
 Gateway flags take a --router- prefix, e.g. --router-policy round_robin,
 --router-prometheus-port 29001. With one worker the policy is passthrough and retries and

@@ -12,6 +12,13 @@ import { parseSimWorkerArgs } from "../sim/cli.ts";
 import { startSimWorker } from "../sim/worker.ts";
 import type { ServeOptions } from "./args.ts";
 
+/** The gateway's tokenizer as simulated gRPC workers use it (their output as real token ids). */
+export interface SimTokenizer {
+  encode(text: string, addSpecial: boolean): number[];
+  readonly vocabSize: number;
+  readonly eosTokenIds: readonly number[];
+}
+
 /** A launched worker. */
 export interface LaunchedWorker {
   /** Base URL. */
@@ -156,9 +163,40 @@ async function launchChild(spec: ChildSpec, o: ServeOptions, log: Logger): Promi
  * Launches `o.dpSize` workers. On any failure the ones already started are stopped and the
  * error is rethrown.
  */
-export async function launchWorkers(o: ServeOptions, log: Logger): Promise<LaunchedWorker[]> {
+export async function launchWorkers(
+  o: ServeOptions,
+  log: Logger,
+  tokenizer?: SimTokenizer,
+): Promise<LaunchedWorker[]> {
   const started: LaunchedWorker[] = [];
   try {
+    if (o.backend === "sim" && !o.simProcesses && o.connectionMode === "grpc") {
+      const { SimGrpcServer } = await import("../sim/grpc_server.ts");
+      for (let rank = 0; rank < o.dpSize; rank++) {
+        const parsed = parseSimWorkerArgs([...o.engineArgs, "--port", "0", "--seed", String(rank)]);
+        if (parsed === "help") throw new ConfigError("serve: --help is not an engine flag");
+        const w = startSimWorker({ ...parsed, host: o.workerHost });
+        const grpc = new SimGrpcServer(w.engine, {
+          model: parsed.server.model,
+          maxNewTokens: parsed.server.maxNewTokens,
+          encodeOutput: tokenizer ? (t) => tokenizer.encode(t, false) : undefined,
+          vocabSize: tokenizer?.vocabSize,
+          eosTokenIds: tokenizer ? [...tokenizer.eosTokenIds] : undefined,
+        });
+        const port = await grpc.serve(
+          o.workerHost,
+          o.workerBasePort === 0 ? 0 : o.workerBasePort + rank,
+        );
+        started.push({
+          url: `grpc://${o.workerHost}:${port}`,
+          stop: async () => {
+            await grpc.close();
+            await w.close();
+          },
+        });
+      }
+      return started;
+    }
     if (o.backend === "sim" && !o.simProcesses) {
       for (let rank = 0; rank < o.dpSize; rank++) {
         const port = o.workerBasePort === 0 ? 0 : o.workerBasePort + rank;

@@ -441,7 +441,7 @@ export class Gateway {
       m.routingKeysActive.with(w.url).set(w.activeKeys);
       m.cbState.with(w.url).set(BREAKER_GAUGE[w.breaker.state(now)]);
       for (const model of w.models ?? ["unknown"]) {
-        m.poolSize.with(w.type, "http", model).inc();
+        m.poolSize.with(w.type, w.url.startsWith("grpc") ? "grpc" : "http", model).inc();
         if (w.overloaded) m.overloaded.with(model).inc();
       }
     }

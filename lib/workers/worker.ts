@@ -168,7 +168,7 @@ export class Worker implements WorkerView {
       model_id: this.models?.[0],
       models: this.models?.map((id) => ({ id })),
       worker_type: this.type,
-      connection_mode: "http",
+      connection_mode: this.url.startsWith("grpc") ? "grpc" : "http",
       labels: this.labels,
       priority: this.priority,
       cost: this.cost,

@@ -72,7 +72,8 @@ Deno.test("serve args: bad values and flags serve decides itself are refused in 
     [["--router-worker-urls", "http://x:1"], /--router-worker-urls is decided by serve/],
     [["--router-port", "1"], /--router-port is decided by serve/],
     [["stray"], /unexpected argument 'stray'/],
-    [["--connection-mode", "grpc"], /only http/],
+    [["--connection-mode", "grpc"], /in-process simulated workers only/],
+    [["--connection-mode", "zmq"], /allowed: http, grpc/],
   ];
   for (const [args, message] of cases) {
     assert.throws(

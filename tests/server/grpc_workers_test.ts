@@ -305,5 +305,10 @@ Deno.test("grpc workers: loads and cache flush go over gRPC", async () => {
     assert.equal(flush.status, 200);
     const body = await flush.json();
     assert.equal(body.workers_flushed, 1);
+    assert.equal(body.total_grpc_workers, 1);
+    const list = await (await fetch(`${g.url}/workers`)).json();
+    assert.equal(list.workers[0].connection_mode, "grpc");
+    const metrics = await (await fetch(g.metricsUrl)).text();
+    assert.match(metrics, /smg_worker_pool_size\{[^}]*connection_mode="grpc"[^}]*\} 1/);
   });
 });
