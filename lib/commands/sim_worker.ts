@@ -19,12 +19,30 @@ export async function simWorkerCommand(args: string[]): Promise<number> {
   };
   const worker = startSimWorker(opts);
   log.info("sim-worker listening", { addr: worker.url, model: opts.server.model });
+  let grpc: { close(): Promise<void> } | null = null;
+  if (opts.grpcPort !== null && opts.grpcPort !== undefined) {
+    const { SimGrpcServer } = await import("../sim/grpc_server.ts");
+    const tok = opts.modelPath
+      ? await (await import("../tokenizer/tokenizer.ts")).loadTokenizer(opts.modelPath)
+      : null;
+    const server = new SimGrpcServer(worker.engine, {
+      model: opts.server.model,
+      maxNewTokens: opts.server.maxNewTokens,
+      encodeOutput: tok ? (t) => tok.encode(t, false) : undefined,
+      vocabSize: tok?.vocabSize,
+      eosTokenIds: tok ? [...tok.eosTokenIds] : undefined,
+    });
+    const port = await server.serve(opts.host, opts.grpcPort);
+    grpc = server;
+    log.info("sim-worker serving gRPC", { addr: `grpc://${opts.host}:${port}` });
+  }
   const stop = () => resolve(0);
   Deno.addSignalListener("SIGTERM", stop);
   Deno.addSignalListener("SIGINT", stop);
   const code = await exit;
   Deno.removeSignalListener("SIGTERM", stop);
   Deno.removeSignalListener("SIGINT", stop);
+  await grpc?.close();
   await worker.close();
   return code;
 }

@@ -12,6 +12,24 @@ import client from "prom-client";
 import { FastCounter, FastGauge, FastHistogram } from "./fast.ts";
 
 /** SMG's default duration buckets, 1 ms to 2 h. */
+/** Buckets for per-token times (1 ms to 2 s). */
+const TOKEN_BUCKETS = [
+  0.001,
+  0.0025,
+  0.005,
+  0.01,
+  0.02,
+  0.035,
+  0.05,
+  0.075,
+  0.1,
+  0.15,
+  0.25,
+  0.5,
+  1,
+  2,
+];
+
 export const DURATION_BUCKETS = [
   0.001,
   0.005,
@@ -60,6 +78,10 @@ export class Metrics {
   readonly upstreamSendRetries: FastCounter;
   /** smg_router_ttft_seconds{router_type,backend_type,model,endpoint} */
   readonly ttft: FastHistogram;
+  /** smg_router_tpot_seconds{router_type,backend_type,model,endpoint} (gRPC streams) */
+  readonly tpot: FastHistogram;
+  /** smg_router_tokens_total{router_type,backend_type,model,endpoint,token_type} (gRPC) */
+  readonly tokens: FastCounter;
   /** smg_worker_requests_active{worker} */
   readonly workerActive: FastGauge;
   /** smg_worker_requests_total{worker,outcome} (ours) */
@@ -190,6 +212,19 @@ export class Metrics {
       "backend_type",
       "model",
       "endpoint",
+    ]);
+    this.tpot = hist(
+      "smg_router_tpot_seconds",
+      "Gateway-side time per output token after the first (gRPC streams)",
+      ["router_type", "backend_type", "model", "endpoint"],
+      TOKEN_BUCKETS,
+    );
+    this.tokens = counter("smg_router_tokens_total", "Prompt and completion tokens (gRPC)", [
+      "router_type",
+      "backend_type",
+      "model",
+      "endpoint",
+      "token_type",
     ]);
     this.workerActive = gauge("smg_worker_requests_active", "Requests in flight per worker", [
       "worker",

@@ -152,7 +152,16 @@ export class GrpcCalls {
       return await this.#whole(c, worker, input, stream, first, shape, headers, release);
     }
     const outcome = classifyStatus(200);
-    const body = new GrpcSse(this.#g.tokenizer, input, shape, stream, first, (err) => {
+    const clock = this.#d.clock;
+    const firstAt = clock.now();
+    const onDone = (u: Usage) => {
+      c.series.tokens[0].inc(u.prompt);
+      c.series.tokens[1].inc(u.completion);
+      if (u.completion > 1) {
+        c.series.tpot.observe((clock.now() - firstAt) / 1000 / (u.completion - 1));
+      }
+    };
+    const body = new GrpcSse(this.#g.tokenizer, input, shape, stream, first, onDone, (err) => {
       if (c.timedOut()) return;
       this.#calls.record(worker, "failure");
       this.#d.log.warn("worker stream broke; client got an error event", {
@@ -211,6 +220,8 @@ export class GrpcCalls {
       cached: done.cached_tokens,
     };
     this.#calls.record(worker, classifyStatus(200));
+    c.series.tokens[0].inc(usage.prompt);
+    c.series.tokens[1].inc(usage.completion);
     headers.push(["content-type", JSON_TYPE]);
     const json = completeJson(shape, text, out, finish, matched, usage);
     return {
@@ -245,6 +256,7 @@ class GrpcSse implements ChunkSource {
   readonly #dec: IncrementalDecoder;
   readonly #stop: StopMatcher;
   readonly #shape: SseShaper;
+  readonly #onDone: (u: Usage) => void;
   readonly #onBreak: (err: unknown) => void;
   readonly #onCancel: () => void;
   #pending: GenerateResponsePb | null;
@@ -257,6 +269,7 @@ class GrpcSse implements ChunkSource {
     shape: Shape,
     stream: GenerateStream,
     first: GenerateResponsePb,
+    onDone: (u: Usage) => void,
     onBreak: (err: unknown) => void,
     onCancel: () => void,
   ) {
@@ -266,6 +279,7 @@ class GrpcSse implements ChunkSource {
     this.#stop = new StopMatcher(input.stops, input.noStopTrim);
     this.#shape = new SseShaper(shape);
     this.#pending = first;
+    this.#onDone = onDone;
     this.#onBreak = onBreak;
     this.#onCancel = onCancel;
     this.#usage = { prompt: input.ids.length, completion: 0, cached: 0 };
@@ -330,6 +344,7 @@ class GrpcSse implements ChunkSource {
     matched: string | number | null,
   ): Uint8Array {
     this.#ended = true;
+    this.#onDone(this.#usage);
     const delta = this.#shape.delta(text, ids, this.#usage);
     const end = this.#shape.end(finish, matched, this.#usage, this.#in.includeUsage);
     if (!delta) return end;

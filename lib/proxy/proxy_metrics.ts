@@ -43,6 +43,10 @@ export interface RouteSeries {
   duration: HistogramSeries;
   /** smg_router_ttft_seconds */
   ttft: HistogramSeries;
+  /** smg_router_tpot_seconds */
+  tpot: HistogramSeries;
+  /** smg_router_tokens_total, prompt then completion */
+  tokens: [CounterSeries, CounterSeries];
   /** smg_worker_selection_total */
   selection: CounterSeries;
 }
@@ -91,6 +95,11 @@ export class ProxyMetrics {
         ],
         duration: m.routerDuration.with(...labels),
         ttft: m.ttft.with(connection, "regular", model, ep),
+        tpot: m.tpot.with(connection, "regular", model, ep),
+        tokens: [
+          m.tokens.with(connection, "regular", model, ep, "prompt"),
+          m.tokens.with(connection, "regular", model, ep, "completion"),
+        ],
         selection: m.selection.with("regular", connection, model, policy),
       };
       if (this.#routes.size > 4096) this.#routes.clear();

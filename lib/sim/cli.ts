@@ -143,6 +143,14 @@ export function parseSimWorkerArgs(args: string[]): SimWorkerOptions | "help" {
     .option("--host <addr>", "address to listen on", "127.0.0.1")
     .option("--model <id>", "served model id", "sim-model")
     .option("--hang", "never answer inference requests")
+    .option(
+      "--grpc-port <n>",
+      "also serve sglang's scheduler gRPC service on this port (0 picks one)",
+    )
+    .option(
+      "--model-path <dir>",
+      "with --grpc-port: the tokenizer whose ids the generated words are (a directory or tokenizer.json)",
+    )
     .addOption(
       new Option("--role <role>", "PD role (sglang: --disaggregation-mode)").choices([
         "regular",
@@ -186,9 +194,21 @@ export function parseSimWorkerArgs(args: string[]): SimWorkerOptions | "help" {
   for (const f of ["error-rate", "spike-rate"]) {
     if (num(f) > 1) throw badValue(`--${f}`, num(f), "allowed: 0..1");
   }
+  let grpcPort: number | null = null;
+  if (o.grpcPort !== undefined) {
+    grpcPort = Number(o.grpcPort);
+    if (!Number.isInteger(grpcPort) || grpcPort < 0 || grpcPort > 65535) {
+      throw badValue("--grpc-port", o.grpcPort, "expected a port 0..65535");
+    }
+  }
+  if (o.modelPath !== undefined && grpcPort === null) {
+    throw badValue("--model-path", o.modelPath, "only with --grpc-port");
+  }
   return {
     host: o.host as string,
     port: num("port"),
+    grpcPort,
+    modelPath: (o.modelPath as string | undefined) ?? null,
     bootstrapPort: num("bootstrap-port"),
     seed: num("seed"),
     engine: {

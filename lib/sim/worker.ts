@@ -25,6 +25,10 @@ export interface SimWorkerOptions {
   seed: number;
   /** Prefill role: the bootstrap port decode workers wait on (0 picks one). */
   bootstrapPort: number;
+  /** Also serve the scheduler gRPC service on this port (`--grpc-port`), or null. */
+  grpcPort?: number | null;
+  /** With `grpcPort`: the tokenizer of the generated ids (`--model-path`), or null. */
+  modelPath?: string | null;
 }
 
 /** A running simulated worker. */

@@ -121,6 +121,16 @@ Deno.test("grpc workers: the openai client gets chat and completions, streaming 
     let ptext = "";
     for await (const chunk of ps) ptext += chunk.choices[0]?.text ?? "";
     assert.match(ptext, WORDS);
+
+    // TTFT and time per output token cover gRPC streams; token counters count both kinds.
+    const metrics = await (await fetch(g.metricsUrl)).text();
+    const chat = 'router_type="grpc",backend_type="regular",model="qwen3-sim",endpoint="chat"';
+    assert.match(metrics, new RegExp(`smg_router_ttft_seconds_count\\{${chat}\\} 1`));
+    assert.match(metrics, new RegExp(`smg_router_tpot_seconds_count\\{${chat}\\} 1`));
+    assert.match(
+      metrics,
+      new RegExp(`smg_router_tokens_total\\{${chat},token_type="completion"\\} 11`),
+    );
   });
 });
 
