@@ -18,6 +18,8 @@ function touchAll(m: Metrics): void {
   m.upstreamResponses.with("http", "200", "").inc();
   m.upstreamSendRetries.with().inc();
   m.ttft.with("http", "regular", "m", "chat").observe(0.05);
+  m.tpot.with("grpc", "regular", "m", "chat").observe(0.01);
+  m.tokens.with("grpc", "regular", "m", "chat", "prompt").inc(5);
   m.workerActive.with("http://w1").set(2);
   m.workerRequests.with("http://w1", "success").inc();
   m.selection.with("regular", "http", "m", "round_robin").inc();
@@ -63,6 +65,8 @@ const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
   ["smg_router_upstream_responses_total", "counter"],
   ["smg_router_upstream_send_retries_total", "counter"],
   ["smg_router_ttft_seconds", "histogram"],
+  ["smg_router_tpot_seconds", "histogram"],
+  ["smg_router_tokens_total", "counter"],
   ["smg_worker_requests_active", "gauge"],
   ["smg_worker_requests_total", "counter"],
   ["smg_worker_selection_total", "counter"],
