@@ -128,9 +128,10 @@ export class GrpcCalls {
     };
     const release = this.#calls.hold(c, worker);
     const client = this.#g.client(worker.url);
-    const stream = client.generate(req, c.cancel);
+    let stream: GenerateStream;
     let first: GenerateResponsePb | null;
     try {
+      stream = client.generate(req, c.cancel);
       first = await stream.next();
       if (first === null) throw new Error("the worker ended the call without an answer");
     } catch (e) {
@@ -161,15 +162,27 @@ export class GrpcCalls {
         c.series.tpot.observe((clock.now() - firstAt) / 1000 / (u.completion - 1));
       }
     };
-    const body = new GrpcSse(this.#g.tokenizer, input, shape, stream, first, onDone, (err) => {
-      if (c.timedOut()) return;
-      this.#calls.record(worker, "failure");
-      this.#d.log.warn("worker stream broke; client got an error event", {
-        request_id: c.ctx.requestId,
-        worker: worker.url,
-        err,
-      });
-    }, () => void client.abort(rid, "client gone").catch(() => {}));
+    const stopIds = new Set([...this.#g.tokenizer.eosTokenIds, ...input.sampling.stop_token_ids]);
+    const body = new GrpcSse(
+      this.#g.tokenizer,
+      input,
+      stopIds,
+      shape,
+      stream,
+      first,
+      onDone,
+      (err) => {
+        // A client that left, or the deadline, cancelled the call: not the worker's fault.
+        if (c.timedOut() || c.inb.gone.aborted) return;
+        this.#calls.record(worker, "failure");
+        this.#d.log.warn("worker stream broke; client got an error event", {
+          request_id: c.ctx.requestId,
+          worker: worker.url,
+          err,
+        });
+      },
+      () => void client.abort(rid, "client gone").catch(() => {}),
+    );
     headers.push(["content-type", "text/event-stream"], ["cache-control", "no-cache"]);
     c.holds.add(release);
     this.#calls.record(worker, outcome);
@@ -197,15 +210,18 @@ export class GrpcCalls {
       }
       if (!m?.complete) throw new Error("the worker ended the call without completing");
     } catch (e) {
+      // Not after a complete: sglang reads a cancelled call as a client that left.
+      stream.cancel();
       release();
       return this.#failure(c, worker, e);
-    } finally {
-      stream.cancel();
     }
     release();
     const done = m.complete!;
     const out = done.output_ids.length > 0 ? done.output_ids : ids;
-    let text = this.#g.tokenizer.decode(out, input.skipSpecial);
+    const stopIds = new Set([...this.#g.tokenizer.eosTokenIds, ...input.sampling.stop_token_ids]);
+    const trim = !input.noStopTrim && out.length > 0 &&
+      (done.matched_token_id !== undefined || stopIds.has(out[out.length - 1]));
+    let text = this.#g.tokenizer.decode(trim ? out.slice(0, -1) : out, input.skipSpecial);
     let finish = done.finish_reason || "stop";
     let matched: string | number | null = done.matched_stop_str ?? done.matched_token_id ?? null;
     const stop = new StopMatcher(input.stops, input.noStopTrim).push(text);
@@ -256,6 +272,9 @@ class GrpcSse implements ChunkSource {
   readonly #dec: IncrementalDecoder;
   readonly #stop: StopMatcher;
   readonly #shape: SseShaper;
+  readonly #stopIds: ReadonlySet<number>;
+  /** A chunk's last id when it may be the stop token, kept until what follows shows it is not. */
+  #held: number | null = null;
   readonly #onDone: (u: Usage) => void;
   readonly #onBreak: (err: unknown) => void;
   readonly #onCancel: () => void;
@@ -266,6 +285,7 @@ class GrpcSse implements ChunkSource {
   constructor(
     tok: Decoder,
     input: GrpcInput,
+    stopIds: ReadonlySet<number>,
     shape: Shape,
     stream: GenerateStream,
     first: GenerateResponsePb,
@@ -279,6 +299,7 @@ class GrpcSse implements ChunkSource {
     this.#stop = new StopMatcher(input.stops, input.noStopTrim);
     this.#shape = new SseShaper(shape);
     this.#pending = first;
+    this.#stopIds = stopIds;
     this.#onDone = onDone;
     this.#onBreak = onBreak;
     this.#onCancel = onCancel;
@@ -291,6 +312,7 @@ class GrpcSse implements ChunkSource {
       try {
         m = this.#pending ?? await this.#stream.next();
       } catch (err) {
+        if (this.#ended) return null; // cancelled (the client left): nothing more to send
         return this.#broken(err);
       }
       this.#pending = null;
@@ -304,12 +326,13 @@ class GrpcSse implements ChunkSource {
           completion: ch.completion_tokens,
           cached: ch.cached_tokens,
         };
-        const step = this.#stop.push(this.#dec.push(ch.token_ids));
+        const ids = this.#release(ch.token_ids);
+        const step = this.#stop.push(this.#dec.push(ids));
         if (step.stopped !== null) {
           this.#stream.cancel();
-          return this.#finish(step.text, ch.token_ids, "stop", step.stopped);
+          return this.#finish(step.text, ids, "stop", step.stopped);
         }
-        const frame = this.#shape.delta(step.text, ch.token_ids, this.#usage);
+        const frame = this.#shape.delta(step.text, ids, this.#usage);
         if (frame) return frame;
         continue;
       }
@@ -320,9 +343,15 @@ class GrpcSse implements ChunkSource {
           completion: done.completion_tokens || this.#usage.completion,
           cached: done.cached_tokens,
         };
-        const late = done.output_ids.length > 0 && this.#dec.ids.length === 0
-          ? done.output_ids
+        const late = done.output_ids.length > 0 && this.#dec.ids.length === 0 &&
+            this.#held === null
+          ? this.#release(done.output_ids)
           : [];
+        // The held id was the stop token (the worker matched one, or the stream ended on it).
+        const stopped = this.#held !== null &&
+          (done.matched_token_id !== undefined || done.finish_reason === "stop");
+        if (this.#held !== null && !stopped) late.push(this.#held);
+        this.#held = null;
         const step = this.#stop.push(this.#dec.push(late) + this.#dec.flush());
         const tail = step.stopped === null ? step.text + this.#stop.flush() : step.text;
         const matched = step.stopped ?? done.matched_stop_str ?? done.matched_token_id ?? null;
@@ -335,6 +364,16 @@ class GrpcSse implements ChunkSource {
       }
     }
     return null;
+  }
+
+  /** The ids of a chunk to decode now: the held one first, the last held if it may be a stop. */
+  #release(ids: readonly number[]): number[] {
+    const out = this.#held === null ? [...ids] : [this.#held, ...ids];
+    this.#held = null;
+    if (!this.#in.noStopTrim && out.length > 0 && this.#stopIds.has(out[out.length - 1])) {
+      this.#held = out.pop()!;
+    }
+    return out;
   }
 
   #finish(

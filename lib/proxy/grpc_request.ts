@@ -28,6 +28,8 @@ export interface PromptTokenizer {
   readonly hasChatTemplate: boolean;
   /** The model's context length, when known. */
   readonly maxLength: number | null;
+  /** Ids that end generation (trimmed from answers, as sglang's detokenizer does). */
+  readonly eosTokenIds: readonly number[];
 }
 
 /** A request ready for `Generate`, and how its answer is shaped. */
@@ -65,11 +67,23 @@ function num(o: Obj, key: string, fallback: number, param = key): number {
   return v;
 }
 
+const MAX_INT = 2 ** 31 - 1;
+
 function int(o: Obj, key: string, param = key): number | undefined {
   const v = o[key];
   if (v === undefined || v === null) return undefined;
-  if (!Number.isInteger(v) || (v as number) < 0) {
-    throw invalidRequest(`${param} must be a non-negative integer`, param);
+  if (!Number.isInteger(v) || (v as number) < 0 || (v as number) > MAX_INT) {
+    throw invalidRequest(`${param} must be an integer from 0 to ${MAX_INT}`, param);
+  }
+  return v as number;
+}
+
+/** An integer field that may be negative (`top_k` -1 means off). */
+function integer(o: Obj, key: string, fallback: number): number {
+  const v = o[key];
+  if (v === undefined || v === null) return fallback;
+  if (!Number.isInteger(v) || Math.abs(v as number) > MAX_INT) {
+    throw invalidRequest(`${key} must be an integer`, key);
   }
   return v as number;
 }
@@ -99,7 +113,7 @@ export function samplingParams(o: Obj, maxTokens: number | undefined): SamplingP
   const s: SamplingParamsPb = {
     temperature: num(o, "temperature", 1),
     top_p: num(o, "top_p", 1),
-    top_k: num(o, "top_k", -1),
+    top_k: integer(o, "top_k", -1),
     min_p: num(o, "min_p", 0),
     frequency_penalty: num(o, "frequency_penalty", 0),
     presence_penalty: num(o, "presence_penalty", 0),
@@ -117,13 +131,35 @@ export function samplingParams(o: Obj, maxTokens: number | undefined): SamplingP
   if (maxTokens !== undefined) s.max_new_tokens = maxTokens;
   const n = int(o, "n");
   if (n !== undefined && n !== 1) throw invalidRequest("only n = 1 is served to gRPC workers", "n");
-  if (typeof o.regex === "string") s.regex = o.regex;
-  else if (typeof o.ebnf === "string") s.ebnf_grammar = o.ebnf;
-  else if (o.json_schema !== undefined) s.json_schema = JSON.stringify(o.json_schema);
+  // One constraint at most (a oneof on the wire).
+  const constraints: ["regex" | "ebnf_grammar" | "json_schema", string, string][] = [];
+  if (typeof o.regex === "string") constraints.push(["regex", o.regex, "regex"]);
+  if (typeof o.ebnf === "string") constraints.push(["ebnf_grammar", o.ebnf, "ebnf"]);
+  if (o.json_schema !== undefined && o.json_schema !== null) {
+    const js = o.json_schema; // sglang's native API takes a string
+    constraints.push([
+      "json_schema",
+      typeof js === "string" ? js : JSON.stringify(js),
+      "json_schema",
+    ]);
+  }
   const rf = o.response_format;
   if (isObj(rf) && rf.type === "json_schema" && isObj(rf.json_schema)) {
-    s.json_schema = JSON.stringify(rf.json_schema.schema ?? {});
+    constraints.push([
+      "json_schema",
+      JSON.stringify(rf.json_schema.schema ?? {}),
+      "response_format",
+    ]);
+  } else if (isObj(rf) && rf.type === "json_object") {
+    constraints.push(["json_schema", '{"type":"object"}', "response_format"]);
   }
+  if (constraints.length > 1) {
+    throw invalidRequest(
+      "at most one of regex, ebnf, json_schema and response_format may constrain the output",
+      constraints[1][2],
+    );
+  }
+  if (constraints.length === 1) s[constraints[0][0]] = constraints[0][1];
   if (isObj(o.logit_bias)) {
     for (const [k, v] of Object.entries(o.logit_bias)) {
       if (typeof v === "number") s.logit_bias[k] = v;
@@ -154,12 +190,20 @@ export function grpcInput(
         type: "invalid_request_error",
       });
     }
+    // A turn without content (an assistant's tool calls) renders as empty text.
     const messages = (body.messages as Obj[]).map((m) => ({
       ...m,
-      content: contentText(m.content),
+      content: contentText(m.content) ?? "",
     }));
     const kwargs = isObj(body.chat_template_kwargs) ? body.chat_template_kwargs : undefined;
-    text = tok.applyChatTemplate(messages as TemplateMessage[], { tools: body.tools, kwargs });
+    try {
+      text = tok.applyChatTemplate(messages as TemplateMessage[], { tools: body.tools, kwargs });
+    } catch (e) {
+      throw invalidRequest(
+        `the model's chat template refused the messages: ${(e as Error).message}`,
+        "messages",
+      );
+    }
     promptIds = tok.encode(text, false);
     sampling = samplingParams(body, int(body, "max_completion_tokens") ?? int(body, "max_tokens"));
   } else if (endpoint === "completions") {

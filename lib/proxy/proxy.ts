@@ -179,9 +179,14 @@ export class InferenceProxy {
     }
   }
 
-  /** Whether any registered worker that may serve `model` is a gRPC worker. */
+  /**
+   * Whether the workers that may serve `model` are all gRPC workers (then the request is
+   * tokenized before routing; a fleet that mixes in HTTP workers routes on text, and gRPC
+   * attempts tokenize when they run, so HTTP-only requests still reach the HTTP workers).
+   */
   #servesGrpc(model: string | null): boolean {
-    return this.#d.registry.forModel(model).some((w) => isGrpcUrl(w.url));
+    const ws = this.#d.registry.forModel(model);
+    return ws.length > 0 && ws.every((w) => isGrpcUrl(w.url));
   }
 
   /** Starts the request's cancellation and deadline, then its attempts. */

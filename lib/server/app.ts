@@ -469,6 +469,7 @@ function grpcBackend(workers: GrpcWorkers, tok: GatewayTokenizer): GrpcBackend {
       decode: (ids, skipSpecial) => tok.decode(ids, skipSpecial),
       hasChatTemplate: tok.hasChatTemplate,
       maxLength: tok.maxLength,
+      eosTokenIds: tok.eosTokenIds,
     },
   };
 }

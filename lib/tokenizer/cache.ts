@@ -28,6 +28,8 @@ export type Encoder = Pick<
 export interface CacheOptions {
   /** Whole texts kept (default 1,024). */
   l0Entries?: number;
+  /** Tokens kept in whole-text entries, all together (default 1 Mi); longer texts skip L0. */
+  l0Tokens?: number;
   /** Tokens kept in prefix entries, all together (default 4 Mi). */
   l1Tokens?: number;
   /** Boundaries stored per encoded text, the last ones (default 4). */
@@ -52,6 +54,8 @@ export class CachedEncoder {
   readonly stats: CacheStats = { l0Hits: 0, l1Hits: 0, misses: 0, tokensReused: 0 };
   readonly #enc: Encoder;
   readonly #l0 = new Map<string, Uint32Array>();
+  #l0Size = 0;
+  readonly #l0Tokens: number;
   readonly #l1 = new Map<string, Uint32Array>();
   #l1Size = 0;
   readonly #l0Max: number;
@@ -62,6 +66,7 @@ export class CachedEncoder {
   constructor(encoder: Encoder, o: CacheOptions = {}) {
     this.#enc = encoder;
     this.#l0Max = o.l0Entries ?? 1024;
+    this.#l0Tokens = o.l0Tokens ?? 1024 * 1024;
     this.#l1Max = o.l1Tokens ?? 4 * 1024 * 1024;
     this.#perText = o.boundariesPerText ?? 4;
     const added = encoder.addedTokens.filter((t) => t.length > 0);
@@ -81,8 +86,15 @@ export class CachedEncoder {
       return Array.from(hit);
     }
     const ids = addSpecial || !this.#boundary ? this.#miss(text, addSpecial) : this.#byPrefix(text);
-    this.#l0.set(key, Uint32Array.from(ids));
-    if (this.#l0.size > this.#l0Max) this.#l0.delete(this.#l0.keys().next().value!);
+    if (ids.length <= this.#l0Tokens / 8) {
+      this.#l0.set(key, Uint32Array.from(ids));
+      this.#l0Size += ids.length;
+      while (this.#l0.size > this.#l0Max || this.#l0Size > this.#l0Tokens) {
+        const [k, v] = this.#l0.entries().next().value!;
+        this.#l0.delete(k);
+        this.#l0Size -= v.length;
+      }
+    }
     return ids;
   }
 
@@ -141,11 +153,14 @@ export class CachedEncoder {
   }
 }
 
-/** Keys of `text`'s prefixes ending at each cut: two FNV-style hashes and the length. */
+// Hash seeds drawn per process, so colliding prefixes cannot be computed offline.
+const SEEDS = crypto.getRandomValues(new Uint32Array(2));
+
+/** Keys of `text`'s prefixes ending at each cut: two seeded FNV-style hashes and the length. */
 function prefixKeys(text: string, cuts: readonly number[]): string[] {
   const keys: string[] = [];
-  let h1 = 0x811c9dc5;
-  let h2 = 0x9747b28c;
+  let h1 = 0x811c9dc5 ^ SEEDS[0];
+  let h2 = 0x9747b28c ^ SEEDS[1];
   let c = 0;
   for (let i = 0; i < text.length && c < cuts.length; i++) {
     const ch = text.charCodeAt(i);

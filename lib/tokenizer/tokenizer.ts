@@ -57,7 +57,11 @@ export class GatewayTokenizer {
   readonly source: string;
   /** Token ids that end generation (`eos_token` and the config's `eos_token_id`s). */
   readonly eosTokenIds: readonly number[];
-  /** The texts of the added tokens (special or not), longest first: where encodings split. */
+  /**
+   * The texts of the added tokens (special or not) matched before normalization, longest
+   * first: where an encoding splits exactly. (Tokens with `normalized: true` are matched after
+   * normalizing, which can join text across them.)
+   */
   readonly addedTokens: readonly string[];
   /** Whether an added token strips whitespace on its left (then splitting a text is not exact). */
   readonly addedTokensStripLeft: boolean;
@@ -78,7 +82,8 @@ export class GatewayTokenizer {
     this.#bos = tokenText(config.bos_token) ?? "";
     this.#eos = tokenText(config.eos_token) ?? "";
     const added = [...this.#tok.get_added_tokens_decoder().values()];
-    this.addedTokens = added.map((t) => t.content).sort((a, b) => b.length - a.length);
+    this.addedTokens = added.filter((t) => !t.normalized).map((t) => t.content)
+      .sort((a, b) => b.length - a.length);
     this.addedTokensStripLeft = added.some((t) => t.lstrip);
     const eos = new Set<number>();
     const eosId = this.#eos ? this.#tok.token_to_id(this.#eos) : undefined;

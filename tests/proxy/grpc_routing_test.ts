@@ -34,40 +34,77 @@ class SpyPolicy implements Policy {
   }
 }
 
-/** A worker whose `Generate` fails `failures` times with UNAVAILABLE, then completes. */
-function fakeClient(sent: GenerateRequestPb[], failures: number): GenerateClient {
+/** What the fake worker answers: its output ids, finish and matched stop token. */
+interface Script {
+  output: number[];
+  finish?: string;
+  matchedTokenId?: number;
+}
+
+/**
+ * A worker whose `Generate` fails `failures` times with UNAVAILABLE, then answers `script`:
+ * one chunk per id and a `complete` repeating the last chunk's ids when streaming (as sglang's
+ * servicer does), else one `complete` with every id. Counts cancelled calls.
+ */
+function fakeClient(
+  sent: GenerateRequestPb[],
+  failures: number,
+  script: Script = { output: [9707] },
+  cancels = { n: 0 },
+): GenerateClient {
   return {
     generate(req): GenerateStream {
       sent.push(req);
       const fail = sent.length <= failures;
-      let done = false;
-      return {
-        next(): Promise<GenerateResponsePb | null> {
-          if (fail) return Promise.reject(Object.assign(new Error("down"), { code: 14 }));
-          if (done) return Promise.resolve(null);
-          done = true;
-          return Promise.resolve({
+      const out = script.output;
+      const complete = (ids: number[]): GenerateResponsePb => ({
+        request_id: req.request_id,
+        response: "complete",
+        complete: {
+          output_ids: ids,
+          finish_reason: script.finish ?? "length",
+          prompt_tokens: req.tokenized.input_ids.length,
+          completion_tokens: out.length,
+          cached_tokens: 0,
+          reasoning_tokens: 0,
+          index: 0,
+          ...(script.matchedTokenId !== undefined
+            ? { matched_token_id: script.matchedTokenId, matched_stop: "matched_token_id" as const }
+            : {}),
+        },
+      });
+      const msgs: GenerateResponsePb[] = req.stream
+        ? [
+          ...out.map((id, i): GenerateResponsePb => ({
             request_id: req.request_id,
-            response: "complete",
-            complete: {
-              output_ids: [9707],
-              finish_reason: "length",
+            response: "chunk",
+            chunk: {
+              token_ids: [id],
               prompt_tokens: req.tokenized.input_ids.length,
-              completion_tokens: 1,
+              completion_tokens: i + 1,
               cached_tokens: 0,
               reasoning_tokens: 0,
               index: 0,
             },
-          });
+          })),
+          complete(out.slice(-1)),
+        ]
+        : [complete(out)];
+      return {
+        next(): Promise<GenerateResponsePb | null> {
+          if (fail) return Promise.reject(Object.assign(new Error("down"), { code: 14 }));
+          return Promise.resolve(msgs.shift() ?? null);
         },
-        cancel() {},
+        cancel() {
+          cancels.n++;
+        },
       };
     },
     abort: () => Promise.resolve(),
   };
 }
 
-function setup(urls: string[], failures = 0) {
+function setup(urls: string[], failures = 0, script?: Script) {
   const config = testConfig({ retry: { initialBackoffMs: 0, maxBackoffMs: 0 } });
   const clock = new ManualClock(1000);
   const { registry, manager } = workerSetup(clock, {
@@ -80,7 +117,8 @@ function setup(urls: string[], failures = 0) {
   const sent: GenerateRequestPb[] = [];
   let encodes = 0;
   const tok = qwen3();
-  const client = fakeClient(sent, failures);
+  const cancels = { n: 0 };
+  const client = fakeClient(sent, failures, script, cancels);
   const proxy = new InferenceProxy({
     config,
     registry,
@@ -99,24 +137,30 @@ function setup(urls: string[], failures = 0) {
         decode: (ids, s) => tok.decode(ids, s),
         hasChatTemplate: true,
         maxLength: tok.maxLength,
+        eosTokenIds: tok.eosTokenIds,
       },
     },
   });
-  const chat = async (content: string) => {
+  const send = async (body: Record<string, unknown>) => {
     const done = Promise.withResolvers<void>();
     const req = new Request("http://gw/v1/chat/completions", {
       method: "POST",
-      body: JSON.stringify({ model: "m", messages: [{ role: "user", content }] }),
+      body: JSON.stringify({ model: "m", ...body }),
     });
     const ctx = { requestId: "r1", completed: done.promise };
     const res = toResponse(await proxy.handle(new RequestInbound(req), "chat", ctx));
-    const json = await res.json();
+    const text = await res.text();
     done.resolve();
     await done.promise;
     proxy.close();
-    return { res, json };
+    return { res, text, json: () => JSON.parse(text) };
   };
-  return { policy, sent, chat, encodes: () => encodes };
+  const chat = async (content: string) => {
+    const r = await send({ messages: [{ role: "user", content }] });
+    return { res: r.res, json: r.json() };
+  };
+  const inFlight = () => registry.all().map((w) => w.inFlight);
+  return { policy, sent, chat, send, cancels, inFlight, encodes: () => encodes };
 }
 
 Deno.test("grpc routing: the policy sees the exact prompt tokens, and the worker gets the same", async () => {
@@ -147,4 +191,73 @@ Deno.test("grpc routing: a model with only HTTP workers is not tokenized", async
   await s.chat("plain").catch(() => {});
   assert.deepEqual(s.policy.seen, [null]);
   assert.equal(s.encodes(), 0);
+});
+
+Deno.test("grpc routing: a model with HTTP workers too routes on text (HTTP-only requests still go)", async () => {
+  const s = setup(["grpc://127.0.0.1:50051", "http://127.0.0.1:8000"]);
+  await s.chat("mixed").catch(() => {});
+  assert.deepEqual(s.policy.seen, [null]);
+});
+
+const hi = [{ role: "user", content: "hi" }];
+
+Deno.test("grpc answers: the matched stop token is trimmed, streaming and not; no_stop_trim keeps it", async () => {
+  const eos = 151645;
+  const script = { output: [9707, eos], finish: "stop", matchedTokenId: eos };
+  for (const stream of [false, true]) {
+    const s = setup(["grpc://127.0.0.1:50051"], 0, script);
+    const r = await s.send({ messages: hi, stream, skip_special_tokens: false });
+    assert.equal(r.res.status, 200);
+    assert.ok(!r.text.includes("<|im_end|>"), r.text);
+    assert.match(r.text, /Hello/);
+    const keep = setup(["grpc://127.0.0.1:50051"], 0, script);
+    const k = await keep.send({
+      messages: hi,
+      stream,
+      skip_special_tokens: false,
+      no_stop_trim: true,
+    });
+    assert.match(k.text, /<\|im_end\|>/);
+  }
+  const ids = setup(["grpc://127.0.0.1:50051"], 0, {
+    output: [9707, 11, 1879],
+    matchedTokenId: 1879,
+    finish: "stop",
+  });
+  const r = await ids.send({ messages: hi, stop_token_ids: [1879] });
+  assert.equal(r.json().choices[0].message.content, "Hello,");
+});
+
+Deno.test("grpc answers: a completed non-streamed call is not cancelled (sglang would log an abort)", async () => {
+  const s = setup(["grpc://127.0.0.1:50051"]);
+  await s.chat("hello");
+  assert.equal(s.cancels.n, 0);
+});
+
+Deno.test("grpc answers: bad sampling is a 400 and frees the worker; tool-call turns render", async () => {
+  const s = setup(["grpc://127.0.0.1:50051"]);
+  for (
+    const [body, param] of [
+      [{ messages: hi, top_k: 1.5 }, "top_k"],
+      [{ messages: hi, regex: "a+", response_format: { type: "json_object" } }, "response_format"],
+      [{ messages: hi, max_tokens: 2 ** 32 + 5 }, "max_tokens"],
+    ] as const
+  ) {
+    const r = await s.send(body);
+    assert.equal(r.res.status, 400, JSON.stringify(body));
+    assert.equal(r.json().error.param, param);
+  }
+  assert.deepEqual(s.inFlight(), [0]);
+  const tools = await s.send({
+    messages: [
+      { role: "user", content: "weather?" },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "c1", type: "function", function: { name: "w", arguments: "{}" } }],
+      },
+      { role: "tool", tool_call_id: "c1", content: "sunny" },
+    ],
+  });
+  assert.equal(tools.res.status, 200, tools.text);
 });

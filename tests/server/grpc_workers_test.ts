@@ -303,6 +303,11 @@ Deno.test("grpc workers: a client leaving mid-stream aborts the worker's request
       await new Promise((r) => setTimeout(r, 10));
     }
     assert.equal(worker.inFlight, 0);
+    assert.equal(
+      worker.breaker.consecutiveFailures,
+      0,
+      "a client leaving is not the worker's fault",
+    );
   });
 });
 
