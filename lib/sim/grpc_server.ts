@@ -26,6 +26,7 @@ import {
   type ModelInfoPb,
 } from "../grpc/sglang_proto.ts";
 import type { SimEngine } from "./engine.ts";
+import { loadsBody } from "./observe.ts";
 import { pieceOf, VOCAB_SIZE } from "./tokenizer.ts";
 import type { GenerateResult } from "./types.ts";
 
@@ -244,26 +245,8 @@ export class SimGrpcServer {
   }
 
   #loads(): Partial<LoadsPb> {
-    const s = this.#engine.stats();
-    return {
-      timestamp: new Date().toISOString(),
-      version: "smg-sim",
-      dp_rank_count: 1,
-      loads: [{
-        dp_rank: 0,
-        num_running_reqs: s.running,
-        num_waiting_reqs: s.waiting,
-        num_total_reqs: s.running + s.waiting,
-        num_used_tokens: s.usedTokens,
-        max_total_num_tokens: s.maxTokens,
-        token_usage: s.tokenUsage,
-        gen_throughput: s.genThroughput,
-        cache_hit_rate: s.cacheHitRate,
-        utilization: s.tokenUsage,
-        max_running_requests: s.maxRunning,
-        num_waiting_uncached_tokens: s.waitingUncachedTokens,
-      }],
-    };
+    // `GetLoads` and `/v1/loads` share sglang's field names.
+    return { ...(loadsBody(this.#engine.stats()) as Partial<LoadsPb>), version: "smg-sim" };
   }
 }
 
