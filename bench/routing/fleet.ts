@@ -11,8 +11,10 @@ export const FLEET_CPU = 1;
 
 /** A running fleet. */
 export interface Fleet {
-  /** Base URLs, in start order. */
+  /** Base URLs (HTTP: health and counters), in start order. */
   urls: string[];
+  /** What a gateway routes to: the same, or the workers' `grpc://` URLs in gRPC mode. */
+  targets: string[];
   /** The worker processes. */
   children: Child[];
 }
@@ -37,12 +39,14 @@ const COUNTERS: Record<keyof WorkerCounters, string> = {
 };
 
 /** The sim-worker command line (without host and port), for the report. */
-export function simWorkerArgs(root: string, knobs: string[]): string[] {
+export function simWorkerArgs(root: string, knobs: string[], modelPath?: string): string[] {
   return [
     "run",
     "--unstable-no-legacy-abort",
     "--allow-net",
-    "--allow-env=RUST_LOG,SMG_LOG",
+    ...(modelPath
+      ? ["--allow-env", `--allow-read=${modelPath}`]
+      : ["--allow-env=RUST_LOG,SMG_LOG"]),
     `${root}main.ts`,
     "sim-worker",
     "--model",
@@ -62,8 +66,11 @@ export async function startFleet(
   logDir: string,
   root: string,
   signal: AbortSignal,
+  modelPath?: string,
 ): Promise<Fleet> {
   const ports = freePorts(n);
+  // gRPC mode: each worker also serves the scheduler service, its words as Qwen3 token ids.
+  const grpcPorts = modelPath ? freePorts(n) : [];
   const children: Child[] = [];
   try {
     for (const [i, port] of ports.entries()) {
@@ -74,11 +81,12 @@ export async function startFleet(
           FLEET_CPU,
           [
             Deno.execPath(),
-            ...simWorkerArgs(root, typeof knobs === "function" ? knobs(i) : knobs),
+            ...simWorkerArgs(root, typeof knobs === "function" ? knobs(i) : knobs, modelPath),
             "--host",
             HOST,
             "--port",
             String(port),
+            ...(modelPath ? ["--grpc-port", String(grpcPorts[i]), "--model-path", modelPath] : []),
           ],
           logDir,
           root,
@@ -89,7 +97,8 @@ export async function startFleet(
     await Promise.all(
       urls.map((u, i) => waitFor(`sim worker ${u}`, children[i], `${u}/health`, (s) => s === 200)),
     );
-    return { urls, children };
+    const targets = modelPath ? grpcPorts.map((p) => `grpc://${HOST}:${p}`) : urls;
+    return { urls, targets, children };
   } catch (e) {
     await stop(children);
     throw e;

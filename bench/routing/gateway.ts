@@ -24,13 +24,20 @@ export function gatewayArgs(
   promPort: number,
   workers: string[],
   seed: number,
+  modelPath?: string,
 ): string[] {
-  return gatewayCommand(root, port, promPort, seed, [
+  const args = gatewayCommand(root, port, promPort, seed, [
     "--worker-urls",
     ...workers,
     "--policy",
     policy,
+    ...(modelPath ? ["--model-path", modelPath] : []),
   ]);
+  // gRPC workers: grpc-js reads its GRPC_* variables, and the tokenizer is read from disk.
+  return modelPath
+    ? args.map((a) => a.startsWith("--allow-env") ? "--allow-env" : a)
+      .toSpliced(2, 0, `--allow-read=${modelPath}`)
+    : args;
 }
 
 /**
@@ -70,7 +77,10 @@ export async function startGateway(policy: string, c: TargetContext): Promise<Ch
   const child = await spawn(
     `${c.tag}-smg`,
     c.cpu,
-    [Deno.execPath(), ...gatewayArgs(c.root, policy, c.port, promPort, c.workers, c.seed)],
+    [
+      Deno.execPath(),
+      ...gatewayArgs(c.root, policy, c.port, promPort, c.workers, c.seed, c.modelPath),
+    ],
     c.dir,
     c.root,
   );

@@ -34,6 +34,8 @@ export interface MeasureContext {
   root: string;
   /** Aborts the measurement (SIGINT). */
   signal: AbortSignal;
+  /** gRPC mode: the tokenizer directory (workers and gateway), else undefined. */
+  modelPath?: string;
 }
 
 /** Measures `target` at `point` on a fresh fleet; `tag` prefixes its log files. */
@@ -47,7 +49,7 @@ export async function measureOne(
   const direct = target.kind === "ref" && target.ref === "upper-bound";
   const fleet = direct
     ? await startFleet(1, upperBoundKnobs(c.simKnobs, o.workers), tag, c.dir, c.root, c.signal)
-    : await startFleet(o.workers, c.simKnobs, tag, c.dir, c.root, c.signal);
+    : await startFleet(o.workers, c.simKnobs, tag, c.dir, c.root, c.signal, c.modelPath);
   const children: Child[] = [...fleet.children];
   try {
     let url = fleet.urls[0];
@@ -57,12 +59,13 @@ export async function measureOne(
       children.push(
         await startTarget(target, {
           port,
-          workers: fleet.urls,
+          workers: fleet.targets,
           seed: o.seed,
           tag,
           dir: c.dir,
           root: c.root,
           cpu: TARGET_CPU,
+          modelPath: c.modelPath,
         }),
       );
       url = `http://${HOST}:${port}`;
@@ -89,7 +92,7 @@ export async function measureOne(
       model: "sim-model",
       signal: c.signal,
       extraHeaders: oracle
-        ? oracleRoute(oracleAssignment(c.workload, o.workers), fleet.urls)
+        ? oracleRoute(oracleAssignment(c.workload, o.workers), fleet.targets)
         : undefined,
       onMeasureStart: async () => {
         [before, cpuBefore] = await Promise.all([readCounters(fleet.urls), sampleCpu(null)]);

@@ -35,6 +35,8 @@ export interface Options {
   simArgs: string[];
   /** Where to write the JSON results, or null. */
   json: string | null;
+  /** How the gateway talks to the workers (`--connection-mode`): http, or grpc (gateway tokenizes). */
+  connectionMode: "http" | "grpc";
 }
 
 /**
@@ -85,7 +87,11 @@ export const USAGE = `usage: deno task bench:routing [options]
   --seed N           seed of the workload, workers and gateway (default 0)
   --sim "FLAGS"      extra sim-worker flags, after the defaults (e.g. "--kv-tokens 65536")
   --quick            short windows, for a smoke test
-  --json PATH        also write the results as JSON`;
+  --json PATH        also write the results as JSON
+  --connection-mode grpc
+                     the workers also serve sglang's scheduler gRPC service and our gateway
+                     reaches them over it, tokenizing with Qwen3's tokenizer (HAProxy and nginx
+                     targets are skipped; ref:upper-bound stays HTTP)`;
 
 function fail(msg: string): never {
   console.error(`bench:routing: ${msg}\n${USAGE}`);
@@ -118,6 +124,7 @@ export function parseOptions(args: string[]): Options {
     tenants: 24,
     simArgs: [],
     json: null,
+    connectionMode: "http",
     quick: false,
   };
   for (let i = 0; i < args.length; i++) {
@@ -167,6 +174,12 @@ export function parseOptions(args: string[]): Options {
       case "--json":
         o.json = value() ?? fail("--json needs a path");
         break;
+      case "--connection-mode": {
+        const m = value();
+        if (m !== "http" && m !== "grpc") fail("--connection-mode is http or grpc");
+        o.connectionMode = m as "http" | "grpc";
+        break;
+      }
       case "-h":
       case "--help":
         console.log(USAGE);

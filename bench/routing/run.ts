@@ -36,6 +36,7 @@ import { haproxyConfig, nginxConfig } from "./peers.ts";
 import { oracleAssignment, upperBoundKnobs } from "./references.ts";
 import { markdown, type Summary, writeJson } from "./report.ts";
 import { describeTarget, resolveTargets } from "./targets.ts";
+import { bundledQwen3 } from "../../lib/commands/grpc_support.ts";
 import { pointVerdict, verdictMarkdown } from "./verdict.ts";
 import { Workload } from "./workload.ts";
 
@@ -59,6 +60,12 @@ async function main(args: string[]): Promise<number> {
   resolved.notes.forEach(note);
   const skipped: Record<string, string> = {};
   for (const tool of ["haproxy", "nginx"]) {
+    if (o.connectionMode === "grpc") {
+      for (const t of resolved.targets.filter((t) => t.kind === tool)) {
+        skipped[t.name] = `${tool} does not speak sglang's gRPC service`;
+      }
+      continue;
+    }
     if (resolved.targets.some((t) => t.kind === tool) && !(await run(tool, ["-v"]))) {
       for (const t of resolved.targets.filter((t) => t.kind === tool)) {
         skipped[t.name] = `${tool} not found on PATH`;
@@ -88,6 +95,7 @@ async function main(args: string[]): Promise<number> {
     return 2;
   }
 
+  const modelPath = o.connectionMode === "grpc" ? await bundledQwen3() : undefined;
   const workload = new Workload({ seed: o.seed, tenants: o.tenants });
   const simKnobs = [...SIM_KNOBS, "--seed", String(o.seed), ...o.simArgs];
   const perCell = o.warmup + o.duration;
@@ -106,7 +114,15 @@ async function main(args: string[]): Promise<number> {
       const tag = `p${pi + 1}-${t.name.replace(/[^a-z0-9_-]/gi, "-")}`;
       try {
         const s = await measureOne(
-          { options: o, workload, simKnobs, dir: tmpDir, root: ROOT, signal: shutdown.signal },
+          {
+            options: o,
+            workload,
+            simKnobs,
+            dir: tmpDir,
+            root: ROOT,
+            signal: shutdown.signal,
+            modelPath,
+          },
           t,
           point,
           tag,
@@ -131,6 +147,14 @@ async function main(args: string[]): Promise<number> {
   const w = workload.config;
   const upperKnobs = upperBoundKnobs(simKnobs, o.workers);
   const oracle = oracleAssignment(workload, o.workers);
+  if (o.connectionMode === "grpc") {
+    console.log(
+      "Connection: gRPC. Every worker also serves sglang's scheduler service (`--grpc-port`, " +
+        "`--model-path` Qwen3) and our gateway reaches it there with `--model-path` Qwen3: the " +
+        "gateway applies the chat template and tokenizes with Qwen3, so token counts (and the " +
+        "simulated prefill work) differ from the HTTP mode's stand-in tokenizer.\n",
+    );
+  }
   console.log(
     `Fleet: ${o.workers} × \`smg sim-worker ${simKnobs.join(" ")}\`. Workload: seed ${w.seed}, ` +
       `${w.tenants} tenants (system prompts ${

@@ -98,6 +98,8 @@ export interface TargetContext {
   root: string;
   /** CPU to pin the target to. */
   cpu: number;
+  /** gRPC mode: the tokenizer our gateway loads (`--model-path`). */
+  modelPath?: string;
 }
 
 /**
