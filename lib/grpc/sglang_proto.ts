@@ -57,9 +57,6 @@ export const METHODS = {
   flushCache: spec("FlushCache"),
 } as const;
 
-/** The proto texts (for the README's and tests' checks). */
-export const SCHEDULER_PROTO: string = schedulerText;
-
 const TO_OBJECT: protobuf.IConversionOptions = {
   longs: Number,
   defaults: true,
@@ -89,27 +86,14 @@ export function structToJson(s: unknown): Record<string, unknown> {
 }
 
 function valueToJson(v: unknown): unknown {
+  // The well-known types keep protobufjs's camelCase names.
   const x = v as Record<string, unknown>;
   if (!x || typeof x !== "object") return null;
-  if ("structValue" in x || "struct_value" in x) {
-    return structToJson(x.structValue ?? x.struct_value);
+  if ("structValue" in x) return structToJson(x.structValue);
+  if ("listValue" in x) {
+    return ((x.listValue as { values?: unknown[] }).values ?? []).map(valueToJson);
   }
-  if ("listValue" in x || "list_value" in x) {
-    const l = (x.listValue ?? x.list_value) as { values?: unknown[] };
-    return (l.values ?? []).map(valueToJson);
-  }
-  for (
-    const k of [
-      "numberValue",
-      "number_value",
-      "stringValue",
-      "string_value",
-      "boolValue",
-      "bool_value",
-    ]
-  ) {
-    if (k in x) return x[k];
-  }
+  for (const k of ["numberValue", "stringValue", "boolValue"]) if (k in x) return x[k];
   return null;
 }
 
@@ -121,7 +105,6 @@ export function jsonToStruct(o: Record<string, unknown>): unknown {
 }
 
 function jsonToValue(v: unknown): unknown {
-  // The well-known types keep protobufjs's camelCase names.
   if (v === null || v === undefined) return { nullValue: 0 };
   if (typeof v === "number") return { numberValue: v };
   if (typeof v === "string") return { stringValue: v };

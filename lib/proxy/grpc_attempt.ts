@@ -162,11 +162,9 @@ export class GrpcCalls {
         c.series.tpot.observe((clock.now() - firstAt) / 1000 / (u.completion - 1));
       }
     };
-    const stopIds = new Set([...this.#g.tokenizer.eosTokenIds, ...input.sampling.stop_token_ids]);
     const body = new GrpcSse(
       this.#g.tokenizer,
       input,
-      stopIds,
       shape,
       stream,
       first,
@@ -218,9 +216,8 @@ export class GrpcCalls {
     release();
     const done = m.complete!;
     const out = done.output_ids.length > 0 ? done.output_ids : ids;
-    const stopIds = new Set([...this.#g.tokenizer.eosTokenIds, ...input.sampling.stop_token_ids]);
     const trim = !input.noStopTrim && out.length > 0 &&
-      (done.matched_token_id !== undefined || stopIds.has(out[out.length - 1]));
+      (done.matched_token_id !== undefined || input.stopIds.has(out[out.length - 1]));
     let text = this.#g.tokenizer.decode(trim ? out.slice(0, -1) : out, input.skipSpecial);
     let finish = done.finish_reason || "stop";
     let matched: string | number | null = done.matched_stop_str ?? done.matched_token_id ?? null;
@@ -272,7 +269,6 @@ class GrpcSse implements ChunkSource {
   readonly #dec: IncrementalDecoder;
   readonly #stop: StopMatcher;
   readonly #shape: SseShaper;
-  readonly #stopIds: ReadonlySet<number>;
   /** A chunk's last id when it may be the stop token, kept until what follows shows it is not. */
   #held: number | null = null;
   readonly #onDone: (u: Usage) => void;
@@ -285,7 +281,6 @@ class GrpcSse implements ChunkSource {
   constructor(
     tok: Decoder,
     input: GrpcInput,
-    stopIds: ReadonlySet<number>,
     shape: Shape,
     stream: GenerateStream,
     first: GenerateResponsePb,
@@ -299,7 +294,6 @@ class GrpcSse implements ChunkSource {
     this.#stop = new StopMatcher(input.stops, input.noStopTrim);
     this.#shape = new SseShaper(shape);
     this.#pending = first;
-    this.#stopIds = stopIds;
     this.#onDone = onDone;
     this.#onBreak = onBreak;
     this.#onCancel = onCancel;
@@ -370,7 +364,7 @@ class GrpcSse implements ChunkSource {
   #release(ids: readonly number[]): number[] {
     const out = this.#held === null ? [...ids] : [this.#held, ...ids];
     this.#held = null;
-    if (!this.#in.noStopTrim && out.length > 0 && this.#stopIds.has(out[out.length - 1])) {
+    if (!this.#in.noStopTrim && out.length > 0 && this.#in.stopIds.has(out[out.length - 1])) {
       this.#held = out.pop()!;
     }
     return out;

@@ -44,6 +44,8 @@ export interface GrpcInput {
   stops: string[];
   /** `no_stop_trim`: the stop string stays in the output. */
   noStopTrim: boolean;
+  /** Ids that end the answer and are trimmed from it: EOS and `stop_token_ids`. */
+  stopIds: ReadonlySet<number>;
   /** Skip special tokens when decoding. */
   skipSpecial: boolean;
   /** Which API answers. */
@@ -250,6 +252,7 @@ export function grpcInput(
     sampling,
     stops: sampling.stop,
     noStopTrim: sampling.no_stop_trim,
+    stopIds: new Set([...tok.eosTokenIds, ...sampling.stop_token_ids]),
     skipSpecial: sampling.skip_special_tokens,
     endpoint,
     model: typeof body.model === "string" ? body.model : fallbackModel,
