@@ -31,6 +31,9 @@ export async function simWorkerCommand(args: string[]): Promise<number> {
       encodeOutput: tok ? (t) => tok.encode(t, false) : undefined,
       vocabSize: tok?.vocabSize,
       eosTokenIds: tok ? [...tok.eosTokenIds] : undefined,
+      role: opts.server.role,
+      rooms: worker.rooms,
+      bootstrapTimeoutMs: opts.server.bootstrapTimeoutMs,
     });
     const port = await server.serve(opts.host, opts.grpcPort);
     grpc = server;

@@ -231,9 +231,20 @@ function validatePd(c: GatewayConfig): void {
   pd.prefill = pd.prefill.map((p) => ({ ...p, url: normalizeWorkerUrl(p.url, "--prefill") }));
   pd.decode = pd.decode.map((u) => normalizeWorkerUrl(u, "--decode"));
   const all = [...pd.prefill.map((p) => p.url), ...pd.decode];
-  const grpcLeg = all.find(isGrpcUrl);
-  if (grpcLeg) {
-    throw badValue("--prefill/--decode", grpcLeg, "PD over gRPC workers is not supported yet");
+  const grpcLegs = all.filter(isGrpcUrl);
+  if (grpcLegs.length > 0 && grpcLegs.length < all.length) {
+    throw badValue(
+      "--prefill/--decode",
+      all.join(" "),
+      "a PD fleet speaks one protocol: all grpc:// or all http(s)://",
+    );
+  }
+  if (grpcLegs.length > 0 && c.tokenizerPath === null && c.modelPath === null) {
+    throw badValue(
+      "--prefill/--decode",
+      grpcLegs[0],
+      "gRPC workers take token ids: give --model-path or --tokenizer-path",
+    );
   }
   if (new Set(all).size !== all.length) {
     throw badValue("--prefill/--decode", all.join(" "), "each worker URL may appear once");

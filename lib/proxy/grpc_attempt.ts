@@ -17,13 +17,17 @@
 import { GatewayError } from "../core/errors.ts";
 import type { ChunkSource } from "../core/http.ts";
 import type { GenerateStream } from "../grpc/sglang_client.ts";
-import type { GenerateRequestPb, GenerateResponsePb } from "../grpc/sglang_proto.ts";
+import type {
+  DisaggregatedParamsPb,
+  GenerateRequestPb,
+  GenerateResponsePb,
+} from "../grpc/sglang_proto.ts";
 import { IncrementalDecoder, StopMatcher } from "../tokenizer/detokenize.ts";
 import type { Decoder } from "../tokenizer/detokenize.ts";
 import type { Cancel } from "../upstream/types.ts";
 import { classifyStatus } from "../workers/circuit_breaker.ts";
 import type { Worker } from "../workers/worker.ts";
-import type { Calls } from "./attempt.ts";
+import { type Calls, clientClosed } from "./attempt.ts";
 import { type GrpcInput, grpcInput, type PromptTokenizer } from "./grpc_request.ts";
 import { completeJson, type Shape, SseShaper, type Usage } from "./grpc_response.ts";
 import { sseErrorEvent } from "./relay.ts";
@@ -86,6 +90,48 @@ const JSON_TYPE = "application/json";
 const encoder = new TextEncoder();
 let attemptSeq = 0;
 
+/** A `Generate` call under way. */
+class Started {
+  readonly stream: GenerateStream;
+  /** Frees the worker's in-flight slot (idempotent). */
+  readonly release: () => void;
+  /** The gateway cancelled it (the worker is not to blame for how it ends). */
+  stopped = false;
+
+  constructor(stream: GenerateStream, release: () => void) {
+    this.stream = stream;
+    this.release = release;
+  }
+
+  /** Cancels the call and frees the slot. */
+  stop(): void {
+    this.stopped = true;
+    this.stream.cancel();
+    this.release();
+  }
+}
+
+/** The `Generate` request of one attempt. */
+function request(
+  input: GrpcInput,
+  rid: string,
+  disaggregated?: DisaggregatedParamsPb,
+): GenerateRequestPb {
+  return {
+    request_id: rid,
+    tokenized: { original_text: input.text, input_ids: input.ids },
+    sampling_params: input.sampling,
+    return_logprob: false,
+    logprob_start_len: -1,
+    top_logprobs_num: 0,
+    lora_id: "",
+    data_parallel_rank: 0,
+    stream: input.stream,
+    require_reasoning: false,
+    disaggregated_params: disaggregated,
+  };
+}
+
 /** Runs attempts on gRPC workers. */
 export class GrpcCalls {
   readonly #d: ProxyDeps;
@@ -114,30 +160,114 @@ export class GrpcCalls {
   async run(c: CallContext, worker: Worker): Promise<AttemptResult> {
     const input = this.#input(c);
     const rid = `${c.ctx.requestId}-${++attemptSeq}`;
-    const req: GenerateRequestPb = {
-      request_id: rid,
-      tokenized: { original_text: input.text, input_ids: input.ids },
-      sampling_params: input.sampling,
-      return_logprob: false,
-      logprob_start_len: -1,
-      top_logprobs_num: 0,
-      lora_id: "",
-      data_parallel_rank: 0,
-      stream: input.stream,
-      require_reasoning: false,
-    };
+    const call = this.#start(c, worker, request(input, rid));
+    const first = await this.#first(c, worker, call);
+    if (first.kind !== "first") return first;
+    return await this.#answer(c, worker, input, rid, call, first.message);
+  }
+
+  /**
+   * One PD attempt: the same request, with the prefill's bootstrap address and a fresh room in
+   * `DisaggregatedParams`, to both legs at once (sglang's decode worker fetches the prompt's KV
+   * from the prefill one). The client gets the decode leg's answer; the prefill's stream is read
+   * to its end in the background. A leg that fails before its first message fails the attempt
+   * (the other leg's call is cancelled) and the attempt loop picks another pair.
+   */
+  async runPd(c: CallContext, prefill: Worker, decode: Worker): Promise<AttemptResult> {
+    const input = this.#input(c);
+    const rid = `${c.ctx.requestId}-${++attemptSeq}`;
+    const req = request(input, rid, {
+      bootstrap_host: new URL(prefill.url).hostname.replace(/^\[|\]$/g, ""),
+      bootstrap_port: prefill.bootstrapPort ?? 0,
+      // `bootstrap_room` is an int32 on the wire.
+      bootstrap_room: Math.floor(this.#d.random() * 0x7fffffff),
+    });
+    const p = this.#start(c, prefill, req);
+    const d = this.#start(c, decode, req);
+    const pf = this.#first(c, prefill, p);
+    const df = this.#first(c, decode, d);
+    // Whichever leg fails first fails the attempt; the other leg's call is cancelled.
+    let other = d;
+    const early = await Promise.race([
+      pf,
+      df.then((r) => r.kind === "first" ? pf : (other = p, r)),
+    ]);
+    if (early.kind !== "first") {
+      other.stop();
+      return early;
+    }
+    const stopDrain = this.#drain(c, prefill, p);
+    const answer = await df;
+    if (answer.kind !== "first") {
+      stopDrain();
+      return answer;
+    }
+    return await this.#answer(c, decode, input, rid, d, answer.message);
+  }
+
+  /** Calls `Generate` on `worker`, counted in flight until `release`. */
+  #start(c: CallContext, worker: Worker, req: GenerateRequestPb): Started {
     const release = this.#calls.hold(c, worker);
-    const client = this.#g.client(worker.url);
-    let stream: GenerateStream;
-    let first: GenerateResponsePb | null;
     try {
-      stream = client.generate(req, c.cancel);
-      first = await stream.next();
-      if (first === null) throw new Error("the worker ended the call without an answer");
+      return new Started(this.#g.client(worker.url).generate(req, c.cancel), release);
     } catch (e) {
-      release();
+      const failed = Promise.reject(e);
+      failed.catch(() => {});
+      return new Started({ next: () => failed, cancel: () => {} }, release);
+    }
+  }
+
+  /** The call's first message, or the attempt's failure (the call then released). */
+  async #first(
+    c: CallContext,
+    worker: Worker,
+    call: Started,
+  ): Promise<{ kind: "first"; message: GenerateResponsePb } | AttemptResult> {
+    try {
+      const message = await call.stream.next();
+      if (message === null) throw new Error("the worker ended the call without an answer");
+      return { kind: "first", message };
+    } catch (e) {
+      call.release();
+      // Stopped because the other PD leg failed: that leg's failure is the attempt's.
+      if (call.stopped) return { kind: "response", reply: clientClosed() };
       return this.#failure(c, worker, e);
     }
+  }
+
+  /**
+   * Reads a prefill leg's stream to its end without holding up the client; the returned
+   * function cancels it without blaming the worker.
+   */
+  #drain(c: CallContext, worker: Worker, call: Started): () => void {
+    c.holds.add(call.release);
+    // Ends with the call: cancelled with the request (client gone, deadline); never rejects.
+    (async () => {
+      try {
+        while ((await call.stream.next()) !== null) { /* discard */ }
+        this.#calls.record(worker, "success");
+      } catch {
+        if (!call.stopped && !c.inb.gone.aborted && !c.timedOut()) {
+          this.#calls.record(worker, "failure");
+        }
+      } finally {
+        call.release();
+      }
+    })();
+    return () => call.stop();
+  }
+
+  /** The client's answer from a call whose first message arrived. */
+  async #answer(
+    c: CallContext,
+    worker: Worker,
+    input: GrpcInput,
+    rid: string,
+    call: Started,
+    first: GenerateResponsePb,
+  ): Promise<AttemptResult> {
+    const { stream, release } = call;
+    const client = this.#g.client(worker.url);
     this.#d.metrics.upstreamResponses.with("grpc", "200", "").inc();
     const shape: Shape = {
       endpoint: input.endpoint,

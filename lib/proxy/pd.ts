@@ -10,11 +10,16 @@
  * (`attempts.ts`) re-selects the pair without the worker that failed (retryable: connect
  * errors, 5xx, 408, 429, a stream dying before its first byte). A leg's own error status is
  * passed through as the worker sent it. No usable pair: 503 `server_selection_failed`.
+ *
+ * A pair speaks one protocol, that of the model's first prefill worker: gRPC pairs run through
+ * `GrpcCalls.runPd` (the bootstrap fields in `DisaggregatedParams`), the rest as above.
  */
 
 import { GatewayError } from "../core/errors.ts";
 import type { Worker } from "../workers/worker.ts";
+import { isGrpcUrl } from "../config/validate.ts";
 import type { Calls } from "./attempt.ts";
+import type { GrpcCalls } from "./grpc_attempt.ts";
 import { isRetryableStatus } from "./retry.ts";
 import { noCandidates, type SelectEnv, selectWorker } from "./select.ts";
 import type {
@@ -85,19 +90,34 @@ export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
   readonly #env: SelectEnv;
   readonly #calls: Calls;
   readonly #legs: PdPolicies;
+  readonly #grpc: GrpcCalls | null;
 
-  /** Over the proxy's dependencies and attempt machinery. */
-  constructor(d: ProxyDeps, env: SelectEnv, calls: Calls, legs: PdPolicies) {
+  /** Over the proxy's dependencies and attempt machinery (`grpc`: for gRPC pairs). */
+  constructor(
+    d: ProxyDeps,
+    env: SelectEnv,
+    calls: Calls,
+    legs: PdPolicies,
+    grpc: GrpcCalls | null,
+  ) {
     this.#d = d;
     this.#env = env;
     this.#calls = calls;
     this.#legs = legs;
+    this.#grpc = grpc;
   }
 
   candidates(c: CallContext): PdCandidates {
     const d = this.#d;
-    const prefills = d.registry.forModel(c.rr.model, "prefill");
-    const decodes = d.registry.forModel(c.rr.model, "decode");
+    let prefills = d.registry.forModel(c.rr.model, "prefill");
+    let decodes = d.registry.forModel(c.rr.model, "decode");
+    // A pair speaks one protocol: that of the first prefill worker, as upstream pairs them.
+    if (prefills.length > 0) {
+      const grpc = isGrpcUrl(prefills[0].url);
+      const same = (w: Worker) => isGrpcUrl(w.url) === grpc;
+      if (!prefills.every(same)) prefills = prefills.filter(same);
+      if (!decodes.every(same)) decodes = decodes.filter(same);
+    }
     if (prefills.length === 0 && decodes.length === 0) throw noCandidates(d.registry.size, c.rr);
     if (prefills.length === 0 || decodes.length === 0) {
       throw new GatewayError(
@@ -152,6 +172,10 @@ export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
   async run(c: CallContext, pair: Pair): Promise<AttemptResult> {
     const calls = this.#calls;
     const { prefill: p, decode: w } = pair;
+    if (this.#grpc && isGrpcUrl(p.url)) {
+      const r = await this.#grpc.runPd(c, p, w);
+      return r.kind === "failure" ? pdFailure(r) : r;
+    }
     const bytes = withBootstrap(c.body as Record<string, unknown>, p, this.#d.random);
     const [ps, ds] = await Promise.all([calls.send(c, p, bytes), calls.send(c, w, bytes)]);
     if (ps.kind !== "sent" || ds.kind !== "sent") {

@@ -51,11 +51,11 @@ class RegularPlan implements AttemptPlan<readonly Worker[], Worker> {
 
   readonly #grpc: GrpcCalls | null;
 
-  constructor(d: ProxyDeps, env: SelectEnv, calls: Calls) {
+  constructor(d: ProxyDeps, env: SelectEnv, calls: Calls, grpc: GrpcCalls | null) {
     this.#d = d;
     this.#env = env;
     this.#calls = calls;
-    this.#grpc = d.grpc ? new GrpcCalls(d, calls, d.grpc) : null;
+    this.#grpc = grpc;
   }
 
   candidates(c: CallContext): readonly Worker[] {
@@ -87,6 +87,8 @@ class RegularPlan implements AttemptPlan<readonly Worker[], Worker> {
 
 class DeadlineExceeded extends Error {}
 
+const allGrpc = (ws: readonly Worker[]) => ws.length > 0 && ws.every((w) => isGrpcUrl(w.url));
+
 /** The inference request handler. */
 export class InferenceProxy {
   readonly #d: ProxyDeps;
@@ -106,9 +108,10 @@ export class InferenceProxy {
       shed: deps.metrics.overloadShed.with("selection"),
       overloadedRetryAfter: deps.config.loadMonitor.intervalSecs,
     };
+    const grpc = deps.grpc ? new GrpcCalls(deps, calls, deps.grpc) : null;
     this.#plan = deps.pd
-      ? new PdPlan(deps, env, calls, deps.pd)
-      : new RegularPlan(deps, env, calls);
+      ? new PdPlan(deps, env, calls, deps.pd, grpc)
+      : new RegularPlan(deps, env, calls, grpc);
     this.#deadlines = new Deadlines(deps.clock, Math.min(1000, Math.max(5, this.#timeoutMs / 20)));
   }
 
@@ -185,8 +188,9 @@ export class InferenceProxy {
    * attempts tokenize when they run, so HTTP-only requests still reach the HTTP workers).
    */
   #servesGrpc(model: string | null): boolean {
-    const ws = this.#d.registry.forModel(model);
-    return ws.length > 0 && ws.every((w) => isGrpcUrl(w.url));
+    const r = this.#d.registry;
+    if (!this.#d.pd) return allGrpc(r.forModel(model));
+    return allGrpc(r.forModel(model, "prefill")) && allGrpc(r.forModel(model, "decode"));
   }
 
   /** Starts the request's cancellation and deadline, then its attempts. */

@@ -8,7 +8,10 @@
  * `Abort` with the request id, aborts the engine request. Generated ids are the engine's output
  * pieces re-encoded by `encodeOutput` when one is given (a real tokenizer, so the gateway decodes
  * words), else the engine's own ids. `dieAfter` makes the worker fail its calls mid-stream with
- * UNAVAILABLE, as a crashed scheduler does.
+ * UNAVAILABLE, as a crashed scheduler does. PD roles as over HTTP (`pd.ts`): a request with
+ * `DisaggregatedParams` is prefilled with one token by a prefill worker, which then marks its
+ * bootstrap room ready; a decode worker waits for the room (INTERNAL if it never comes) and
+ * decodes without prefilling.
  */
 
 import { Buffer } from "node:buffer";
@@ -27,6 +30,7 @@ import {
 } from "../grpc/sglang_proto.ts";
 import type { SimEngine } from "./engine.ts";
 import { loadsBody } from "./observe.ts";
+import { awaitRoom, type Bootstrap, type BootstrapRooms } from "./pd.ts";
 import { pieceOf, VOCAB_SIZE } from "./tokenizer.ts";
 import type { GenerateResult } from "./types.ts";
 
@@ -45,6 +49,12 @@ export interface SimGrpcOptions {
   dieAfter?: number;
   /** Answer every `Generate` with UNAVAILABLE at once (health still passes). */
   failGenerate?: boolean;
+  /** PD role (regular): with `DisaggregatedParams`, prefill computes the prompt and one token. */
+  role?: "regular" | "prefill" | "decode";
+  /** Prefill role: the rooms served on the bootstrap port. */
+  rooms?: BootstrapRooms;
+  /** Decode role: how long to wait for the prefill partner's room (ms, 30000). */
+  bootstrapTimeoutMs?: number;
 }
 
 const identity = (b: Buffer): Buffer => b;
@@ -74,6 +84,8 @@ export class SimGrpcServer {
   readonly #pieces = new Map<number, number[]>();
   #generated = 0;
   #port = 0;
+  /** Sees every `Generate` request as it arrives (tests). */
+  onGenerate: ((req: GenerateRequestPb) => void) | null = null;
 
   constructor(engine: SimEngine, opts: SimGrpcOptions) {
     this.#engine = engine;
@@ -148,6 +160,7 @@ export class SimGrpcServer {
     } catch (e) {
       return fail(call, grpc.status.INVALID_ARGUMENT, (e as Error).message);
     }
+    this.onGenerate?.(req);
     const tokens = req.tokenized?.input_ids ?? [];
     if (tokens.length === 0) {
       return fail(call, grpc.status.INVALID_ARGUMENT, "no input_ids");
@@ -160,13 +173,29 @@ export class SimGrpcServer {
     this.#inflight.set(id, abort);
     call.on("cancelled", () => abort.abort());
     const out: number[] = [];
-    const max = req.sampling_params?.max_new_tokens ?? o.maxNewTokens;
+    const boot = bootstrapOf(req, o.role);
+    let max = req.sampling_params?.max_new_tokens ?? o.maxNewTokens;
+    // PD: the prefill leg computes the prompt and one token; the decode leg waits for its room
+    // and then decodes without prefilling (the KV "arrived").
+    if (boot && o.role === "prefill") max = 1;
+    if (boot && o.role === "decode") {
+      if (!(await awaitRoom(boot, o.bootstrapTimeoutMs ?? 30_000, abort.signal))) {
+        this.#inflight.delete(id);
+        const msg = `bootstrap room ${boot.room} not ready at ${boot.host}:${boot.port}`;
+        return fail(call, grpc.status.INTERNAL, msg);
+      }
+    }
     const rType = METHODS.generate.response;
     let full = max === 0;
     let r: GenerateResult;
     try {
       r = await this.#engine.submit(
-        { tokens, maxNewTokens: max, signal: abort.signal },
+        {
+          tokens,
+          maxNewTokens: max,
+          signal: abort.signal,
+          kvTransferred: boot !== null && o.role === "decode",
+        },
         (tok, i) => {
           if (full) return;
           // One engine token may be several ids of the real tokenizer: count ids, as an engine does.
@@ -194,6 +223,9 @@ export class SimGrpcServer {
       return fail(call, grpc.status.INVALID_ARGUMENT, (e as Error).message);
     }
     this.#inflight.delete(id);
+    if (boot && o.role === "prefill" && (full || r.finishReason === "length")) {
+      o.rooms?.markReady(boot.room);
+    }
     if (call.cancelled) return;
     if (dying) return fail(call, grpc.status.UNAVAILABLE, "scheduler died");
     const complete: GenerateCompletePb = {
@@ -248,6 +280,17 @@ export class SimGrpcServer {
     // `GetLoads` and `/v1/loads` share sglang's field names.
     return { ...(loadsBody(this.#engine.stats()) as Partial<LoadsPb>), version: "smg-sim" };
   }
+}
+
+/** The bootstrap address of a PD request to a prefill or decode worker, else null. */
+function bootstrapOf(req: GenerateRequestPb, role: SimGrpcOptions["role"]): Bootstrap | null {
+  const p = req.disaggregated_params;
+  if (!p || role === undefined || role === "regular") return null;
+  return {
+    host: p.bootstrap_host || "127.0.0.1",
+    port: p.bootstrap_port,
+    room: String(p.bootstrap_room),
+  };
 }
 
 /** Ends a server stream with a gRPC error status. */

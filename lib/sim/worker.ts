@@ -39,6 +39,8 @@ export interface SimWorker {
   engine: SimEngine;
   /** Prefill role: the bootstrap port; null otherwise. */
   bootstrapPort: number | null;
+  /** Prefill role: the rooms served on the bootstrap port (shared with a gRPC server). */
+  rooms?: BootstrapRooms;
   /** Stops serving and the engine. */
   close(): Promise<void>;
 }
@@ -63,6 +65,7 @@ export function startSimWorker(o: SimWorkerOptions): SimWorker {
     url: `http://${o.host}:${http.addr.port}`,
     engine,
     bootstrapPort: rooms?.port ?? null,
+    rooms,
     close: () =>
       closed ??= (async () => {
         await engine.close();

@@ -2,7 +2,8 @@
  * The issue's command line, as processes: `smg sim-worker --grpc-port P --model-path DIR` (a
  * simulated sglang scheduler over gRPC, its words as Qwen3 ids) and
  * `smg --policy least_load --worker-urls grpc://... --model-path DIR` in front of it, used by
- * the `openai` client; an unloadable `--model-path` fails at start with one line and exit 2.
+ * the `openai` client; the same with a prefill and a decode worker (`--pd-disaggregation`); an
+ * unloadable `--model-path` fails at start with one line and exit 2.
  */
 
 import assert from "node:assert/strict";
@@ -12,11 +13,9 @@ import { writeQwen3 } from "../support/qwen3.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
-Deno.test("grpc launch: smg sim-worker --grpc-port behind smg --worker-urls grpc://", async () => {
-  const dir = await Deno.makeTempDir({ prefix: "smg-grpc-launch-" });
-  await writeQwen3(`${dir}/qwen3`);
-  const grpcPort = freePort();
-  const worker = new Deno.Command(Deno.execPath(), {
+/** `smg sim-worker --grpc-port P --model-path DIR [extra]`, resolved once it serves gRPC. */
+async function simWorker(dir: string, grpcPort: number, extra: string[] = []) {
+  const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
       "--unstable-no-legacy-abort",
@@ -33,60 +32,106 @@ Deno.test("grpc launch: smg sim-worker --grpc-port behind smg --worker-urls grpc
       `${dir}/qwen3`,
       "--time-scale",
       "0",
+      ...extra,
     ],
     stdout: "null",
     stderr: "piped",
     env: { NO_COLOR: "1" },
   }).spawn();
-  const log = worker.stderr.pipeThrough(new TextDecoderStream()).getReader();
+  const log = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
+  let text = "";
+  while (!text.includes("sim-worker serving gRPC")) {
+    const r = await log.read();
+    if (r.done) throw new Error(`sim-worker exited:\n${text}`);
+    text += r.value;
+  }
+  return {
+    async stop() {
+      child.kill("SIGTERM");
+      await log.cancel();
+      assert.equal((await child.status).code, 0);
+    },
+  };
+}
+
+/** The gateway with `args` in front of workers, asked one chat by the openai client. */
+async function chatThrough(dir: string, args: string[], readyWorkers: number) {
+  const gw = await spawnGateway(
+    MAIN,
+    [
+      "--host",
+      "127.0.0.1",
+      "--port",
+      "0",
+      "--prometheus-host",
+      "127.0.0.1",
+      "--prometheus-port",
+      "0",
+      ...args,
+      "--model-path",
+      `${dir}/qwen3`,
+      "--shutdown-grace-period-secs",
+      "1",
+    ],
+    undefined,
+    [`--allow-read=${dir}`],
+  );
   try {
-    let text = "";
-    while (!text.includes("sim-worker serving gRPC")) {
-      const r = await log.read();
-      if (r.done) throw new Error(`sim-worker exited:\n${text}`);
-      text += r.value;
-    }
-    const gw = await spawnGateway(
-      MAIN,
-      [
-        "--host",
-        "127.0.0.1",
-        "--port",
-        "0",
-        "--prometheus-host",
-        "127.0.0.1",
-        "--prometheus-port",
-        "0",
-        "--policy",
-        "least_load",
-        "--worker-urls",
-        `grpc://127.0.0.1:${grpcPort}`,
-        "--model-path",
-        `${dir}/qwen3`,
-        "--shutdown-grace-period-secs",
-        "1",
-      ],
-      undefined,
-      [`--allow-read=${dir}`],
-    );
-    try {
-      await gw.waitForOutput(/msg="worker ready"/);
-      const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "unused", maxRetries: 0 });
-      const c = await client.chat.completions.create({
-        model: "sim-model",
-        messages: [{ role: "user", content: "hi" }],
-        max_tokens: 5,
-      });
-      assert.match(c.choices[0].message.content ?? "", /^[a-z]+( [a-z]+)* ?$/);
-      assert.equal(c.usage?.completion_tokens, 5);
-    } finally {
-      gw.child.kill("SIGTERM");
-      assert.equal(await gw.exited, 0);
-    }
+    for (let i = 0; i < readyWorkers; i++) await gw.waitForOutput(/msg="worker ready"/);
+    const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "unused", maxRetries: 0 });
+    const c = await client.chat.completions.create({
+      model: "sim-model",
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 5,
+    });
+    assert.match(c.choices[0].message.content ?? "", /^[a-z]+( [a-z]+)* ?$/);
+    assert.equal(c.usage?.completion_tokens, 5);
   } finally {
-    worker.kill("SIGTERM");
-    await log.cancel();
-    assert.equal((await worker.status).code, 0);
+    gw.child.kill("SIGTERM");
+    assert.equal(await gw.exited, 0);
+  }
+}
+
+Deno.test("grpc launch: smg sim-worker --grpc-port behind smg --worker-urls grpc://", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "smg-grpc-launch-" });
+  await writeQwen3(`${dir}/qwen3`);
+  const grpcPort = freePort();
+  const worker = await simWorker(dir, grpcPort);
+  try {
+    await chatThrough(dir, [
+      "--policy",
+      "least_load",
+      "--worker-urls",
+      `grpc://127.0.0.1:${grpcPort}`,
+    ], 1);
+  } finally {
+    await worker.stop();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("grpc launch: PD over gRPC: --prefill grpc://... BOOTSTRAP_PORT --decode grpc://...", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "smg-grpc-pd-" });
+  await writeQwen3(`${dir}/qwen3`);
+  const [pPort, bootPort, dPort] = [freePort(), freePort(), freePort()];
+  const prefill = await simWorker(dir, pPort, [
+    "--role",
+    "prefill",
+    "--bootstrap-port",
+    String(bootPort),
+  ]);
+  const decode = await simWorker(dir, dPort, ["--role", "decode"]);
+  try {
+    await chatThrough(dir, [
+      "--pd-disaggregation",
+      "--prefill",
+      `grpc://127.0.0.1:${pPort}`,
+      String(bootPort),
+      "--decode",
+      `grpc://127.0.0.1:${dPort}`,
+    ], 2);
+  } finally {
+    await Promise.all([prefill.stop(), decode.stop()]);
     await Deno.remove(dir, { recursive: true });
   }
 });

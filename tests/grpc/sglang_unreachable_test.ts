@@ -35,3 +35,34 @@ Deno.test({
     }
   },
 });
+
+Deno.test({
+  name: "grpc: a worker that speaks HTTP/1.1 at a grpc:// URL fails soon with a retryable status",
+  sanitizeOps: false,
+  sanitizeResources: false,
+  fn: async () => {
+    const http = Deno.serve(
+      { hostname: "127.0.0.1", port: 0, onListen: () => {} },
+      () => new Response("not grpc"),
+    );
+    const client = new SglangClient(`grpc://127.0.0.1:${http.addr.port}`);
+    try {
+      await assert.rejects(client.healthCheck(2000), (e: unknown) => {
+        assert.ok(e instanceof GrpcCallError);
+        assert.ok(retryableStatus(e.code), e.statusName);
+        return true;
+      });
+      const s = client.generate({
+        request_id: "r",
+        tokenized: { original_text: "", input_ids: [1, 2, 3] },
+      } as never);
+      await assert.rejects(
+        s.next(),
+        (e: unknown) => e instanceof GrpcCallError && retryableStatus(e.code),
+      );
+    } finally {
+      await client.close();
+      await http.shutdown();
+    }
+  },
+});
