@@ -39,6 +39,27 @@ export interface WorkerManagerDeps {
 
 const WORKER_TYPES: readonly WorkerType[] = ["regular", "prefill", "decode"];
 
+/**
+ * The worker URL for `connection_mode` (SMG's field: the URL's scheme decides when it has one;
+ * `host:port` or an `http(s)://` URL with `"grpc"` is the gRPC worker there).
+ */
+function withConnectionMode(raw: string, mode: unknown): string {
+  if (mode === undefined || mode === null) return raw;
+  if (mode !== "http" && mode !== "grpc") {
+    throw invalidRequest("'connection_mode' must be http or grpc", "connection_mode");
+  }
+  const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(raw)?.[1].toLowerCase();
+  if (scheme === undefined) return `${mode}://${raw}`;
+  const grpc = scheme === "grpc" || scheme === "grpcs";
+  if (mode === "grpc" && (scheme === "http" || scheme === "https")) {
+    return raw.replace(/^https?/i, scheme === "https" ? "grpcs" : "grpc");
+  }
+  if (mode === "http" && grpc) {
+    throw invalidRequest(`'connection_mode' http contradicts the URL ${raw}`, "connection_mode");
+  }
+  return raw;
+}
+
 /** Parses a `POST /workers` body (SMG's snake_case WorkerSpec); 400 on a bad field. */
 export function parseWorkerSpec(body: unknown): WorkerSpec {
   if (typeof body !== "object" || body === null || Array.isArray(body)) {
@@ -48,9 +69,9 @@ export function parseWorkerSpec(body: unknown): WorkerSpec {
   if (typeof b.url !== "string") {
     throw invalidRequest("'url' is required and must be a string", "url");
   }
-  let url: string;
+  let url = withConnectionMode(b.url, b.connection_mode);
   try {
-    url = normalizeWorkerUrl(b.url, "url");
+    url = normalizeWorkerUrl(url, "url");
   } catch (e) {
     throw invalidRequest((e as ConfigError).message, "url");
   }

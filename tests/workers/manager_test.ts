@@ -29,6 +29,17 @@ Deno.test("parseWorkerSpec: SMG's snake_case spec", () => {
   assert.deepEqual(parseWorkerSpec({ url: "http://h:1", model_id: "x" }).models, ["x"]);
 });
 
+Deno.test("parseWorkerSpec: connection_mode picks the protocol of a URL without one", () => {
+  const url = (u: string, connection_mode?: string) =>
+    parseWorkerSpec({ url: u, connection_mode }).url;
+  assert.equal(url("10.0.0.1:50051", "grpc"), "grpc://10.0.0.1:50051");
+  assert.equal(url("10.0.0.1:8000", "http"), "http://10.0.0.1:8000");
+  assert.equal(url("http://10.0.0.1:50051", "grpc"), "grpc://10.0.0.1:50051");
+  assert.equal(url("https://h:50051", "grpc"), "grpcs://h:50051");
+  assert.equal(url("grpc://h:50051", "grpc"), "grpc://h:50051");
+  assert.equal(url("grpc://h:50051"), "grpc://h:50051", "the scheme decides without it");
+});
+
 Deno.test("parseWorkerSpec: bad specs are 400s naming the field", () => {
   const cases: [unknown, string | null][] = [
     [null, null],
@@ -39,6 +50,9 @@ Deno.test("parseWorkerSpec: bad specs are 400s naming the field", () => {
     [{ url: "http://h:1", worker_type: "encode" }, "worker_type"],
     [{ url: "http://h:1", labels: { a: 1 } }, "labels"],
     [{ url: "http://h:1", priority: "high" }, "priority"],
+    [{ url: "h:1", connection_mode: "zmq" }, "connection_mode"],
+    [{ url: "grpc://h:1", connection_mode: "http" }, "connection_mode"],
+    [{ url: "http://h:1/v1", connection_mode: "grpc" }, "url"],
   ];
   for (const [body, param] of cases) {
     assert.throws(() => parseWorkerSpec(body), (e: unknown) => {
