@@ -46,6 +46,7 @@ function fleet(n: number, type: WorkerView["type"] = "regular"): WorkerView[] {
     seq: i + 1,
     url: `http://10.0.${i >> 8}.${i & 255}:8000`,
     inFlight: i % 7,
+    prefillTokens: (i % 7) * 500,
     load: {
       runningRequests: i % 11,
       waitingRequests: i % 5,

@@ -25,12 +25,14 @@ export function gatewayArgs(
   workers: string[],
   seed: number,
   modelPath?: string,
+  flags: string[] = [],
 ): string[] {
   const args = gatewayCommand(root, port, promPort, seed, [
     "--worker-urls",
     ...workers,
     "--policy",
     policy,
+    ...flags,
     ...(modelPath ? ["--model-path", modelPath] : []),
   ]);
   // gRPC workers: grpc-js reads its GRPC_* variables, and the tokenizer is read from disk.
@@ -71,15 +73,22 @@ export function gatewayCommand(
   ];
 }
 
-/** Starts the gateway with `policy` in front of `c.workers` and waits until all are healthy. */
-export async function startGateway(policy: string, c: TargetContext): Promise<Child> {
-  const [promPort] = freePorts(1);
+/**
+ * Starts the gateway with `policy` (and extra gateway `flags`) in front of `c.workers` and waits
+ * until all are healthy.
+ */
+export async function startGateway(
+  policy: string,
+  c: TargetContext,
+  flags: string[] = [],
+): Promise<Child> {
+  const promPort = c.promPort ?? freePorts(1)[0];
   const child = await spawn(
     `${c.tag}-smg`,
     c.cpu,
     [
       Deno.execPath(),
-      ...gatewayArgs(c.root, policy, c.port, promPort, c.workers, c.seed, c.modelPath),
+      ...gatewayArgs(c.root, policy, c.port, promPort, c.workers, c.seed, c.modelPath, flags),
     ],
     c.dir,
     c.root,

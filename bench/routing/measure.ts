@@ -13,6 +13,7 @@ import { delta, readCounters, startFleet, type WorkerCounters } from "./fleet.ts
 import type { LoadPoint, Options } from "./options.ts";
 import { summarise, type Summary } from "./report.ts";
 import { oracleAssignment, oracleRoute, upperBoundKnobs } from "./references.ts";
+import { type Histogram, readHistogram, summarisePrediction } from "./prediction.ts";
 import { streamChat } from "./stream.ts";
 import { startTarget, type TargetSpec } from "./targets.ts";
 import type { Workload } from "./workload.ts";
@@ -53,8 +54,12 @@ export async function measureOne(
   const children: Child[] = [...fleet.children];
   try {
     let url = fleet.urls[0];
+    let metricsUrl: string | null = null;
     if (!direct) {
-      const [port] = freePorts(1);
+      const [port, promPort] = freePorts(2);
+      if (target.kind !== "haproxy" && target.kind !== "nginx") {
+        metricsUrl = `http://${HOST}:${promPort}/metrics`;
+      }
       c.signal.throwIfAborted();
       children.push(
         await startTarget(target, {
@@ -66,6 +71,7 @@ export async function measureOne(
           root: c.root,
           cpu: TARGET_CPU,
           modelPath: c.modelPath,
+          promPort,
         }),
       );
       url = `http://${HOST}:${port}`;
@@ -83,6 +89,8 @@ export async function measureOne(
 
     let before: WorkerCounters[] | null = null;
     let cpuBefore: CpuSample | null = null;
+    const empty: Histogram = { buckets: new Map(), count: 0, sum: 0 };
+    let predBefore = empty;
     const d = await drive(url, c.workload, {
       load: point.load,
       warmupMs: o.warmup * 1000,
@@ -95,10 +103,18 @@ export async function measureOne(
         ? oracleRoute(oracleAssignment(c.workload, o.workers), fleet.targets)
         : undefined,
       onMeasureStart: async () => {
-        [before, cpuBefore] = await Promise.all([readCounters(fleet.urls), sampleCpu(null)]);
+        [before, cpuBefore, predBefore] = await Promise.all([
+          readCounters(fleet.urls),
+          sampleCpu(null),
+          metricsUrl ? readHistogram(metricsUrl) : empty,
+        ]);
       },
     });
-    const [after, cpuAfter] = await Promise.all([readCounters(fleet.urls), sampleCpu(null)]);
+    const [after, cpuAfter, predAfter] = await Promise.all([
+      readCounters(fleet.urls),
+      sampleCpu(null),
+      metricsUrl ? readHistogram(metricsUrl) : empty,
+    ]);
     if (!before || !cpuBefore) throw new Error("the measured window never opened");
     for (const ch of children) {
       if (await exited(ch, 0)) {
@@ -107,7 +123,8 @@ export async function measureOne(
     }
     const b: WorkerCounters[] = before;
     const cpu = ["cpu0", "cpu1"].map((n) => busyPct(cpuBefore!.load, cpuAfter.load, n));
-    return summarise(point.label, target.name, d, after.map((a, i) => delta(b[i], a)), cpu);
+    const s = summarise(point.label, target.name, d, after.map((a, i) => delta(b[i], a)), cpu);
+    return { ...s, prediction: summarisePrediction(predBefore, predAfter) };
   } finally {
     await stop(children);
   }

@@ -31,6 +31,10 @@ export interface Options {
   seed: number;
   /** Tenants in the workload. */
   tenants: number;
+  /** Zipf exponent of tenant popularity (0: uniform). */
+  tenantSkew: number;
+  /** The scenario the defaults come from (`--scenario`). */
+  scenario: Scenario;
   /** sim-worker flags appended to `SIM_KNOBS`. */
   simArgs: string[];
   /** Where to write the JSON results, or null. */
@@ -71,10 +75,57 @@ export const SIM_KNOBS = [
 /** Default open-loop rates (req/s): light, and near the 4-worker fleet's saturation. */
 export const DEFAULT_RATES = [5, 14];
 
+/** A scenario: the defaults of fleet size, workload and load points. */
+export interface ScenarioDefaults {
+  /** What it is, for `--help` and the report. */
+  about: string;
+  workers: number;
+  tenants: number;
+  tenantSkew: number;
+  /** sim-worker flags after `SIM_KNOBS`. */
+  simArgs: string[];
+  /** Open-loop rates (req/s), lightest first; the last near saturation. */
+  rates: number[];
+}
+
+/**
+ * The scenarios. `standard`: 4 workers, 24 Zipf-popular tenants whose prompts fit the fleet's
+ * caches but not one worker's. `small-kv`: as many tenants as workers (8, equally popular), each
+ * worker's KV cache holding only a few tenants' system prompts (16k tokens), so that affinity
+ * and balance pull against each other; its rates sweep from about half the fleet's prefill
+ * capacity to past saturation for round robin.
+ */
+export const SCENARIOS = {
+  standard: {
+    about: "4 workers, 24 Zipf(1) tenants, 32k-token KV caches",
+    workers: 4,
+    tenants: 24,
+    tenantSkew: 1,
+    simArgs: [],
+    rates: DEFAULT_RATES,
+  },
+  "small-kv": {
+    about: "8 workers, 8 equally popular tenants, 16k-token KV caches (a few system prompts each)",
+    workers: 8,
+    tenants: 8,
+    tenantSkew: 0,
+    simArgs: ["--kv-tokens", "16384"],
+    rates: [16, 24, 32],
+  },
+} satisfies Record<string, ScenarioDefaults>;
+
+/** A scenario name. */
+export type Scenario = keyof typeof SCENARIOS;
+
 /** The `--help` text. */
 export const USAGE = `usage: deno task bench:routing [options]
+  --scenario NAME    defaults of the flags below: ${
+  Object.entries(SCENARIOS).map(([k, v]) => `${k} (${v.about})`).join("; ")
+} (default standard)
   --workers N        simulated workers per fleet (default 4)
-  --rate A,B         open-loop load points in requests/s (default ${DEFAULT_RATES.join(",")})
+  --rate A,B         open-loop load points in requests/s (default ${
+  DEFAULT_RATES.join(",")
+}; small-kv ${SCENARIOS["small-kv"].rates.join(",")})
   --concurrency A,B  closed-loop load points in concurrent users (added after any --rate points)
   --duration S       seconds of the measured window per target and point (default 10; 5 with --quick)
   --warmup S         seconds of unrecorded warm-up before it (default 4; 2 with --quick)
@@ -84,6 +135,7 @@ export const USAGE = `usage: deno task bench:routing [options]
                      nginx:<variant>, or the kinds ref, smg, haproxy, nginx, or all (default:
                      all, policies this build lacks skipped)
   --tenants N        tenants with their own system prompt (default 24)
+  --tenant-skew X    Zipf exponent of tenant popularity, 0 uniform (default 1)
   --seed N           seed of the workload, workers and gateway (default 0)
   --sim "FLAGS"      extra sim-worker flags, after the defaults (e.g. "--kv-tokens 65536")
   --quick            short windows, for a smoke test
@@ -112,8 +164,12 @@ function number(flag: string, v: string | undefined, min: number, max: number, i
 export function parseOptions(args: string[]): Options {
   let rates: number[] | null = null;
   let concurrency: number[] = [];
+  const si = args.findIndex((a) => a === "--scenario" || a.startsWith("--scenario="));
+  const name = si < 0 ? "standard" : args[si].includes("=") ? args[si].split("=")[1] : args[si + 1];
+  if (!(name in SCENARIOS)) fail(`--scenario is one of ${Object.keys(SCENARIOS).join(", ")}`);
+  const sc: ScenarioDefaults = SCENARIOS[name as Scenario];
   const o: Options & { quick: boolean } = {
-    workers: 4,
+    workers: sc.workers,
     points: [],
     duration: NaN,
     warmup: NaN,
@@ -121,8 +177,10 @@ export function parseOptions(args: string[]): Options {
     requests: null,
     targets: null,
     seed: 0,
-    tenants: 24,
-    simArgs: [],
+    tenants: sc.tenants,
+    tenantSkew: sc.tenantSkew,
+    scenario: name as Scenario,
+    simArgs: [...sc.simArgs],
     json: null,
     connectionMode: "http",
     quick: false,
@@ -134,6 +192,12 @@ export function parseOptions(args: string[]): Options {
     const list = () => (value() ?? "").split(",").map((x) => x.trim()).filter(Boolean);
     switch (flag) {
       case "--": // `deno task bench:routing -- ...` passes it through
+        break;
+      case "--scenario": // read above
+        if (inline === undefined) i++;
+        break;
+      case "--tenant-skew":
+        o.tenantSkew = number(flag, value(), 0, 10, false);
         break;
       case "--workers":
         o.workers = number(flag, value(), 1, 64);
@@ -166,7 +230,7 @@ export function parseOptions(args: string[]): Options {
         o.seed = number(flag, value(), 0, 2 ** 31 - 1);
         break;
       case "--sim":
-        o.simArgs = (value() ?? "").split(/\s+/).filter(Boolean);
+        o.simArgs = [...sc.simArgs, ...(value() ?? "").split(/\s+/).filter(Boolean)];
         break;
       case "--quick":
         o.quick = true;
@@ -191,9 +255,11 @@ export function parseOptions(args: string[]): Options {
   }
   const defaults = rates === null && concurrency.length === 0;
   o.points = [
-    ...(rates ?? (concurrency.length ? [] : DEFAULT_RATES)).map((rate, i, all) => ({
+    ...(rates ?? (concurrency.length ? [] : sc.rates)).map((rate, i, all) => ({
       label: `${
-        defaults ? (i === 0 ? "light, " : i === all.length - 1 ? "near saturation, " : "") : ""
+        defaults
+          ? (i === 0 ? "light, " : i === all.length - 1 ? "near saturation, " : "medium, ")
+          : ""
       }open loop ${rate} req/s`,
       load: { rate },
     })),

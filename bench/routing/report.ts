@@ -9,6 +9,7 @@
 import { round } from "../overhead/stats.ts";
 import type { DriveResult } from "./client.ts";
 import type { WorkerCounters } from "./fleet.ts";
+import type { Prediction } from "./prediction.ts";
 import { type PointVerdict, relative } from "./verdict.ts";
 
 /** One (target, load point) measurement, summarised. */
@@ -49,6 +50,8 @@ export interface Summary {
   cpuBusyPct: (number | null)[];
   /** The first few distinct failure reasons. */
   errors: string[];
+  /** cache_aware's prediction check over the window (our gateway only), or null. */
+  prediction?: Prediction | null;
 }
 
 /** The `q` quantile of `xs` (nearest rank), or null when empty. */
@@ -191,4 +194,24 @@ export interface Results {
 /** Writes `results` to `path` as indented JSON. */
 export async function writeJson(path: string, results: Results): Promise<void> {
   await Deno.writeTextFile(path, JSON.stringify(results, null, 2) + "\n");
+}
+
+/** A markdown table of the prediction checks of the rows that have one, or null. */
+export function predictionMarkdown(rows: Summary[]): string | null {
+  const have = rows.filter((r) => r.prediction);
+  if (have.length === 0) return null;
+  const lines = [
+    "| load point | target | checked | mean error | within ±0.05 | within ±0.25 |",
+    "| --- | --- | ---: | ---: | ---: | ---: |",
+  ];
+  const pct = (x: number | null) => x === null ? "–" : `${(x * 100).toFixed(1)} %`;
+  for (const r of have) {
+    const p = r.prediction!;
+    lines.push(
+      `| ${r.point} | ${r.target} | ${p.checked} | ${fmt(p.meanError, 3)} | ${pct(p.within5)} | ${
+        pct(p.within25)
+      } |`,
+    );
+  }
+  return lines.join("\n");
 }

@@ -34,10 +34,10 @@ import { measureOne, TARGET_CPU } from "./measure.ts";
 import { parseOptions, SIM_KNOBS } from "./options.ts";
 import { haproxyConfig, nginxConfig } from "./peers.ts";
 import { oracleAssignment, upperBoundKnobs } from "./references.ts";
-import { markdown, type Summary, writeJson } from "./report.ts";
+import { markdown, predictionMarkdown, type Summary, writeJson } from "./report.ts";
 import { describeTarget, resolveTargets } from "./targets.ts";
 import { bundledQwen3 } from "../../lib/commands/grpc_support.ts";
-import { pointVerdict, verdictMarkdown } from "./verdict.ts";
+import { balanceMarkdown, pointVerdict, verdictMarkdown } from "./verdict.ts";
 import { Workload } from "./workload.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
@@ -96,7 +96,7 @@ async function main(args: string[]): Promise<number> {
   }
 
   const modelPath = o.connectionMode === "grpc" ? await bundledQwen3() : undefined;
-  const workload = new Workload({ seed: o.seed, tenants: o.tenants });
+  const workload = new Workload({ seed: o.seed, tenants: o.tenants, tenantSkew: o.tenantSkew });
   const simKnobs = [...SIM_KNOBS, "--seed", String(o.seed), ...o.simArgs];
   const perCell = o.warmup + o.duration;
   note(
@@ -174,6 +174,14 @@ async function main(args: string[]): Promise<number> {
   );
   for (const point of o.points) console.log(markdown(point.label, rows) + "\n");
   verdictMarkdown(rows, o.points.map((p) => p.label)).forEach((l) => console.log(l));
+  balanceMarkdown(rows, o.points.map((p) => p.label)).forEach((l) => console.log(l));
+  const predictions = predictionMarkdown(rows);
+  if (predictions) {
+    console.log(
+      "\ncache_aware's predictions (reported − predicted cached share of each prompt, " +
+        "`smg_policy_cache_prediction_error`, over the window):\n\n" + predictions,
+    );
+  }
   for (const [name, why] of Object.entries(skipped)) console.log(`- skipped ${name}: ${why}`);
 
   if (o.json) {

@@ -1,6 +1,7 @@
 /**
  * The targets of the routing benchmark, by name: the references `ref:upper-bound` and
- * `ref:oracle` (`references.ts`), `smg:<policy>` for every policy name SMG knows,
+ * `ref:oracle` (`references.ts`), `smg:<policy>` for every policy name SMG knows (and
+ * `smg:<policy>/smg` with SMG's scoring where ours is the default),
  * `haproxy:<variant>` and `nginx:<variant>`; the `--targets` list resolved against them; and
  * starting one target in front of a fleet.
  */
@@ -21,7 +22,7 @@ import { type Reference, REFERENCES } from "./references.ts";
 /** One target, by kind. */
 export type TargetSpec =
   | { name: string; kind: "ref"; ref: Reference }
-  | { name: string; kind: "smg"; policy: string }
+  | { name: string; kind: "smg"; policy: string; flags?: string[] }
   | { name: string; kind: "haproxy"; variant: HaproxyVariant }
   | { name: string; kind: "nginx"; variant: NginxVariant };
 
@@ -29,6 +30,16 @@ export type TargetSpec =
 export const NOT_BY_DEFAULT: Record<string, string> = {
   "smg:passthrough":
     "smg:passthrough left out by default: it sends everything to the first worker (meant for one worker); name it in --targets to include it",
+};
+
+/**
+ * Our policies whose default scoring departs from SMG's, with the flags that restore SMG's: the
+ * `smg:<policy>/smg` targets.
+ */
+export const SMG_SCORING: Record<string, string[]> = {
+  cache_aware: ["--cache-aware-scoring", "smg", "--wait-model", "smg"],
+  power_of_two: ["--wait-model", "smg"],
+  least_load: ["--wait-model", "smg"],
 };
 
 /** Every target there is, in report order: the references, our policies, HAProxy, nginx. */
@@ -39,7 +50,12 @@ export function allTargets(): TargetSpec[] {
       kind: "ref" as const,
       ref,
     })),
-    ...POLICY_NAMES.map((policy) => ({ name: `smg:${policy}`, kind: "smg" as const, policy })),
+    ...POLICY_NAMES.flatMap((policy) => [
+      { name: `smg:${policy}`, kind: "smg" as const, policy },
+      ...(policy in SMG_SCORING
+        ? [{ name: `smg:${policy}/smg`, kind: "smg" as const, policy, flags: SMG_SCORING[policy] }]
+        : []),
+    ]),
     ...(Object.keys(HAPROXY_VARIANTS) as HaproxyVariant[]).map((variant) => ({
       name: `haproxy:${variant}`,
       kind: "haproxy" as const,
@@ -100,6 +116,8 @@ export interface TargetContext {
   cpu: number;
   /** gRPC mode: the tokenizer our gateway loads (`--model-path`). */
   modelPath?: string;
+  /** Our gateway's metrics port (default: a free one). */
+  promPort?: number;
 }
 
 /**
@@ -113,7 +131,7 @@ export function startTarget(t: TargetSpec, c: TargetContext): Promise<Child> {
       if (t.ref === "oracle") return startGateway("consistent_hashing", c);
       throw new Error(`${t.name} is sent the workload directly`);
     case "smg":
-      return startGateway(t.policy, c);
+      return startGateway(t.policy, c, t.flags);
     case "haproxy":
       return startHaproxy(t.variant, c);
     case "nginx":
@@ -127,7 +145,7 @@ export function describeTarget(t: TargetSpec): string {
     case "ref":
       return REFERENCES[t.ref];
     case "smg":
-      return `our gateway, --policy ${t.policy}`;
+      return `our gateway, --policy ${t.policy}${t.flags ? ` ${t.flags.join(" ")}` : ""}`;
     case "haproxy":
       return `HAProxy, ${HAPROXY_VARIANTS[t.variant].replace("\n  ", ", ")}`;
     case "nginx":

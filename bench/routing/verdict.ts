@@ -147,3 +147,47 @@ export function verdictMarkdown(rows: Summary[], points: string[]): string[] {
   }
   return lines;
 }
+
+/** Token spread (max ÷ mean per worker) the judged policy must stay within (issue 15). */
+export const SPREAD_TARGET = 1.3;
+/** The load-aware policies that must beat both baselines (issue 15). */
+export const LOAD_AWARE = ["smg:least_load", "smg:power_of_two"];
+/** What they must beat on TTFT p50 and p99. */
+export const LOAD_BASELINES = ["smg:round_robin", "haproxy:leastconn"];
+
+/**
+ * Markdown lines judging issue 15's targets at each of `points`: `smg:cache_aware`'s spread
+ * (≤ `SPREAD_TARGET`) beside its latency ratios, and whether each load-aware policy beats every
+ * baseline measured on TTFT p50 and p99.
+ */
+export function balanceMarkdown(rows: Summary[], points: string[]): string[] {
+  const lines: string[] = [];
+  for (const point of points) {
+    const get = (name: string) => rows.find((r) => r.point === point && r.target === name);
+    const s = get(JUDGED);
+    if (s) {
+      const r = relative(s, rows);
+      const spreadMet = s.spreadTokens === null ? null : s.spreadTokens <= SPREAD_TARGET;
+      lines.push(
+        `- **${point}, ${JUDGED} balance:** TTFT p50 ${num(r.p50VsOracle)} and p99 ` +
+          `${num(r.p99VsOracle)} × the oracle's (≤ ${LATENCY_TARGET}: ` +
+          `${met(atMost(r.p50VsOracle, LATENCY_TARGET))}, ` +
+          `${met(atMost(r.p99VsOracle, LATENCY_TARGET))}); token spread ${num(s.spreadTokens)} ` +
+          `(≤ ${SPREAD_TARGET}: ${met(spreadMet)}).`,
+      );
+    }
+    const bases = LOAD_BASELINES.map(get).filter((b): b is Summary => b !== undefined);
+    for (const name of LOAD_AWARE) {
+      const p = get(name);
+      if (!p || bases.length === 0) continue;
+      const beats = (k: "ttftP50Ms" | "ttftP99Ms") =>
+        p[k] !== null && bases.every((b) => b[k] === null || p[k]! < b[k]!);
+      const vs = bases.map((b) => `${b.target} ${ms(b.ttftP50Ms)}/${ms(b.ttftP99Ms)}`).join(", ");
+      lines.push(
+        `- **${point}, ${name}:** TTFT p50/p99 ${ms(p.ttftP50Ms)}/${ms(p.ttftP99Ms)} against ` +
+          `${vs}: p50 ${met(beats("ttftP50Ms"))}, p99 ${met(beats("ttftP99Ms"))}.`,
+      );
+    }
+  }
+  return lines;
+}

@@ -43,6 +43,13 @@ export interface LeastLoadConfig {
   meanPrefillTokens: number;
   /** Waiting requests at which a worker is skipped; 0 is off (`--least-load-max-waiting-requests`, 0). */
   maxWaitingRequests: number;
+  /**
+   * How least_load, power_of_two and cache_aware's misses rank workers (`--wait-model`,
+   * backlog; ours): `backlog` by the prompt tokens this gateway sent that await their first
+   * token (the worker's fresh report when it shows more), then in-flight count; `smg` by SMG's
+   * queued tokens ÷ reported generation throughput + KV pressure.
+   */
+  waitModel: "backlog" | "smg";
 }
 
 /** prefix_hash tuning. */
@@ -79,7 +86,19 @@ export interface CacheAwareConfig {
   cacheIndex: "tree" | "hash";
   /** Seconds a hash-index placement lives without use (`--cache-ttl-secs`, 180). */
   cacheTtlSecs: number;
+  /**
+   * How a hit's worker is chosen (`--cache-aware-scoring`, cost; ours): `cost` scores every
+   * candidate by the tokens it would prefill (uncached given its match, plus its backlog);
+   * `smg` is SMG's threshold and balance gate.
+   */
+  scoring: "cost" | "smg";
 }
+
+/** `--cache-aware-scoring` values. */
+export const CACHE_AWARE_SCORINGS = ["cost", "smg"] as const;
+
+/** `--wait-model` values. */
+export const WAIT_MODELS = ["backlog", "smg"] as const;
 
 /** A prefill worker given with `--prefill URL [BOOTSTRAP_PORT]`. */
 export interface PrefillSpec {
@@ -383,12 +402,14 @@ export function defaultConfig(): GatewayConfig {
       blockSize: 16,
       cacheIndex: "tree",
       cacheTtlSecs: 180,
+      scoring: "cost",
     },
     leastLoad: {
       kvPressureWeight: 0.15,
       defaultThroughput: 2000,
       meanPrefillTokens: 1024,
       maxWaitingRequests: 0,
+      waitModel: "backlog",
     },
     prefixHash: { prefixTokenCount: 256, loadFactor: 1.25, balanceAbsThreshold: 10 },
     manual: { assignmentMode: null, maxIdleSecs: 14400 },

@@ -4,7 +4,7 @@
  * the rest of the table; split out for size.
  */
 
-import { ASSIGNMENT_MODES, POLICY_NAMES } from "./config.ts";
+import { ASSIGNMENT_MODES, CACHE_AWARE_SCORINGS, POLICY_NAMES, WAIT_MODELS } from "./config.ts";
 import type { FlagSpec } from "./flags.ts";
 
 /** The routing flags, in --help order. */
@@ -29,6 +29,14 @@ export const ROUTING_FLAGS: FlagSpec[] = [
     kind: "intlist",
     help: "token depths for prefix keys, comma-separated and ascending",
     apply: (c, v) => (c.cacheBoundaries = v),
+  },
+  {
+    name: "wait-model",
+    kind: { choices: WAIT_MODELS },
+    help:
+      "least_load, power_of_two, cache_aware misses: rank by prefill backlog (backlog) or SMG's queued tokens / throughput (smg)",
+    apply: (c, v) => (c.leastLoad.waitModel = v),
+    shown: (d) => d.leastLoad.waitModel,
   },
   {
     name: "least-load-kv-pressure-weight",
@@ -166,6 +174,14 @@ export const ROUTING_FLAGS: FlagSpec[] = [
     help: "cache_aware: radix trees, or hashed heads at --cache-boundaries",
     apply: (c, v) => (c.cacheAware.cacheIndex = v),
     shown: (d) => d.cacheAware.cacheIndex,
+  },
+  {
+    name: "cache-aware-scoring",
+    kind: { choices: CACHE_AWARE_SCORINGS },
+    help:
+      "cache_aware: pick the cheapest prefill (cost: uncached tokens + backlog) or SMG's threshold and balance gate (smg)",
+    apply: (c, v) => (c.cacheAware.scoring = v),
+    shown: (d) => d.cacheAware.scoring,
   },
   {
     name: "cache-ttl-secs",

@@ -55,6 +55,12 @@ export interface WorkerView {
   readonly url: string;
   /** Requests this gateway has in flight on the worker. */
   readonly inFlight: number;
+  /**
+   * Prompt tokens this gateway sent to the worker that have not produced a first token yet
+   * (each request counted as its policy's estimate of the tokens the worker must prefill): the
+   * worker's prefill backlog as this gateway knows it, exact and current.
+   */
+  readonly prefillTokens: number;
   /** The last backend load report, or null. */
   readonly load: LoadSnapshot | null;
   /** When `load` arrived (clock ms; 0 if never). */
@@ -65,6 +71,20 @@ export interface WorkerView {
   readonly activeKeys: number;
   /** Role of the worker. */
   readonly type: WorkerType;
+}
+
+/**
+ * What a policy tells the router about its pick beyond the worker, filled in during `select`:
+ * the router counts `prefillTokens` in the worker's `prefillTokens` until the first token, and
+ * compares `predictedCached` with the cached tokens the worker reports.
+ */
+export interface SelectionNote {
+  /** Tokens the chosen worker is expected to prefill (preset: the whole prompt's estimate). */
+  prefillTokens: number;
+  /** Prompt tokens the policy expects the worker to find cached, or null: no prediction. */
+  predictedCached: number | null;
+  /** The policy that picked (set by the router). */
+  policy?: string;
 }
 
 /** The routing inputs of one request, extracted once from its body and headers. */

@@ -13,6 +13,22 @@ import { FastCounter, FastGauge, FastHistogram } from "./fast.ts";
 
 /** SMG's default duration buckets, 1 ms to 2 h. */
 /** Buckets for per-token times (1 ms to 2 s). */
+/** Buckets of a difference of two shares in [-1, 1]. */
+export const PREDICTION_ERROR_BUCKETS = [
+  -0.9,
+  -0.5,
+  -0.25,
+  -0.1,
+  -0.05,
+  -0.01,
+  0.01,
+  0.05,
+  0.1,
+  0.25,
+  0.5,
+  0.9,
+];
+
 const TOKEN_BUCKETS = [
   0.001,
   0.0025,
@@ -124,6 +140,13 @@ export class Metrics {
   readonly overloadShed: FastCounter;
   /** smg_policy_decisions_total{policy,branch} (ours: every policy's branch) */
   readonly policyDecisions: FastCounter;
+  /**
+   * smg_policy_cache_prediction_error{policy} (ours): reported minus predicted cached share of
+   * the prompt, per request whose policy predicted one (cache_aware).
+   */
+  readonly cachePredictionError: FastHistogram;
+  /** smg_policy_cached_tokens_total{policy,source} (ours): predicted and reported cached tokens. */
+  readonly cachedTokens: FastCounter;
   /** smg_manual_policy_branch_total{branch} (manual and sticky sessions) */
   readonly manualBranch: FastCounter;
   /** smg_consistent_hashing_policy_branch_total{branch} */
@@ -315,6 +338,17 @@ export class Metrics {
         "policy",
         "branch",
       ],
+    );
+    this.cachePredictionError = hist(
+      "smg_policy_cache_prediction_error",
+      "Cached share of the prompt the worker reported minus the share the policy predicted",
+      ["policy"],
+      PREDICTION_ERROR_BUCKETS,
+    );
+    this.cachedTokens = counter(
+      "smg_policy_cached_tokens_total",
+      "Prompt tokens a policy predicted the worker to find cached, and what the worker reported",
+      ["policy", "source"],
     );
     this.manualBranch = counter(
       "smg_manual_policy_branch_total",

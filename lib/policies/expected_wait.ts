@@ -1,9 +1,25 @@
 /**
- * least_load's expected-wait model, shared by `least_load` and `power_of_two`. In: candidates
- * (their load report, its age, their in-flight count), the request's token count and the tuning.
- * Out: one score per candidate in seconds, lower is better:
+ * The expected-wait models, shared by `least_load`, `power_of_two` and cache_aware's misses. In:
+ * candidates (their prefill backlog and in-flight count as this gateway knows them, their load
+ * report and its age), the request's token count and the tuning. Out: one score per candidate,
+ * lower is better.
+ *
+ * `--wait-model backlog` (the default, ours): the prompt tokens this gateway sent to the worker
+ * that have not produced a first token yet (`WorkerView.prefillTokens`; the worker's fresh
+ * report of queued uncached tokens when it shows more, as other gateways' requests do), plus
+ * in-flight / (in-flight + 1), which only orders workers of equal backlog:
+ *
+ *   max(backlog, reported queue) + n/(n+1)
+ *
+ * It is exact and current (no poll interval), and it never rewards a busy worker: work leaves the
+ * backlog when the worker has done it, so a slower worker keeps more and is sent less.
+ *
+ * `--wait-model smg` (SMG's formula), in seconds:
  *
  *   (queued tokens + tokens credited since the last report) / throughput + λ·k/(1−k)
+ *
+ * Its throughput is the generation rate a worker reports, which grows with its batch: a busier
+ * worker looks faster and is sent more (the feedback BENCHMARKS.md measures).
  *
  * Workers without a usable report are scored by drain time (in-flight × p̄ / nominal throughput)
  * when some candidate reports, and by raw in-flight count (join-shortest-queue) when none does.
@@ -21,7 +37,7 @@ import type { LoadSnapshot, RouteRequest, WorkerView } from "../core/types.ts";
 /** The scoring knobs: least_load's tuning without the queue cap. */
 export type ExpectedWaitTuning = Pick<
   LeastLoadConfig,
-  "kvPressureWeight" | "defaultThroughput" | "meanPrefillTokens"
+  "kvPressureWeight" | "defaultThroughput" | "meanPrefillTokens" | "waitModel"
 >;
 
 /** KV usage is clamped below 1 so the pressure term stays finite (≈ 999·λ at most). */
@@ -45,7 +61,15 @@ export function sanitizeTuning(t: ExpectedWaitTuning): ExpectedWaitTuning {
     kvPressureWeight: Number.isFinite(lambda) && lambda >= 0 ? lambda : d.kvPressureWeight,
     defaultThroughput: Number.isFinite(tput) && tput > 0 ? tput : d.defaultThroughput,
     meanPrefillTokens: Number.isFinite(prefill) ? Math.max(1, prefill) : d.meanPrefillTokens,
+    waitModel: t.waitModel === "smg" ? "smg" : "backlog",
   };
+}
+
+/** The backlog score: `max(backlog, reported queue) + n/(n+1)` (see the module comment). */
+export function backlogScore(w: WorkerView, load: LoadSnapshot | null): number {
+  const reported = load === null ? 0 : positive(load.waitingUncachedTokens);
+  const n = Math.max(0, w.inFlight);
+  return Math.max(positive(w.prefillTokens), reported) + n / (n + 1);
 }
 
 /** Age in ms past which a report is stale: `STALE_INTERVALS` × the load-monitor interval (≥ 1 s). */
@@ -140,6 +164,9 @@ export function expectedWaits(
   creditedTokens: (w: WorkerView) => number,
   tuning: ExpectedWaitTuning,
 ): WaitScores {
+  if (tuning.waitModel === "backlog") {
+    return { scores: candidates.map((w, i) => backlogScore(w, loads[i])), dark: false };
+  }
   const dark = loads.every((l) => l === null);
   if (dark) return { scores: candidates.map((w) => Math.max(0, w.inFlight)), dark };
   const nominal = nominalThroughput(loads, tuning.defaultThroughput);
@@ -190,7 +217,7 @@ export interface WaitPick {
   index: number;
   /** Seconds of expected wait, or the in-flight count when `dark`. */
   score: number;
-  /** No considered candidate had a usable report: join-shortest-queue on in-flight. */
+  /** No considered candidate had a usable report: join-shortest-queue on in-flight (smg). */
   dark: boolean;
   /** Candidates left out by `skip`. */
   skipped: number;
@@ -224,7 +251,8 @@ export function minExpectedWait(
     }
   }
   if (considered === 0) return null;
-  const dark = reporting === 0;
+  const backlog = tuning.waitModel === "backlog";
+  const dark = !backlog && reporting === 0;
   const nominal = tputN > 0 ? tputSum / tputN : tuning.defaultThroughput;
   let index = -1;
   let score = Infinity;
@@ -233,7 +261,9 @@ export function minExpectedWait(
     const w = candidates[i];
     const l = freshLoad(w, now, maxAgeMs);
     if (l !== null && skip?.(w, l)) continue;
-    const s = dark
+    const s = backlog
+      ? backlogScore(w, l)
+      : dark
       ? Math.max(0, w.inFlight)
       : l === null
       ? drainWait(w.inFlight, nominal, tuning.meanPrefillTokens)

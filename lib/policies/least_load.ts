@@ -1,7 +1,9 @@
 /**
- * `least_load`: the candidate with the lowest expected wait (see expected_wait.ts), ties broken
- * uniformly at random. In: candidates with their load reports and in-flight counts, the request's
- * token count. Out: the winner, which is credited the request's tokens until its next report.
+ * `least_load`: the candidate with the lowest expected wait (see expected_wait.ts: by default
+ * the prefill backlog this gateway tracks, `--wait-model smg` SMG's formula), ties broken
+ * uniformly at random. In: candidates with their backlog, load reports and in-flight counts,
+ * the request's token count. Out: the winner (SMG's formula credits it the request's tokens
+ * until its next report; the backlog counts them until the first token).
  *
  * With `--least-load-max-waiting-requests` N > 0, a worker whose fresh report shows waiting +
  * credited requests ≥ N is skipped; when every candidate is skipped the request fails with 503

@@ -8,7 +8,7 @@
 import type { GatewayConfig, PolicyName } from "../config/config.ts";
 import type { Random } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
-import type { RouteRequest, WorkerView } from "../core/types.ts";
+import type { RouteRequest, SelectionNote, WorkerView } from "../core/types.ts";
 import type { PolicyReplicas, TreeRole } from "./replicas.ts";
 
 /** What a policy reads beyond the candidate list; the router supplies only what is declared. */
@@ -27,9 +27,15 @@ export interface Policy {
   readonly needs: PolicyNeeds;
   /**
    * Picks one of `candidates` (all eligible), or null when it declines or there are none.
-   * Must return an element of `candidates`.
+   * Must return an element of `candidates`. A policy that knows more about its pick than the
+   * router (the tokens the worker must prefill, the tokens it should find cached) writes it in
+   * `note`.
    */
-  select<W extends WorkerView>(candidates: readonly W[], request: RouteRequest): W | null;
+  select<W extends WorkerView>(
+    candidates: readonly W[],
+    request: RouteRequest,
+    note?: SelectionNote,
+  ): W | null;
   /** Forgets per-worker state when a worker leaves the registry. */
   onWorkerRemoved?(workerId: string): void;
 }

@@ -4,9 +4,10 @@
  * equal chance. In: candidates with load reports and in-flight counts. Out: the winner, credited
  * the request's tokens until its next report.
  *
- * Scores always use least_load's default tuning, never the `--least-load-*` flags (upstream
- * behaviour, which the seed keeps), and nominal throughput is taken over the pair only. Both
- * sampled workers dark → join-shortest-queue on in-flight. Reports older than three
+ * Scored by `--wait-model` (backlog by default; `smg`: SMG's formula). SMG's formula always
+ * uses least_load's default tuning, never the `--least-load-*` flags (upstream behaviour, which
+ * the seed keeps), and nominal throughput is taken over the pair only; both sampled workers
+ * dark → join-shortest-queue on in-flight. Reports older than three
  * load-monitor intervals count as absent (upstream keeps them forever). One candidate is
  * returned without sampling, but is still credited (upstream skips the credit).
  */
@@ -28,13 +29,14 @@ export class PowerOfTwoPolicy implements Policy {
   readonly name = "power_of_two";
   readonly needs: PolicyNeeds = { requestText: false, backendLoads: true };
   readonly #deps: PolicyDeps;
-  readonly #tuning: ExpectedWaitTuning = defaultTuning();
+  readonly #tuning: ExpectedWaitTuning;
   readonly #maxAgeMs: number;
   readonly #credit = new SinceReportCredit();
 
-  /** Draws from `deps.random`; reads only the load-monitor interval from `deps.config`. */
+  /** Draws from `deps.random`; reads the load-monitor interval and `--wait-model`. */
   constructor(deps: PolicyDeps) {
     this.#deps = deps;
+    this.#tuning = { ...defaultTuning(), waitModel: deps.config.leastLoad.waitModel };
     this.#maxAgeMs = reportMaxAgeMs(deps.config);
   }
 

@@ -22,7 +22,7 @@
  */
 
 import type { AssignmentMode, PolicyName } from "../config/config.ts";
-import type { RouteRequest, WorkerView } from "../core/types.ts";
+import type { RouteRequest, SelectionNote, WorkerView } from "../core/types.ts";
 import { assignWorker } from "./assignment.ts";
 import { NO_OBSERVER, type Policy, type PolicyDeps, type PolicyObserver } from "./policy.ts";
 import { sharedStickyMap, type StickyMap, stickyMapKey } from "./sticky_map.ts";
@@ -79,9 +79,13 @@ export class StickySessions implements Policy {
     return this.#map.size;
   }
 
-  select<W extends WorkerView>(candidates: readonly W[], request: RouteRequest): W | null {
+  select<W extends WorkerView>(
+    candidates: readonly W[],
+    request: RouteRequest,
+    note?: SelectionNote,
+  ): W | null {
     const key = request.stickyKey;
-    if (key === null) return this.#inner.select(candidates, request);
+    if (key === null) return this.#inner.select(candidates, request, note);
     const now = this.#deps.now();
     this.#swept(this.#map.sweepIfDue(now));
     this.#observer.keySource(request.ridKey !== null ? "rid" : "header");
@@ -99,13 +103,13 @@ export class StickySessions implements Policy {
         this.#observer.stickyEntries(this.#map.size);
         return pinned;
       }
-      pick = this.#place(candidates, request) ?? pinned;
+      pick = this.#place(candidates, request, note) ?? pinned;
       if (pick !== pinned && pick.keyInFlight(key) < STICKY_INFLIGHT_CAP) {
         this.#map.pinFront(mapKey, pick, now);
       }
       this.#decide("cap_respill");
     } else {
-      pick = this.#place(candidates, request);
+      pick = this.#place(candidates, request, note);
       if (pick !== null) {
         if (this.#mode === "delegate") this.#map.pinFront(mapKey, pick, now);
         else this.#map.push(mapKey, pick, now);
@@ -130,8 +134,12 @@ export class StickySessions implements Policy {
   }
 
   /** A new worker for a key: the inner policy in delegate mode, else the assignment mode. */
-  #place<W extends WorkerView>(candidates: readonly W[], request: RouteRequest): W | null {
-    if (this.#mode === "delegate") return this.#inner.select(candidates, request);
+  #place<W extends WorkerView>(
+    candidates: readonly W[],
+    request: RouteRequest,
+    note?: SelectionNote,
+  ): W | null {
+    if (this.#mode === "delegate") return this.#inner.select(candidates, request, note);
     return assignWorker(this.#mode, candidates, this.#deps.random);
   }
 

@@ -11,10 +11,13 @@ import { errorReply, GatewayError } from "../core/errors.ts";
 import type { Reply, ReplyBody } from "../core/http.ts";
 import { readAll } from "../upstream/types.ts";
 import { classifyStatus, type Outcome } from "../workers/circuit_breaker.ts";
+import type { SelectionNote } from "../core/types.ts";
 import type { Worker } from "../workers/worker.ts";
 import { clientHeaders, passThroughHeaders, upstreamHeaders } from "./headers.ts";
 import type { ProxyMetrics } from "./proxy_metrics.ts";
+import { CachePredictions, usageIn } from "./cache_prediction.ts";
 import { SseRelay } from "./relay.ts";
+import { promptEstimate } from "./select.ts";
 import { isRetryableStatus } from "./retry.ts";
 import {
   type AttemptResult,
@@ -25,6 +28,7 @@ import {
   type Failure,
   type ProxyDeps,
   type Sent,
+  type Slot,
 } from "./types.ts";
 
 /** The request did not finish within the deadline. */
@@ -56,12 +60,15 @@ export class Calls {
   readonly #d: ProxyDeps;
   readonly #pm: ProxyMetrics;
   readonly #timeoutMs: number;
+  /** Routing predictions against what workers report. */
+  readonly predictions: CachePredictions;
 
   /** Over the proxy's dependencies and metric series. */
   constructor(d: ProxyDeps, pm: ProxyMetrics, timeoutMs: number) {
     this.#d = d;
     this.#pm = pm;
     this.#timeoutMs = timeoutMs;
+    this.predictions = new CachePredictions(d.metrics);
   }
 
   /** Records one outcome on the worker's breaker and metrics. */
@@ -72,20 +79,29 @@ export class Calls {
     s.cbFailures.set(worker.breaker.consecutiveFailures);
   }
 
-  /** Counts a request in flight on `worker` (and its sticky key); the release is idempotent. */
-  hold(c: CallContext, worker: Worker): () => void {
+  /**
+   * Counts a request in flight on `worker` (and its sticky key), and its selection note's
+   * prefill tokens in the worker's backlog until `started` (its first token) or `release`;
+   * both are idempotent.
+   */
+  hold(c: CallContext, worker: Worker): Slot {
     const ws = this.#pm.worker(worker);
     worker.inFlight++;
     worker.requestsTotal++;
     ws.active.set(worker.inFlight);
     const releaseKey = c.rr.stickyKey === null ? null : worker.holdKey(c.rr.stickyKey);
+    const started = worker.chargePrefill(c.notes.get(worker.id)?.prefillTokens ?? 0);
     let held = true;
-    return () => {
-      if (!held) return;
-      held = false;
-      worker.inFlight--;
-      releaseKey?.();
-      ws.active.set(worker.inFlight);
+    return {
+      started,
+      release: () => {
+        if (!held) return;
+        held = false;
+        worker.inFlight--;
+        started();
+        releaseKey?.();
+        ws.active.set(worker.inFlight);
+      },
     };
   }
 
@@ -95,7 +111,7 @@ export class Calls {
     worker: Worker,
     body: Uint8Array<ArrayBuffer>,
   ): Promise<Sent | AttemptResult> {
-    const release = this.hold(c, worker);
+    const { release, started } = this.hold(c, worker);
     try {
       const res = await this.#d.upstream.send({
         base: worker.url,
@@ -106,7 +122,9 @@ export class Calls {
         cancel: c.cancel,
       });
       this.#pm.upstream(res.status);
-      return { kind: "sent", res, release };
+      // A whole answer's head comes with its last token; a stream's first bytes are its first.
+      if (!c.rr.stream) started();
+      return { kind: "sent", res, release, started };
     } catch (e) {
       release();
       return this.failure(c, worker, e, "unreachable");
@@ -171,12 +189,16 @@ export class Calls {
       let first: Uint8Array;
       try {
         first = (await res.body.read()) ?? EMPTY;
+        sent.started();
       } catch (e) {
         res.body.cancel();
         release();
         return this.failure(c, worker, e, "stream broke before its first byte");
       }
-      const body = new SseRelay(first, res.body, worker.url, (how, err) => {
+      const note = c.notes.get(worker.id);
+      const predicted = note !== undefined && note.predictedCached !== null;
+      const body: SseRelay = new SseRelay(first, res.body, worker.url, (how, err) => {
+        if (how === "done" && predicted) this.#checkPrediction(c, note, body.tail());
         if (how !== "error" || c.timedOut()) return;
         this.record(worker, "failure");
         d.log.warn("worker stream broke; client got an error event", {
@@ -196,10 +218,20 @@ export class Calls {
     const bodiless = status === 204 || status === 205 || status === 304;
     if (bodiless && !res.body.whole) res.body.cancel();
     const body = bodiless ? null : res.body.whole ?? res.body;
+    const note = c.notes.get(worker.id);
+    if (status < 300 && note && note.predictedCached !== null && res.body.whole) {
+      this.#checkPrediction(c, note, [res.body.whole]);
+    }
     const headers = clientHeaders(res.headers, c.ctx.requestId, worker.id, false);
     const answer = this.#answer(c, worker, sent, body, headers);
     if (answer.kind === "response") this.record(worker, outcome);
     return answer;
+  }
+
+  /** Compares a pick's predicted cached tokens with the usage in the answer's last bytes. */
+  #checkPrediction(c: CallContext, note: SelectionNote, tail: readonly Uint8Array[]): void {
+    const u = usageIn(tail);
+    if (u !== null) this.predictions.observe(note, promptEstimate(c.rr), u);
   }
 
   /**

@@ -31,8 +31,9 @@ import { type Calls, clientClosed } from "./attempt.ts";
 import { type GrpcInput, grpcInput, type PromptTokenizer } from "./grpc_request.ts";
 import { completeJson, type Shape, SseShaper, type Usage } from "./grpc_response.ts";
 import { sseErrorEvent } from "./relay.ts";
+import { promptEstimate } from "./select.ts";
 import { isRetryableStatus } from "./retry.ts";
-import type { AttemptResult, CallContext, ProxyDeps } from "./types.ts";
+import type { AttemptResult, CallContext, ProxyDeps, Slot } from "./types.ts";
 
 /** A gRPC worker's client, as an attempt uses it. */
 export interface GenerateClient {
@@ -87,6 +88,8 @@ function httpStatusOf(code: number): number {
 }
 
 const JSON_TYPE = "application/json";
+/** sglang's `--disaggregation-bootstrap-port` default. */
+const DEFAULT_BOOTSTRAP_PORT = 8998;
 const encoder = new TextEncoder();
 let attemptSeq = 0;
 
@@ -95,12 +98,15 @@ class Started {
   readonly stream: GenerateStream;
   /** Frees the worker's in-flight slot (idempotent). */
   readonly release: () => void;
+  /** The first message arrived (idempotent). */
+  readonly started: () => void;
   /** The gateway cancelled it (the worker is not to blame for how it ends). */
   stopped = false;
 
-  constructor(stream: GenerateStream, release: () => void) {
+  constructor(stream: GenerateStream, slot: Slot) {
     this.stream = stream;
-    this.release = release;
+    this.release = slot.release;
+    this.started = slot.started;
   }
 
   /** Cancels the call and frees the slot. */
@@ -178,7 +184,8 @@ export class GrpcCalls {
     const rid = `${c.ctx.requestId}-${++attemptSeq}`;
     const req = request(input, rid, {
       bootstrap_host: new URL(prefill.url).hostname.replace(/^\[|\]$/g, ""),
-      bootstrap_port: prefill.bootstrapPort ?? 0,
+      // sglang's default bootstrap port when the prefill worker was given none (as upstream).
+      bootstrap_port: prefill.bootstrapPort ?? DEFAULT_BOOTSTRAP_PORT,
       // `bootstrap_room` is an int32 on the wire.
       bootstrap_room: Math.floor(this.#d.random() * 0x7fffffff),
     });
@@ -207,13 +214,13 @@ export class GrpcCalls {
 
   /** Calls `Generate` on `worker`, counted in flight until `release`. */
   #start(c: CallContext, worker: Worker, req: GenerateRequestPb): Started {
-    const release = this.#calls.hold(c, worker);
+    const slot = this.#calls.hold(c, worker);
     try {
-      return new Started(this.#g.client(worker.url).generate(req, c.cancel), release);
+      return new Started(this.#g.client(worker.url).generate(req, c.cancel), slot);
     } catch (e) {
       const failed = Promise.reject(e);
       failed.catch(() => {});
-      return new Started({ next: () => failed, cancel: () => {} }, release);
+      return new Started({ next: () => failed, cancel: () => {} }, slot);
     }
   }
 
@@ -226,6 +233,7 @@ export class GrpcCalls {
     try {
       const message = await call.stream.next();
       if (message === null) throw new Error("the worker ended the call without an answer");
+      call.started();
       return { kind: "first", message };
     } catch (e) {
       call.release();
@@ -236,12 +244,13 @@ export class GrpcCalls {
   }
 
   /**
-   * Reads a prefill leg's stream to its end without holding up the client; the returned
-   * function cancels it without blaming the worker.
+   * Reads a prefill leg's stream to its end without holding up the client, keeping its slot
+   * until then; the returned function cancels it without blaming the worker. Bounded: by the
+   * request's cancellation while the client's answer is under way, and by the request timeout
+   * from now on (a prefill that never ends is cut then); never rejects.
    */
   #drain(c: CallContext, worker: Worker, call: Started): () => void {
-    c.holds.add(call.release);
-    // Ends with the call: cancelled with the request (client gone, deadline); never rejects.
+    const timer = setTimeout(() => call.stop(), this.#d.config.requestTimeoutSecs * 1000);
     (async () => {
       try {
         while ((await call.stream.next()) !== null) { /* discard */ }
@@ -251,6 +260,7 @@ export class GrpcCalls {
           this.#calls.record(worker, "failure");
         }
       } finally {
+        clearTimeout(timer);
         call.release();
       }
     })();
@@ -286,6 +296,7 @@ export class GrpcCalls {
     const clock = this.#d.clock;
     const firstAt = clock.now();
     const onDone = (u: Usage) => {
+      this.#checkPrediction(c, worker, u);
       c.series.tokens[0].inc(u.prompt);
       c.series.tokens[1].inc(u.completion);
       if (u.completion > 1) {
@@ -363,6 +374,7 @@ export class GrpcCalls {
       cached: done.cached_tokens,
     };
     this.#calls.record(worker, classifyStatus(200));
+    this.#checkPrediction(c, worker, usage);
     c.series.tokens[0].inc(usage.prompt);
     c.series.tokens[1].inc(usage.completion);
     headers.push(["content-type", JSON_TYPE]);
@@ -371,6 +383,16 @@ export class GrpcCalls {
       kind: "response",
       reply: { status: 200, headers, body: encoder.encode(JSON.stringify(json)) },
     };
+  }
+
+  /** Compares the pick's predicted cached tokens with the worker's usage. */
+  #checkPrediction(c: CallContext, worker: Worker, u: Usage): void {
+    const note = c.notes.get(worker.id);
+    if (note === undefined || note.predictedCached === null || u.prompt <= 0) return;
+    this.#calls.predictions.observe(note, promptEstimate(c.rr), {
+      prompt: u.prompt,
+      cached: u.cached,
+    });
   }
 
   /** What a failed call comes to: the HTTP path's judgement of the equivalent status. */

@@ -21,7 +21,7 @@ import { isGrpcUrl } from "../config/validate.ts";
 import type { Calls } from "./attempt.ts";
 import type { GrpcCalls } from "./grpc_attempt.ts";
 import { isRetryableStatus } from "./retry.ts";
-import { noCandidates, type SelectEnv, selectWorker } from "./select.ts";
+import { newNote, noCandidates, type SelectEnv, selectWorker } from "./select.ts";
 import type {
   AttemptPlan,
   AttemptResult,
@@ -111,12 +111,24 @@ export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
     const d = this.#d;
     let prefills = d.registry.forModel(c.rr.model, "prefill");
     let decodes = d.registry.forModel(c.rr.model, "decode");
-    // A pair speaks one protocol: that of the first prefill worker, as upstream pairs them.
-    if (prefills.length > 0) {
-      const grpc = isGrpcUrl(prefills[0].url);
+    // A pair speaks one protocol: that of the first available prefill worker, as upstream pairs
+    // them, unless only the other protocol has an available pair.
+    const mixed = (ws: readonly Worker[]) =>
+      ws.some((w) => isGrpcUrl(w.url) !== isGrpcUrl(ws[0].url));
+    if (
+      prefills.length > 0 && (mixed(prefills) || mixed(decodes) ||
+        (decodes.length > 0 && isGrpcUrl(decodes[0].url) !== isGrpcUrl(prefills[0].url)))
+    ) {
+      const now = d.clock.now();
+      const up = (ws: readonly Worker[], grpc: boolean) =>
+        ws.some((w) => isGrpcUrl(w.url) === grpc && w.available(now));
+      let grpc = isGrpcUrl((prefills.find((w) => w.available(now)) ?? prefills[0]).url);
+      if (!(up(prefills, grpc) && up(decodes, grpc)) && up(prefills, !grpc) && up(decodes, !grpc)) {
+        grpc = !grpc;
+      }
       const same = (w: Worker) => isGrpcUrl(w.url) === grpc;
-      if (!prefills.every(same)) prefills = prefills.filter(same);
-      if (!decodes.every(same)) decodes = decodes.filter(same);
+      prefills = prefills.filter(same);
+      decodes = decodes.filter(same);
     }
     if (prefills.length === 0 && decodes.length === 0) throw noCandidates(d.registry.size, c.rr);
     if (prefills.length === 0 || decodes.length === 0) {
@@ -139,6 +151,7 @@ export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
     retrying: boolean,
   ): Pair | null {
     const env = this.#env;
+    const pn = newNote(c.rr);
     const prefill = selectWorker(
       env,
       cands.prefills,
@@ -147,8 +160,11 @@ export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
       retrying,
       this.#legs.prefill,
       CODE,
+      pn,
     );
     if (!prefill) return null;
+    // The decode leg prefills nothing: the prompt's KV comes from the prefill leg.
+    const dn = newNote(c.rr, false);
     const decode = selectWorker(
       env,
       cands.decodes,
@@ -157,8 +173,14 @@ export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
       retrying,
       this.#legs.decode,
       CODE,
+      dn,
     );
-    return decode ? { prefill, decode } : null;
+    if (!decode) return null;
+    // What a decode worker reports cached says nothing of the prefill leg's prediction.
+    dn.predictedCached = null;
+    c.notes.set(prefill.id, pn);
+    c.notes.set(decode.id, dn);
+    return { prefill, decode };
   }
 
   describe(pair: Pair, f: Failed): Record<string, unknown> {
@@ -199,18 +221,27 @@ export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
     return this.#calls.respond(c, worker, sent);
   }
 
-  /** Reads the prefill's response to its end without holding up the client. */
+  /**
+   * Reads the prefill's response to its end without holding up the client, keeping its slot
+   * until then. Bounded: by the request's cancellation while the client's answer is under way,
+   * and by the request timeout from now on (a prefill that never ends is cut then); never
+   * rejects.
+   */
   #drain(c: CallContext, p: Worker, ps: Sent): void {
-    c.holds.add(ps.release);
     const body = ps.res.body;
-    // Bounded by the request's deadline and client (the request's signal); never rejects.
+    let cut = false;
+    const timer = setTimeout(() => {
+      cut = true;
+      body.cancel();
+    }, this.#d.config.requestTimeoutSecs * 1000);
     (async () => {
       try {
         while ((await body.read()) !== null) { /* discard */ }
         this.#calls.record(p, "success");
       } catch {
-        if (!c.inb.gone.aborted && !c.timedOut()) this.#calls.record(p, "failure");
+        if (!cut && !c.inb.gone.aborted && !c.timedOut()) this.#calls.record(p, "failure");
       } finally {
+        clearTimeout(timer);
         ps.release();
       }
     })();
@@ -231,7 +262,11 @@ function pdFailure(f: Failed): Failed {
     ...f,
     failure: {
       ...f.failure,
-      error: new GatewayError(e.status, e.code, `PD disaggregation request failed: ${e.message}`),
+      error: new GatewayError(e.status, e.code, `PD disaggregation request failed: ${e.message}`, {
+        type: e.type,
+        param: e.param ?? undefined,
+        retryAfter: e.retryAfter,
+      }),
     },
   };
 }

@@ -16,7 +16,7 @@
 
 import { errorReply, GatewayError } from "../core/errors.ts";
 import { type Inbound, type Reply, replyHeader } from "../core/http.ts";
-import type { Endpoint, RouteRequest } from "../core/types.ts";
+import type { Endpoint, RouteRequest, SelectionNote } from "../core/types.ts";
 import { Cancel } from "../upstream/types.ts";
 import type { Worker } from "../workers/worker.ts";
 import { extractRouteRequest } from "../routing/route_request.ts";
@@ -29,7 +29,7 @@ import { parseJson } from "./body.ts";
 import { type DeadlineEntry, Deadlines } from "./deadlines.ts";
 import { PdPlan } from "./pd.ts";
 import { Holds, ProxyMetrics, type RouteSeries } from "./proxy_metrics.ts";
-import { noCandidates, type SelectEnv, selectWorker } from "./select.ts";
+import { newNote, noCandidates, type SelectEnv, selectWorker } from "./select.ts";
 import type {
   AttemptPlan,
   AttemptResult,
@@ -71,7 +71,10 @@ class RegularPlan implements AttemptPlan<readonly Worker[], Worker> {
     retrying: boolean,
   ): Worker | null {
     const policy = this.#d.policies.forModel(c.rr.model);
-    return selectWorker(this.#env, cands, failed, c.rr, retrying, policy);
+    const note = newNote(c.rr, true, policy.name);
+    const w = selectWorker(this.#env, cands, failed, c.rr, retrying, policy, undefined, note);
+    if (w) c.notes.set(w.id, note);
+    return w;
   }
 
   describe(worker: Worker): Record<string, unknown> {
@@ -211,6 +214,7 @@ export class InferenceProxy {
 /** One request on its way: what attempts read, its cancellation and its deadline entry. */
 class Call implements CallContext, DeadlineEntry {
   readonly cancel = new Cancel();
+  readonly notes = new Map<string, SelectionNote>();
   grpc: GrpcInput | null = null;
   readonly at: number;
   slot = -1;

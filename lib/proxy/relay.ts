@@ -41,6 +41,7 @@ function endsWithBlankLine(chunk: Uint8Array): boolean {
 export class SseRelay implements ChunkSource {
   #pending: Uint8Array | null;
   #last: Uint8Array;
+  #prev: Uint8Array | null = null;
   #ended = false;
   readonly #source: ChunkSource;
   readonly #workerUrl: string;
@@ -65,6 +66,11 @@ export class SseRelay implements ChunkSource {
     this.#onEnd(how, err);
   }
 
+  /** The last two chunks read from the worker (where a stream's usage is). */
+  tail(): Uint8Array[] {
+    return this.#prev === null ? [this.#last] : [this.#prev, this.#last];
+  }
+
   /** Whether the worker's body has ended (the next read returns null). */
   get done(): boolean {
     return this.#pending === null && (this.#ended || this.#source.done === true);
@@ -81,7 +87,10 @@ export class SseRelay implements ChunkSource {
     try {
       const chunk = await this.#source.read();
       if (chunk === null) this.#end("done");
-      else this.#last = chunk;
+      else {
+        this.#prev = this.#last;
+        this.#last = chunk;
+      }
       return chunk;
     } catch (err) {
       if (this.#ended) return null;

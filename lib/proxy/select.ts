@@ -7,7 +7,7 @@
 
 import type { Clock } from "../core/clock.ts";
 import { GatewayError } from "../core/errors.ts";
-import type { RouteRequest } from "../core/types.ts";
+import type { RouteRequest, SelectionNote } from "../core/types.ts";
 import type { CounterSeries } from "../metrics/fast.ts";
 import type { Policy } from "../policies/policy.ts";
 import type { Worker } from "../workers/worker.ts";
@@ -31,6 +31,7 @@ export function selectWorker(
   retrying: boolean,
   policy: Policy,
   code = "no_available_workers",
+  note?: SelectionNote,
 ): Worker | null {
   const now = env.clock.now();
   const eligible: Worker[] = [];
@@ -57,7 +58,7 @@ export function selectWorker(
       { retryAfter: 1 },
     );
   }
-  const worker = policy.select(eligible, rr);
+  const worker = policy.select(eligible, rr, note);
   if (!worker) {
     if (retrying) return null;
     throw new GatewayError(503, code, `policy ${policy.name} found no worker`, { retryAfter: 1 });
@@ -75,4 +76,15 @@ export function noCandidates(registered: number, rr: RouteRequest): GatewayError
   return new GatewayError(404, "model_not_found", `no worker serves model '${rr.model}'`, {
     param: "model",
   });
+}
+
+/** A fresh note for one leg's selection: the whole prompt to prefill, no cache prediction. */
+export function newNote(rr: RouteRequest, prefills = true, policy?: string): SelectionNote {
+  return { prefillTokens: prefills ? promptEstimate(rr) : 0, predictedCached: null, policy };
+}
+
+/** The prompt's size in tokens: its token ids when known, else its text at 4 characters a token. */
+export function promptEstimate(rr: RouteRequest): number {
+  const n = rr.tokens?.length ?? 0;
+  return n > 0 ? n : Math.ceil(rr.text.length / 4);
 }

@@ -9,7 +9,7 @@ import type { Clock, Random } from "../core/clock.ts";
 import type { GatewayError } from "../core/errors.ts";
 import type { Inbound, Reply } from "../core/http.ts";
 import type { Logger } from "../core/log.ts";
-import type { RouteRequest } from "../core/types.ts";
+import type { RouteRequest, SelectionNote } from "../core/types.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { Policy } from "../policies/policy.ts";
 import type { Cancel, HeaderList, Upstream, UpstreamResponse } from "../upstream/types.ts";
@@ -92,6 +92,8 @@ export interface CallContext {
   readonly grpc: GrpcInput | null;
   /** Whether the deadline fired. */
   timedOut(): boolean;
+  /** The selection notes of this request's picks, by worker id (the latest per worker). */
+  readonly notes: Map<string, SelectionNote>;
 }
 
 /** Status answered when the client left (nobody reads it). */
@@ -117,12 +119,18 @@ export interface Failure {
 }
 
 /** A worker response head, with the in-flight count it holds. */
-export interface Sent {
+export interface Sent extends Slot {
   readonly kind: "sent";
   /** The worker's response. */
   res: UpstreamResponse;
+}
+
+/** A request counted on a worker (`Calls.hold`). */
+export interface Slot {
   /** Gives the worker's in-flight slot back (idempotent). */
   release: () => void;
+  /** The first token arrived: its prefill leaves the worker's backlog (idempotent). */
+  started: () => void;
 }
 
 /** The client got its reply (success, a pass-through error, or 499 when it left). */

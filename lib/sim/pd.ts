@@ -110,9 +110,8 @@ export async function awaitRoom(
   const onAbort = () => stop.abort();
   signal?.addEventListener("abort", onAbort, { once: true });
   try {
-    const url = `http://${b.host}:${b.port}/rooms/${
-      encodeURIComponent(b.room)
-    }?wait_ms=${timeoutMs}`;
+    const host = b.host.includes(":") && !b.host.startsWith("[") ? `[${b.host}]` : b.host;
+    const url = `http://${host}:${b.port}/rooms/${encodeURIComponent(b.room)}?wait_ms=${timeoutMs}`;
     const r = await fetch(url, { signal: stop.signal });
     await r.body?.cancel();
     return r.status === 200;

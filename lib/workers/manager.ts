@@ -43,13 +43,17 @@ const WORKER_TYPES: readonly WorkerType[] = ["regular", "prefill", "decode"];
  * The worker URL for `connection_mode` (SMG's field: the URL's scheme decides when it has one;
  * `host:port` or an `http(s)://` URL with `"grpc"` is the gRPC worker there).
  */
-function withConnectionMode(raw: string, mode: unknown): string {
-  if (mode === undefined || mode === null) return raw;
+function withConnectionMode(given: string, mode: unknown): string {
+  if (mode === undefined || mode === null) return given;
   if (mode !== "http" && mode !== "grpc") {
     throw invalidRequest("'connection_mode' must be http or grpc", "connection_mode");
   }
+  const raw = given.trim();
   const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(raw)?.[1].toLowerCase();
-  if (scheme === undefined) return `${mode}://${raw}`;
+  if (scheme === undefined) {
+    if (raw.includes("@")) throw invalidRequest("a worker URL carries no credentials", "url");
+    return `${mode}://${raw}`;
+  }
   const grpc = scheme === "grpc" || scheme === "grpcs";
   if (mode === "grpc" && (scheme === "http" || scheme === "https")) {
     return raw.replace(/^https?/i, scheme === "https" ? "grpcs" : "grpc");

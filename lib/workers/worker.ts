@@ -68,6 +68,8 @@ export class Worker implements WorkerView {
   models: string[] | null;
   /** Requests in flight from this gateway. */
   inFlight = 0;
+  /** Prompt tokens sent that have not produced a first token yet (see `WorkerView`). */
+  prefillTokens = 0;
   /** Requests this gateway sent to the worker, ever. */
   requestsTotal = 0;
   /** Last backend load report. */
@@ -129,6 +131,18 @@ export class Worker implements WorkerView {
       const n = (this.#keys.get(key) ?? 1) - 1;
       if (n <= 0) this.#keys.delete(key);
       else this.#keys.set(key, n);
+    };
+  }
+
+  /** Counts `tokens` in the prefill backlog; returns their discharge (idempotent). */
+  chargePrefill(tokens: number): () => void {
+    const n = Number.isFinite(tokens) && tokens > 0 ? tokens : 0;
+    this.prefillTokens += n;
+    let charged = true;
+    return () => {
+      if (!charged) return;
+      charged = false;
+      this.prefillTokens = Math.max(0, this.prefillTokens - n);
     };
   }
 

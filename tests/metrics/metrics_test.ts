@@ -18,6 +18,8 @@ function touchAll(m: Metrics): void {
   m.upstreamResponses.with("http", "200", "").inc();
   m.upstreamSendRetries.with().inc();
   m.ttft.with("http", "regular", "m", "chat").observe(0.05);
+  m.cachePredictionError.with("cache_aware").observe(-0.02);
+  m.cachedTokens.with("cache_aware", "reported").inc(10);
   m.tpot.with("grpc", "regular", "m", "chat").observe(0.01);
   m.tokens.with("grpc", "regular", "m", "chat", "prompt").inc(5);
   m.workerActive.with("http://w1").set(2);
@@ -88,6 +90,8 @@ const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
   ["smg_workers_overloaded", "gauge"],
   ["smg_worker_overload_shed_total", "counter"],
   ["smg_policy_decisions_total", "counter"],
+  ["smg_policy_cache_prediction_error", "histogram"],
+  ["smg_policy_cached_tokens_total", "counter"],
   ["smg_manual_policy_branch_total", "counter"],
   ["smg_consistent_hashing_policy_branch_total", "counter"],
   ["smg_prefix_hash_policy_branch_total", "counter"],

@@ -87,10 +87,13 @@ Deno.test("expected_wait: a request weighs its token count when known, else p̄"
   assert.equal(requestTokens(request("x", { tokens: [] }), 1024), 1024);
 });
 
-/** A scoring context at `now` with default tuning, seeded ties and an optional credit. */
+/** SMG's formula with its default tuning (what most of these tests check). */
+const smgTuning = () => ({ ...defaultTuning(), waitModel: "smg" as const });
+
+/** A scoring context at `now` with SMG's default tuning, seeded ties and an optional credit. */
 function ctx(over: Partial<WaitContext> = {}): WaitContext {
   return {
-    tuning: defaultTuning(),
+    tuning: smgTuning(),
     now: 0,
     maxAgeMs: 30_000,
     credit: new SinceReportCredit(),
@@ -163,7 +166,7 @@ Deno.test("expected_wait: exact ties are broken uniformly", () => {
 });
 
 Deno.test("expected_wait: the array form scores like the argmin form", () => {
-  const t = defaultTuning();
+  const t = smgTuning();
   const rep = load({ genThroughput: 100, waitingUncachedTokens: 4000 });
   const cands = [view("a", { inFlight: 5 }), view("b", { load: rep }), view("c", { load: rep })];
   const got = expectedWaits(cands, [null, rep, rep], (w) => (w.id === "c" ? 1000 : 0), t);
@@ -216,13 +219,25 @@ Deno.test("expected_wait: invalid tuning falls back to defaults, as upstream's c
     kvPressureWeight: 0.15,
     defaultThroughput: 2000,
     meanPrefillTokens: 1024,
+    waitModel: "backlog",
   });
+  const smg = "smg" as const;
   assert.deepEqual(
-    sanitizeTuning({ kvPressureWeight: -1, defaultThroughput: 0, meanPrefillTokens: 0 }),
-    { kvPressureWeight: 0.15, defaultThroughput: 2000, meanPrefillTokens: 1 },
+    sanitizeTuning({
+      kvPressureWeight: -1,
+      defaultThroughput: 0,
+      meanPrefillTokens: 0,
+      waitModel: smg,
+    }),
+    { kvPressureWeight: 0.15, defaultThroughput: 2000, meanPrefillTokens: 1, waitModel: smg },
   );
   assert.deepEqual(
-    sanitizeTuning({ kvPressureWeight: NaN, defaultThroughput: Infinity, meanPrefillTokens: 64 }),
-    { kvPressureWeight: 0.15, defaultThroughput: 2000, meanPrefillTokens: 64 },
+    sanitizeTuning({
+      kvPressureWeight: NaN,
+      defaultThroughput: Infinity,
+      meanPrefillTokens: 64,
+      waitModel: smg,
+    }),
+    { kvPressureWeight: 0.15, defaultThroughput: 2000, meanPrefillTokens: 64, waitModel: smg },
   );
 });

@@ -114,6 +114,7 @@ Deno.test("power_of_two: scores with least_load's defaults, whatever the --least
     defaultThroughput: 1,
     meanPrefillTokens: 1,
     maxWaitingRequests: 1,
+    waitModel: "smg",
   };
   const q = new PowerOfTwoPolicy({ ...deps(1), config });
   for (const pol of [p, q]) {

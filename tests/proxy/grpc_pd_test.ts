@@ -20,6 +20,7 @@ import { BootstrapRooms } from "../../lib/sim/pd.ts";
 import { startGateway, type TestGateway } from "../support/gateway.ts";
 import { qwen3 } from "../support/qwen3.ts";
 import { DEFAULTS } from "../support/sim_engine.ts";
+import { FakeWorker } from "../support/fake_worker.ts";
 
 interface Leg {
   engine: SimEngine;
@@ -214,4 +215,93 @@ Deno.test("grpc pd: a fleet mixing protocols, or gRPC legs without a tokenizer, 
     () => validateConfig(structuredClone(c)),
     (e) => e instanceof ConfigError && /--model-path/.test(e.message),
   );
+});
+
+Deno.test("grpc pd: the pair's protocol follows the available workers; a missing bootstrap port is sglang's 8998", async () => {
+  const p = await leg("prefill");
+  const d = await leg("decode");
+  const httpP = new FakeWorker({ model: "qwen3-sim" });
+  const httpD = new FakeWorker({ model: "qwen3-sim" });
+  const g = await startGateway([], {
+    modelPath: "qwen3",
+    pd: {
+      enabled: true,
+      prefill: [{ url: httpP.url, bootstrapPort: null }],
+      decode: [httpD.url],
+      prefillPolicy: "round_robin",
+      decodePolicy: "round_robin",
+    },
+  }, { grpc: { tokenizer: qwen3(), client: (url) => new SglangClient(url) } });
+  try {
+    await g.ready(2);
+    for (const [url, type, port] of [[p.url, "prefill", p.rooms!.port], [d.url, "decode", null]]) {
+      const r = await fetch(`${g.url}/workers`, {
+        method: "POST",
+        body: JSON.stringify({
+          url: String(url).replace("grpc://", ""),
+          connection_mode: "grpc",
+          worker_type: type,
+          bootstrap_port: port,
+        }),
+      });
+      assert.equal(r.status, 202, await r.text());
+    }
+    await g.ready(4);
+    const ask = () =>
+      fetch(`${g.url}/v1/chat/completions`, {
+        method: "POST",
+        body: JSON.stringify({ model: "qwen3-sim", messages, max_tokens: 2 }),
+      });
+    // The first prefill speaks HTTP: pairs are HTTP while it is available.
+    let r = await ask();
+    assert.equal(r.status, 200);
+    await r.text();
+    assert.equal(httpD.seen.requests, 1);
+    assert.equal(d.seen.length, 0);
+    // It goes down: the gRPC pair serves.
+    g.gw.registry.byUrl(httpP.url)!.setStatus("not_ready");
+    r = await ask();
+    assert.equal(r.status, 200, await r.clone().text());
+    await r.text();
+    assert.equal(d.seen.length, 1);
+    assert.equal(p.seen[0].disaggregated_params!.bootstrap_port, p.rooms!.port);
+  } finally {
+    await g.close();
+    await Promise.all([httpP.close(), httpD.close()]);
+    for (const l of [p, d]) {
+      await l.server.close();
+      await l.engine.close();
+      await l.rooms?.close();
+    }
+  }
+  // A prefill registered without a bootstrap port is sent sglang's default.
+  const p2 = await leg("prefill");
+  const d2 = await leg("decode", { bootstrapTimeoutMs: 50 });
+  const g2 = await startGateway([], {
+    modelPath: "qwen3",
+    pd: {
+      enabled: true,
+      prefill: [{ url: p2.url, bootstrapPort: null }],
+      decode: [d2.url],
+      prefillPolicy: "round_robin",
+      decodePolicy: "round_robin",
+    },
+    retry: { maxAttempts: 1 },
+  }, { grpc: { tokenizer: qwen3(), client: (url) => new SglangClient(url) } });
+  try {
+    await g2.ready(2);
+    const r = await fetch(`${g2.url}/v1/completions`, {
+      method: "POST",
+      body: JSON.stringify({ model: "qwen3-sim", prompt: "hi", max_tokens: 2 }),
+    });
+    await r.body?.cancel();
+    assert.equal(p2.seen[0].disaggregated_params!.bootstrap_port, 8998);
+  } finally {
+    await g2.close();
+    for (const l of [p2, d2]) {
+      await l.server.close();
+      await l.engine.close();
+      await l.rooms?.close();
+    }
+  }
 });

@@ -20,6 +20,7 @@ export function view(id: string, extra: Partial<WorkerView> = {}): WorkerView {
     seq,
     url: `http://${id}:8000`,
     inFlight: 0,
+    prefillTokens: 0,
     load: null,
     loadAt: 0,
     keyInFlight: () => 0,
@@ -68,14 +69,23 @@ export function request(text = "hello", over: Partial<RouteRequest> = {}): Route
   };
 }
 
-/** Policy dependencies with `random` seeded from `seed`; `lines` collects the log output. */
-export function deps(seed = 1, random?: Random): PolicyDeps & { lines: string[] } {
+/**
+ * Policy dependencies with `random` seeded from `seed`; `lines` collects the log output. The
+ * config keeps SMG's scoring (`--wait-model smg`, `--cache-aware-scoring smg`), which most policy
+ * tests check against upstream's numbers; `ours` gives the defaults.
+ */
+export function deps(seed = 1, random?: Random, ours = false): PolicyDeps & { lines: string[] } {
   const lines: string[] = [];
+  const config = defaultConfig();
+  if (!ours) {
+    config.leastLoad.waitModel = "smg";
+    config.cacheAware.scoring = "smg";
+  }
   return {
     random: random ?? seededRandom(seed),
     now: () => 0,
     log: createLogger({ level: "debug", json: true, sink: (l) => lines.push(l) }),
-    config: defaultConfig(),
+    config,
     lines,
   };
 }

@@ -10,10 +10,20 @@ import { StringTree } from "../../lib/policies/cache_aware/string_tree.ts";
 import { TokenTree } from "../../lib/policies/cache_aware/token_tree.ts";
 import type { PrefixMatch } from "../../lib/policies/cache_aware/tree_types.ts";
 
+/** A match as plain data (what the suite compares). */
+export type Match = Omit<PrefixMatch, "depths">;
+
+/** A match without its `depths` function. */
+function plain(m: PrefixMatch): Match {
+  return { matched: m.matched, total: m.total, tenants: m.tenants };
+}
+
 /** A tree seen through strings, with sizes in characters. */
 export interface TreeUnderTest {
-  matchAndInsert(text: string, choose: (m: PrefixMatch) => string | null): PrefixMatch;
-  match(text: string): PrefixMatch;
+  matchAndInsert(text: string, choose: (m: Match) => string | null): Match;
+  match(text: string): Match;
+  /** Each tenant's own matched characters for `text` (`PrefixMatch.depths`). */
+  depths(text: string): Map<string, number>;
   insert(text: string, tenant: string): void;
   apply(text: string, tenant: string): void;
   evict(budget: number): number;
@@ -33,8 +43,9 @@ export function stringTree(): TreeUnderTest {
   const sunk: string[] = [];
   const t = new StringTree({ onInsert: (text, tenant) => sunk.push(`${text}@${tenant}`) });
   return {
-    matchAndInsert: (text, choose) => t.matchAndInsert(text, choose).match,
-    match: (text) => t.match(text),
+    matchAndInsert: (text, choose) => plain(t.matchAndInsert(text, (m) => choose(plain(m))).match),
+    match: (text) => plain(t.match(text)),
+    depths: (text) => new Map(t.match(text).depths()),
     insert: (text, tenant) => t.insert(text, tenant),
     apply: (text, tenant) => t.apply(text, tenant),
     evict: (budget) => t.evict(budget),
@@ -72,7 +83,7 @@ export function tokenTree(page: number): TreeUnderTest {
     pageSize: page,
     onInsert: (ids, tenant) => sunk.push(`${decode(ids, page)}@${tenant}`),
   });
-  const chars = (m: PrefixMatch): PrefixMatch => {
+  const chars = (m: PrefixMatch): Match => {
     assert.equal(m.matched % page, 0, "matched whole pages");
     return { matched: m.matched / page, total: m.total / page, tenants: m.tenants };
   };
@@ -80,6 +91,14 @@ export function tokenTree(page: number): TreeUnderTest {
     matchAndInsert: (text, choose) =>
       chars(t.matchAndInsert(encode(text, page), (m) => choose(chars(m))).match),
     match: (text) => chars(t.match(encode(text, page))),
+    depths: (text) => {
+      const out = new Map<string, number>();
+      for (const [tenant, d] of t.match(encode(text, page)).depths()) {
+        assert.equal(d % page, 0, "depths in whole pages");
+        out.set(tenant, d / page);
+      }
+      return out;
+    },
     insert: (text, tenant) => t.insert(encode(text, page), tenant),
     apply: (text, tenant) => t.apply(encode(text, page), tenant),
     evict: (budget) => t.evict(budget * page) / page,
@@ -130,7 +149,7 @@ export function trieSizes(texts: Iterable<{ text: string; tenant: string }>): Ma
  * last inserted (no eviction): the longest common prefix with any of them, and the tenants with
  * a text reaching that deep, by their latest such insert.
  */
-export function naiveMatch(model: Map<string, Map<string, number>>, text: string): PrefixMatch {
+export function naiveMatch(model: Map<string, Map<string, number>>, text: string): Match {
   let matched = 0;
   for (const texts of model.values()) {
     for (const s of texts.keys()) matched = Math.max(matched, lcp(s, text));
@@ -144,4 +163,18 @@ export function naiveMatch(model: Map<string, Map<string, number>>, text: string
   }
   latest.sort((a, b) => b[1] - a[1]);
   return { matched, total: text.length, tenants: latest.slice(0, 8).map(([t]) => t) };
+}
+
+/** What `depths` should answer: per tenant, its longest common prefix with `text` (> 0). */
+export function naiveDepths(
+  model: Map<string, Map<string, number>>,
+  text: string,
+): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const [tenant, texts] of model) {
+    let d = 0;
+    for (const s of texts.keys()) d = Math.max(d, lcp(s, text));
+    if (d > 0) out.set(tenant, d);
+  }
+  return out;
 }

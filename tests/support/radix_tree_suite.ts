@@ -7,13 +7,19 @@
 
 import assert from "node:assert/strict";
 import { seededRandom } from "../../lib/core/clock.ts";
-import type { PrefixMatch } from "../../lib/policies/cache_aware/tree_types.ts";
-import { naiveMatch, randomText, type TreeUnderTest, trieSizes } from "./radix_tree_drivers.ts";
+import {
+  type Match,
+  naiveDepths,
+  naiveMatch,
+  randomText,
+  type TreeUnderTest,
+  trieSizes,
+} from "./radix_tree_drivers.ts";
 
 /** Runs the shared suite against trees made by `make`, test names prefixed by `name`. */
 export function radixTreeSuite(name: string, make: () => TreeUnderTest): void {
   const test = (what: string, fn: () => void) => Deno.test(`${name}: ${what}`, fn);
-  const first = (m: PrefixMatch) => m.tenants[0] ?? "w1";
+  const first = (m: Match) => m.tenants[0] ?? "w1";
 
   test("the worked example: a miss, a full hit, then a prefix inside the edge", () => {
     const t = make();
@@ -72,7 +78,7 @@ export function radixTreeSuite(name: string, make: () => TreeUnderTest): void {
   test("the chooser sees the match; null inserts nothing and skips the sink", () => {
     const t = make();
     t.insert("abc", "A");
-    const seen: PrefixMatch[] = [];
+    const seen: Match[] = [];
     const m = t.matchAndInsert("abd", (match) => (seen.push(match), null));
     assert.deepEqual(seen, [m]);
     assert.deepEqual(m, t.match("abd"));
@@ -187,6 +193,7 @@ export function radixTreeSuite(name: string, make: () => TreeUnderTest): void {
       }
       const query = randomText(random, "ab c", 14);
       assert.deepEqual(t.match(query), naiveMatch(model, query), `step ${step}: ${query}`);
+      assert.deepEqual(t.depths(query), naiveDepths(model, query), `depths ${step}: ${query}`);
       const all = [...model].flatMap(([tenant, texts]) =>
         [...texts.keys()].map((text) => ({ text, tenant }))
       );

@@ -4,17 +4,21 @@
  * which prefix (characters for text, pages of `--block-size` tokens for token ids; or, with
  * `--cache-index hash`, hashed heads at `--cache-boundaries`).
  *
- * Per request, in one descent of the tree:
+ * Per request, in one descent of the tree, by default (`--cache-aware-scoring cost`, ours):
+ * every candidate costs the tokens it would prefill, its uncached share given its own match
+ * (`PrefixMatch.depths`) plus its prefill backlog (`backlogScore`); the cheapest wins (`hit` if
+ * it holds the deepest match, `spill` if a deeper holder lost, `miss` if nobody holds any), see
+ * `#cheapest`. With `--cache-aware-scoring smg` (upstream's):
  * - match share above `--cache-threshold` → the least busy eligible worker holding the deepest
  *   matched prefix (`hit`), unless it is far busier than the mean — in-flight above both
  *   mean × `--balance-rel-threshold` and mean + `--balance-abs-threshold` — then the worker with
  *   the lowest expected wait (`spill`, which makes it a holder too: hot prefixes replicate);
- * - otherwise, or when no holder is eligible, the lowest expected wait (`miss`);
- * - KV-usage spread or ceiling above its threshold (both off by default) → lowest expected wait
- *   for every request (`pressure`).
- * Expected wait is least_load's score (`expected_wait.ts`; in-flight counts when no worker
- * reports loads) — upstream uses raw in-flight counts here, the seed the expected wait. Whatever
- * is chosen is inserted. Trees are evicted to `--max-tree-size` (LRU tenant leaves) every
+ * - otherwise, or when no holder is eligible, the lowest expected wait (`miss`).
+ * Either way, KV-usage spread or ceiling above its threshold (both off by default) → lowest
+ * expected wait for every request (`pressure`). Expected wait is `--wait-model`'s score
+ * (`expected_wait.ts`) — upstream uses raw in-flight counts here, the seed the expected wait.
+ * The pick's uncached and cached tokens go in the selection note (the router's backlog and its
+ * prediction check). Whatever is chosen is inserted. Trees are evicted to `--max-tree-size` (LRU tenant leaves) every
  * `--eviction-interval`, lazily on the request path; a removed worker is purged from every tree.
  *
  * Tenants are worker URLs (what another gateway of a mesh knows a worker by). With the mesh on
@@ -25,9 +29,10 @@
 
 import type { CacheAwareConfig } from "../../config/config.ts";
 import { randomIndex } from "../../core/clock.ts";
-import type { RouteRequest, WorkerView } from "../../core/types.ts";
+import type { RouteRequest, SelectionNote, WorkerView } from "../../core/types.ts";
 import {
   argminUniform,
+  backlogScore,
   expectedWaits,
   type ExpectedWaitTuning,
   freshLoad,
@@ -47,6 +52,7 @@ import {
 } from "./shared_paths.ts";
 import { StringTree } from "./string_tree.ts";
 import { TokenTree } from "./token_tree.ts";
+import type { PrefixMatch } from "./tree_types.ts";
 
 /** A decision's branch, as counted in `smg_policy_decisions_total{policy="cache_aware"}`. */
 export type CacheAwareBranch = "hit" | "miss" | "spill" | "pressure" | "fallback";
@@ -95,7 +101,11 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     this.#replicas?.addTrees(this, this.#role);
   }
 
-  select<W extends WorkerView>(candidates: readonly W[], request: RouteRequest): W | null {
+  select<W extends WorkerView>(
+    candidates: readonly W[],
+    request: RouteRequest,
+    note?: SelectionNote,
+  ): W | null {
     if (candidates.length === 0) return null;
     const now = this.#d.now();
     if (now >= this.#nextEviction) this.evict(now);
@@ -107,10 +117,10 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     if (this.#pressured(candidates, now)) {
       const w = candidates[argminUniform(waits(), this.#d.random)];
       this.#record(model, trees, request, w.url, now);
-      return this.#decide("pressure", w, promptTokens(request));
+      return this.#decide("pressure", w, promptTokens(request), null, note);
     }
     if (this.#c.cacheIndex === "hash") {
-      return this.#selectHashed(candidates, request, trees, now, waits);
+      return this.#selectHashed(candidates, request, trees, now, waits, note);
     }
 
     const tokens = request.tokens && request.tokens.length > 0 ? request.tokens : null;
@@ -126,8 +136,16 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
       : null;
     let branch: CacheAwareBranch = "miss";
     let uncached = promptTokens(request);
+    let cached = 0;
     const perToken = tokens ? 1 : CHARS_PER_TOKEN;
-    const choose = (tree: { matched: number; total: number; tenants: readonly string[] }) => {
+    const choose = (tree: PrefixMatch) => {
+      if (this.#c.scoring === "cost") {
+        const r = this.#cheapest(candidates, tree, remote, perToken, now);
+        branch = r.branch;
+        uncached = r.uncached;
+        cached = r.cached;
+        return r.worker.url;
+      }
       // A peer's placement deeper than the local match counts as the match.
       const match = remote !== null && remote.depth > tree.matched
         ? { matched: remote.depth, total: tree.total, tenants: remote.tenants }
@@ -149,6 +167,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
         }
       }
       pick ??= candidates[argminUniform(waits(), this.#d.random)];
+      cached = Math.floor(ownDepth(tree, remote, pick.url) / perToken);
       return pick.url;
     };
     const url = tokens
@@ -160,7 +179,57 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
       places.add(hashes[hashes.length - 1], url);
       sink(this.#role, model, kind, hashes[hashes.length - 1], url);
     }
-    return this.#decide(url === null ? "fallback" : branch, chosen, uncached);
+    return this.#decide(url === null ? "fallback" : branch, chosen, uncached, cached, note);
+  }
+
+  /**
+   * `--cache-aware-scoring cost`: every candidate scored by the tokens it would prefill, its
+   * uncached share of the prompt (the tree's match for it, a peer's placement if deeper; a match
+   * at or below `--cache-threshold` of the prompt counts as none) plus its prefill backlog
+   * (`backlogScore`), as Dynamo's KV router costs overlap against load. The cheapest wins (ties
+   * uniformly). A worker holding the prompt keeps it unless its backlog exceeds the work a cold
+   * prefill elsewhere would cost, so hot prefixes replicate when, and only when, it pays. The
+   * balance gate (`--balance-abs/rel-threshold`) still applies to a pick with a match. Branch:
+   * `hit` (the pick holds the deepest match), `spill` (a deeper holder lost on cost, or the
+   * gate), `miss` (nobody holds any).
+   */
+  #cheapest<W extends WorkerView>(
+    candidates: readonly W[],
+    tree: PrefixMatch,
+    remote: PlacementMatch | null,
+    perToken: number,
+    now: number,
+  ): { worker: W; branch: CacheAwareBranch; uncached: number; cached: number } {
+    const total = tree.total;
+    const depths = tree.matched > 0 ? tree.depths() : NO_DEPTHS;
+    const floor = this.#c.cacheThreshold * total;
+    const matched = new Array<number>(candidates.length);
+    const costs = new Array<number>(candidates.length);
+    let deepest = 0;
+    for (let i = 0; i < candidates.length; i++) {
+      const w = candidates[i];
+      let m = depths.get(w.url) ?? 0;
+      if (remote !== null && remote.depth > m && remote.tenants.includes(w.url)) m = remote.depth;
+      if (m <= floor) m = 0;
+      matched[i] = m;
+      if (m > deepest) deepest = m;
+      const l = freshLoad(w, now, this.#maxAgeMs);
+      costs[i] = Math.ceil((total - m) / perToken) + backlogScore(w, l);
+    }
+    this.#d.observer?.matchRatio?.("cache_aware", total === 0 ? 0 : deepest / total);
+    let i = argminUniform(costs, this.#d.random);
+    let branch: CacheAwareBranch = deepest === 0 ? "miss" : matched[i] < deepest ? "spill" : "hit";
+    if (matched[i] > 0 && this.#gated(candidates[i], candidates)) {
+      const backlogs = candidates.map((w) => backlogScore(w, freshLoad(w, now, this.#maxAgeMs)));
+      i = argminUniform(backlogs, this.#d.random);
+      branch = "spill";
+    }
+    return {
+      worker: candidates[i],
+      branch,
+      uncached: Math.ceil((total - matched[i]) / perToken),
+      cached: Math.floor(matched[i] / perToken),
+    };
   }
 
   #selectHashed<W extends WorkerView>(
@@ -169,6 +238,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     trees: ModelTrees,
     now: number,
     waits: () => number[],
+    note?: SelectionNote,
   ): W | null {
     const units = request.tokens && request.tokens.length > 0 ? request.tokens : request.text;
     const keys = headKeys(units, this.#boundaries);
@@ -185,7 +255,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     }
     pick ??= candidates[argminUniform(waits(), this.#d.random)];
     trees.hash.record(keys, pick.url, now);
-    return this.#decide(branch, pick, branch === "hit" ? 0 : promptTokens(request));
+    return this.#decide(branch, pick, branch === "hit" ? 0 : promptTokens(request), null, note);
   }
 
   /** Drops a removed worker from every tree and index. */
@@ -324,8 +394,18 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     sink(this.#role, model, kind, h, url);
   }
 
-  #decide<W extends WorkerView>(branch: CacheAwareBranch, w: W, uncachedTokens: number): W {
+  #decide<W extends WorkerView>(
+    branch: CacheAwareBranch,
+    w: W,
+    uncachedTokens: number,
+    cachedTokens: number | null,
+    note: SelectionNote | undefined,
+  ): W {
     this.#d.observer?.decision("cache_aware", branch);
+    if (note) {
+      note.prefillTokens = uncachedTokens;
+      note.predictedCached = cachedTokens;
+    }
     // Work sent since the worker's last load report counts in its expected wait, so misses
     // between two reports spread instead of all landing on the momentary argmin.
     this.#credit.add(w, uncachedTokens);
@@ -394,6 +474,16 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     if (max === -Infinity) return false;
     return max > c.overloadTokenUsageThreshold || max - min > c.balanceTokenUsageThreshold;
   }
+}
+
+const NO_DEPTHS: ReadonlyMap<string, number> = new Map();
+
+/** `url`'s own matched units: the tree's depth for it, or a peer's placement when deeper. */
+function ownDepth(tree: PrefixMatch, remote: PlacementMatch | null, url: string): number {
+  const local = tree.matched > 0 ? tree.depths().get(url) ?? 0 : 0;
+  return remote !== null && remote.depth > local && remote.tenants.includes(url)
+    ? remote.depth
+    : local;
 }
 
 /** Models a policy creates trees for on its peers' word (its own requests are not limited). */

@@ -169,7 +169,12 @@ export class StringTree {
     const matched = stop.at + stop.k;
     const deepest = stop.child ?? stop.node;
     const tenants = matched > 0 ? this.#core.recent(deepest) : [];
-    return { matched, total: text.length, tenants };
+    const core = this.#core;
+    const depths = () => core.depths(stop.node, stop.at, stop.child, stop.k);
+    // Not enumerable: a match compares as its data.
+    return Object.defineProperty({ matched, total: text.length, tenants }, "depths", {
+      value: depths,
+    }) as PrefixMatch;
   }
 
   #insertFrom(text: string, tenant: string, stop: Stop): void {

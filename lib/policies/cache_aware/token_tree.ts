@@ -193,7 +193,12 @@ export class TokenTree {
     const matched = stop.at + stop.k;
     const deepest = stop.child ?? stop.node;
     const tenants = matched > 0 ? this.#core.recent(deepest) : [];
-    return { matched, total: tokens.length, tenants };
+    const core = this.#core;
+    const depths = () => core.depths(stop.node, stop.at, stop.child, stop.k);
+    // Not enumerable: a match compares as its data.
+    return Object.defineProperty({ matched, total: tokens.length, tenants }, "depths", {
+      value: depths,
+    }) as PrefixMatch;
   }
 
   #insertFrom(tokens: readonly number[], tenant: string, stop: Stop): void {

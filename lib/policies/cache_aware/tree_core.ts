@@ -126,6 +126,24 @@ export class TreeCore<N extends CoreNode<N>> {
   }
 
   /**
+   * Each tenant's matched depth along a walk that ended under `node` (at depth `at`) having
+   * matched `k` more units into `child`: the depth of the deepest matched node it is on. Tenants
+   * on no matched node are absent (depth 0).
+   */
+  depths(node: N, at: number, child: N | null, k: number): Map<string, number> {
+    const out = new Map<string, number>();
+    if (child !== null && k > 0) forEachTenant(child, (_, t) => out.set(t, at + k));
+    let depth = at;
+    for (let x: N | null = node; x !== null && x !== this.root; x = x.parent) {
+      forEachTenant(x, (_, t) => {
+        if (!out.has(t)) out.set(t, depth);
+      });
+      depth -= x.len;
+    }
+    return out;
+  }
+
+  /**
    * While the total exceeds `budget`, removes the least recently stamped tenant leaf (a tenant
    * on a node and on none of its children), pruning nodes left empty; a parent that becomes a
    * tenant leaf joins the queue. The root is never evicted. Returns the units removed.

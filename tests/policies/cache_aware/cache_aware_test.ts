@@ -20,8 +20,11 @@ interface Seen {
   trees: [string, string, number, number][];
 }
 
+/** SMG's gate and formula unless `tune` picks ours (most tests here check upstream's behaviour). */
 function policy(tune: (c: GatewayConfig) => void = () => {}, clock = { t: 0 }) {
   const config = defaultConfig();
+  config.leastLoad.waitModel = "smg";
+  config.cacheAware.scoring = "smg";
   tune(config);
   const seen: Seen = { branches: [], ratios: [], trees: [] };
   const observer: PolicyObserver = {

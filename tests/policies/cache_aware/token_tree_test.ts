@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { seededRandom } from "../../../lib/core/clock.ts";
 import { pageKey, TokenTree } from "../../../lib/policies/cache_aware/token_tree.ts";
 import type { PrefixMatch } from "../../../lib/policies/cache_aware/tree_types.ts";
+import type { Match } from "../../support/radix_tree_drivers.ts";
 import { randomText, stringTree, tokenTree } from "../../support/radix_tree_drivers.ts";
 import { radixTreeSuite } from "../../support/radix_tree_suite.ts";
 
@@ -96,7 +97,7 @@ Deno.test("TokenTree: behaves like StringTree under random operations with evict
     const tenant = `w${Math.floor(random() * 8)}`;
     const text = randomText(random, "abcde", 12);
     if (r < 0.6) {
-      const choose = (m: PrefixMatch) => m.tenants[0] ?? tenant;
+      const choose = (m: Match) => m.tenants[0] ?? tenant;
       assert.deepEqual(k.matchAndInsert(text, choose), s.matchAndInsert(text, choose), `${step}`);
     } else if (r < 0.8) assert.deepEqual(k.match(text), s.match(text), `${step}`);
     else if (r < 0.97) {

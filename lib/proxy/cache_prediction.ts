@@ -1,0 +1,58 @@
+/**
+ * Whether routing predictions come true: the cached share of the prompt a policy predicted for
+ * its pick (`SelectionNote.predictedCached` over the prompt's estimate) against the share the
+ * worker reported (`usage.prompt_tokens_details.cached_tokens` over `usage.prompt_tokens`), as
+ * `smg_policy_cache_prediction_error{policy}` (reported − predicted, in [-1, 1]) and the two
+ * token totals in `smg_policy_cached_tokens_total{policy,source}`. Shares, not tokens: over HTTP
+ * the gateway counts 4 characters a token, the worker its tokenizer's tokens.
+ *
+ * The usage is read from the answer's last bytes only when a prediction was made: the final SSE
+ * chunks (with `stream_options.include_usage`) or a whole JSON body; gRPC answers carry it.
+ */
+
+import type { SelectionNote } from "../core/types.ts";
+import type { Metrics } from "../metrics/metrics.ts";
+
+/** Prompt and cached tokens a worker reported. */
+export interface ReportedUsage {
+  prompt: number;
+  cached: number;
+}
+
+const decoder = new TextDecoder();
+const PROMPT = /"prompt_tokens"\s*:\s*(\d+)/g;
+const CACHED = /"cached_tokens"\s*:\s*(\d+)/g;
+
+/** The last `prompt_tokens` and `cached_tokens` in `chunks` (null: no cached count). */
+export function usageIn(chunks: readonly Uint8Array[]): ReportedUsage | null {
+  let text = "";
+  for (const c of chunks) text += decoder.decode(c);
+  const last = (re: RegExp) => {
+    let v: number | null = null;
+    for (const m of text.matchAll(re)) v = Number(m[1]);
+    return v;
+  };
+  const cached = last(CACHED);
+  const prompt = last(PROMPT);
+  return cached === null || prompt === null || prompt <= 0 ? null : { prompt, cached };
+}
+
+/** Records predictions against reports. */
+export class CachePredictions {
+  readonly #m: Metrics;
+
+  constructor(metrics: Metrics) {
+    this.#m = metrics;
+  }
+
+  /** One answered request whose `note` predicted `promptEstimate × share` cached tokens. */
+  observe(note: SelectionNote, promptEstimate: number, reported: ReportedUsage): void {
+    if (note.predictedCached === null || promptEstimate <= 0) return;
+    const policy = note.policy ?? "unknown";
+    const predicted = Math.min(1, note.predictedCached / promptEstimate);
+    const actual = Math.min(1, reported.cached / reported.prompt);
+    this.#m.cachePredictionError.with(policy).observe(actual - predicted);
+    this.#m.cachedTokens.with(policy, "predicted").inc(Math.round(predicted * reported.prompt));
+    this.#m.cachedTokens.with(policy, "reported").inc(reported.cached);
+  }
+}
