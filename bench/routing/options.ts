@@ -33,6 +33,8 @@ export interface Options {
   tenants: number;
   /** Zipf exponent of tenant popularity (0: uniform). */
   tenantSkew: number;
+  /** System prompt length range in tokens. */
+  systemTokens: [number, number];
   /** The scenario the defaults come from (`--scenario`). */
   scenario: Scenario;
   /** sim-worker flags appended to `SIM_KNOBS`. */
@@ -82,6 +84,8 @@ export interface ScenarioDefaults {
   workers: number;
   tenants: number;
   tenantSkew: number;
+  /** System prompt length range in tokens. */
+  systemTokens: [number, number];
   /** sim-worker flags after `SIM_KNOBS`. */
   simArgs: string[];
   /** Open-loop rates (req/s), lightest first; the last near saturation. */
@@ -90,10 +94,12 @@ export interface ScenarioDefaults {
 
 /**
  * The scenarios. `standard`: 4 workers, 24 Zipf-popular tenants whose prompts fit the fleet's
- * caches but not one worker's. `small-kv`: as many tenants as workers (8, equally popular), each
+ * caches but not one worker's. `small-kv`: as many tenants as workers (8, alike: equally popular,
+ * system prompts of similar length, so that pinning each to a worker is balanced), each
  * worker's KV cache holding only a few tenants' system prompts (16k tokens), so that affinity
- * and balance pull against each other; its rates sweep from about half the fleet's prefill
- * capacity to past saturation for round robin.
+ * and balance pull against each other. Its rates offer round robin's uncached prompt tokens at
+ * about 40, 60 and 80 % of the fleet's prefill capacity (8 × 4,000 tokens/s wall at
+ * `--time-scale 2`, ~2,200-token prompts, ~76 % of them cached under round robin).
  */
 export const SCENARIOS = {
   standard: {
@@ -101,16 +107,19 @@ export const SCENARIOS = {
     workers: 4,
     tenants: 24,
     tenantSkew: 1,
+    systemTokens: [1000, 3000],
     simArgs: [],
     rates: DEFAULT_RATES,
   },
   "small-kv": {
-    about: "8 workers, 8 equally popular tenants, 16k-token KV caches (a few system prompts each)",
+    about:
+      "8 workers, 8 alike tenants (equally popular, 1,800-2,200-token system prompts), 16k-token KV caches (a few system prompts each)",
     workers: 8,
     tenants: 8,
     tenantSkew: 0,
+    systemTokens: [1800, 2200],
     simArgs: ["--kv-tokens", "16384"],
-    rates: [16, 24, 32],
+    rates: [24, 36, 48],
   },
 } satisfies Record<string, ScenarioDefaults>;
 
@@ -179,6 +188,7 @@ export function parseOptions(args: string[]): Options {
     seed: 0,
     tenants: sc.tenants,
     tenantSkew: sc.tenantSkew,
+    systemTokens: sc.systemTokens,
     scenario: name as Scenario,
     simArgs: [...sc.simArgs],
     json: null,

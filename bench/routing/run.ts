@@ -96,7 +96,12 @@ async function main(args: string[]): Promise<number> {
   }
 
   const modelPath = o.connectionMode === "grpc" ? await bundledQwen3() : undefined;
-  const workload = new Workload({ seed: o.seed, tenants: o.tenants, tenantSkew: o.tenantSkew });
+  const workload = new Workload({
+    seed: o.seed,
+    tenants: o.tenants,
+    tenantSkew: o.tenantSkew,
+    systemTokens: o.systemTokens,
+  });
   const simKnobs = [...SIM_KNOBS, "--seed", String(o.seed), ...o.simArgs];
   const perCell = o.warmup + o.duration;
   note(

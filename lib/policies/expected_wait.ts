@@ -134,6 +134,15 @@ export function nominalThroughput(
   return n > 0 ? sum / n : defaultThroughput;
 }
 
+/** The request's prompt size in tokens: its token ids, else its text at 4 characters a token. */
+export function promptTokens(request: RouteRequest): number {
+  const n = request.tokens?.length ?? 0;
+  return n > 0 ? n : Math.ceil(request.text.length / CHARS_PER_TOKEN);
+}
+
+/** Characters per token when only text is known (as prefix_hash and the hash index assume). */
+export const CHARS_PER_TOKEN = 4;
+
 /** Tokens a request adds to a worker: its token count when known, else p̄. */
 export function requestTokens(request: RouteRequest, meanPrefillTokens: number): number {
   const n = request.tokens?.length ?? 0;

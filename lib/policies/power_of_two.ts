@@ -4,7 +4,11 @@
  * equal chance. In: candidates with load reports and in-flight counts. Out: the winner, credited
  * the request's tokens until its next report.
  *
- * Scored by `--wait-model` (backlog by default; `smg`: SMG's formula). SMG's formula always
+ * Scored by `--wait-model` (backlog by default; `smg`: SMG's formula). With the backlog, one of
+ * the two is the less busy worker of the previous pair once that request is counted (power of
+ * two choices with memory, Shah & Prabhakar 2002: one remembered choice does better than a
+ * second random one), the other uniform among the rest; with `smg` both are uniform, as
+ * upstream samples them. SMG's formula always
  * uses least_load's default tuning, never the `--least-load-*` flags (upstream behaviour, which
  * the seed keeps), and nominal throughput is taken over the pair only; both sampled workers
  * dark → join-shortest-queue on in-flight. Reports older than three
@@ -15,9 +19,11 @@
 import { randomIndex } from "../core/clock.ts";
 import type { RouteRequest, WorkerView } from "../core/types.ts";
 import {
+  backlogScore,
   defaultTuning,
   type ExpectedWaitTuning,
   minExpectedWait,
+  promptTokens,
   reportMaxAgeMs,
   requestTokens,
   SinceReportCredit,
@@ -32,11 +38,15 @@ export class PowerOfTwoPolicy implements Policy {
   readonly #tuning: ExpectedWaitTuning;
   readonly #maxAgeMs: number;
   readonly #credit = new SinceReportCredit();
+  /** With the backlog: one of each pair is the less busy worker of the previous pair. */
+  readonly #remember: boolean;
+  #memory: string | null = null;
 
   /** Draws from `deps.random`; reads the load-monitor interval and `--wait-model`. */
   constructor(deps: PolicyDeps) {
     this.#deps = deps;
     this.#tuning = { ...defaultTuning(), waitModel: deps.config.leastLoad.waitModel };
+    this.#remember = this.#tuning.waitModel === "backlog";
     this.#maxAgeMs = reportMaxAgeMs(deps.config);
   }
 
@@ -45,7 +55,11 @@ export class PowerOfTwoPolicy implements Policy {
     if (n === 0) return null;
     if (n === 1) return this.#win(candidates[0], request, "single");
     const random = this.#deps.random;
-    const i = randomIndex(random, n);
+    let i = randomIndex(random, n);
+    if (this.#remember && this.#memory !== null) {
+      const m = candidates.findIndex((w) => w.id === this.#memory);
+      if (m >= 0) i = m;
+    }
     const j = (i + 1 + randomIndex(random, n - 1)) % n;
     const pair = [candidates[i], candidates[j]];
     // Nominal throughput and "dark" over the pair only; an exact tie is a fair coin.
@@ -56,7 +70,13 @@ export class PowerOfTwoPolicy implements Policy {
       credit: this.#credit,
       random,
     })!;
-    return this.#win(pair[best.index], request, best.dark ? "dark_pair" : "pair");
+    const w = this.#win(pair[best.index], request, best.dark ? "dark_pair" : "pair");
+    if (!this.#remember) return w;
+    // Remember the pair's worker that is less busy once this request is counted on the winner.
+    const loser = pair[1 - best.index];
+    const after = backlogScore(w, null) + promptTokens(request);
+    this.#memory = backlogScore(loser, null) < after ? loser.id : w.id;
+    return w;
   }
 
   onWorkerRemoved(workerId: string): void {

@@ -9,6 +9,7 @@ import type { Clock } from "../core/clock.ts";
 import { GatewayError } from "../core/errors.ts";
 import type { RouteRequest, SelectionNote } from "../core/types.ts";
 import type { CounterSeries } from "../metrics/fast.ts";
+import { promptTokens } from "../policies/expected_wait.ts";
 import type { Policy } from "../policies/policy.ts";
 import type { Worker } from "../workers/worker.ts";
 
@@ -83,8 +84,5 @@ export function newNote(rr: RouteRequest, prefills = true, policy?: string): Sel
   return { prefillTokens: prefills ? promptEstimate(rr) : 0, predictedCached: null, policy };
 }
 
-/** The prompt's size in tokens: its token ids when known, else its text at 4 characters a token. */
-export function promptEstimate(rr: RouteRequest): number {
-  const n = rr.tokens?.length ?? 0;
-  return n > 0 ? n : Math.ceil(rr.text.length / 4);
-}
+/** The prompt's size in tokens, as policies count it (`promptTokens`). */
+export const promptEstimate = promptTokens;

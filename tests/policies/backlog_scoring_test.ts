@@ -127,15 +127,17 @@ Deno.test("backlog property: a busier worker never wins on score alone (least_lo
 
 const SYSTEM = "system: you are the assistant of tenant seven. ".repeat(40); // ~2000 chars
 
-Deno.test("cost scoring: affinity wins while the holder's backlog is cheaper than a cold prefill", () => {
+Deno.test("cost scoring: affinity wins while the holder's backlog costs less than twice a cold prefill", () => {
   const prompt = SYSTEM + "user two asks about something";
   const coldTokens = Math.ceil(prompt.length / 4);
-  // The holder's uncached share is one user message; a cold worker would prefill ~500 tokens.
+  // The holder's uncached share is one user message; a cold worker would prefill ~500 tokens,
+  // which count twice (its own prefill and the wait it adds there).
   const table: [backlog: number, want: string, branch: string][] = [
     [0, "h", "hit"],
     [200, "h", "hit"],
-    [coldTokens - 100, "h", "hit"],
-    [coldTokens + 50, "c", "spill"],
+    [coldTokens + 50, "h", "hit"],
+    [2 * coldTokens - 100, "h", "hit"],
+    [2 * coldTokens + 50, "c", "spill"],
     [5000, "c", "spill"],
   ];
   for (const [backlog, want, branch] of table) {
@@ -174,7 +176,7 @@ Deno.test("cost scoring: the deepest holder wins among holders of equal backlog;
   assert.deepEqual(branches, ["hit", "miss"]);
 });
 
-Deno.test("cost property: the pick minimises uncached tokens + backlog; a free full holder always wins", () => {
+Deno.test("cost property: the pick minimises 2 × uncached tokens + backlog; a free full holder always wins", () => {
   const random = seededRandom(3);
   for (let trial = 0; trial < 200; trial++) {
     const { d } = ours(trial);
@@ -189,15 +191,36 @@ Deno.test("cost property: the pick minimises uncached tokens + backlog; a free f
     const cands = ids.map((id) => busy(id, Math.floor(random() * 800), Math.floor(random() * 4)));
     const got = p.select(cands, request(convo))!;
     const cost = (i: number) =>
-      Math.ceil((convo.length - held[i]) / 4) + backlogScore(cands[i], null);
+      2 * Math.ceil((convo.length - held[i]) / 4) + Math.floor(backlogScore(cands[i], null));
     const best = Math.min(...ids.map((_, i) => cost(i)));
     const gi = ids.indexOf(got.id);
     // A tree match may be a little longer than what was inserted (shared prefixes), never shorter.
-    assert.ok(cost(gi) <= best + 1, `trial ${trial}: picked cost ${cost(gi)}, best ${best}`);
+    assert.ok(cost(gi) <= best + 2, `trial ${trial}: picked cost ${cost(gi)}, best ${best}`);
   }
   const { d } = ours();
   const p = new CacheAwarePolicy(d);
   p.apply("m", SYSTEM + "x", view("full").url);
   const cands = [busy("full", 0, 3), busy("idle1", 0, 0), busy("idle2", 0, 0)];
   for (let k = 0; k < 10; k++) assert.equal(p.select(cands, request(SYSTEM + "x"))?.id, "full");
+});
+
+Deno.test("backlog: power_of_two keeps the less busy worker of its last pair as one of the next two", () => {
+  // One idle worker among busy ones: once sampled, memory keeps offering it (no charges here).
+  const cands = [busy("idle", 0), ...Array.from({ length: 7 }, (_, i) => busy(`b${i}`, 900 + i))];
+  const withMemory = new PowerOfTwoPolicy(ours(4).d);
+  const picks = Array.from({ length: 200 }, () => withMemory.select(cands, request())!.id);
+  const first = picks.indexOf("idle");
+  assert.ok(first >= 0 && first < 40, `sampled at some point: ${first}`);
+  assert.ok(picks.slice(first).every((id) => id === "idle"), "then kept");
+  // SMG's sampling (--wait-model smg) draws both at random and, without load reports, ties on
+  // in-flight counts: the idle worker about 1/8 of the time (drawn 2/8, then a coin).
+  const uniform = new PowerOfTwoPolicy(deps(4));
+  const n = Array.from({ length: 800 }, () => uniform.select(cands, request())!.id)
+    .filter((id) => id === "idle").length;
+  assert.ok(n > 60 && n < 140, `about 1/8 of picks: ${n}`);
+  // When the winner's new request makes it busier than the loser, the loser is remembered.
+  const p = new PowerOfTwoPolicy(ours(5).d);
+  const pair = [busy("x", 0), busy("y", 30)];
+  assert.equal(p.select(pair, request("z".repeat(400)))?.id, "x");
+  assert.equal(p.select([busy("x", 100), busy("y", 30), busy("q", 5000)], request())?.id, "y");
 });

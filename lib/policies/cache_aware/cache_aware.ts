@@ -5,8 +5,8 @@
  * `--cache-index hash`, hashed heads at `--cache-boundaries`).
  *
  * Per request, in one descent of the tree, by default (`--cache-aware-scoring cost`, ours):
- * every candidate costs the tokens it would prefill, its uncached share given its own match
- * (`PrefixMatch.depths`) plus its prefill backlog (`backlogScore`); the cheapest wins (`hit` if
+ * every candidate costs twice the tokens it would prefill, its uncached share given its own
+ * match (`PrefixMatch.depths`), plus its prefill backlog (`backlogScore`); the cheapest wins (`hit` if
  * it holds the deepest match, `spill` if a deeper holder lost, `miss` if nobody holds any), see
  * `#cheapest`. With `--cache-aware-scoring smg` (upstream's):
  * - match share above `--cache-threshold` → the least busy eligible worker holding the deepest
@@ -33,9 +33,11 @@ import type { RouteRequest, SelectionNote, WorkerView } from "../../core/types.t
 import {
   argminUniform,
   backlogScore,
+  CHARS_PER_TOKEN,
   expectedWaits,
   type ExpectedWaitTuning,
   freshLoad,
+  promptTokens,
   reportMaxAgeMs,
   sanitizeTuning,
   SinceReportCredit,
@@ -140,7 +142,15 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     const perToken = tokens ? 1 : CHARS_PER_TOKEN;
     const choose = (tree: PrefixMatch) => {
       if (this.#c.scoring === "cost") {
-        const r = this.#cheapest(candidates, tree, remote, perToken, now);
+        const held = tokens ? trees.tokens : trees.text;
+        const r = this.#cheapest(
+          candidates,
+          tree,
+          remote,
+          perToken,
+          now,
+          (u) => held.tenantSize(u),
+        );
         branch = r.branch;
         uncached = r.uncached;
         cached = r.cached;
@@ -183,13 +193,18 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
   }
 
   /**
-   * `--cache-aware-scoring cost`: every candidate scored by the tokens it would prefill, its
-   * uncached share of the prompt (the tree's match for it, a peer's placement if deeper; a match
-   * at or below `--cache-threshold` of the prompt counts as none) plus its prefill backlog
-   * (`backlogScore`), as Dynamo's KV router costs overlap against load. The cheapest wins (ties
-   * uniformly). A worker holding the prompt keeps it unless its backlog exceeds the work a cold
-   * prefill elsewhere would cost, so hot prefixes replicate when, and only when, it pays. The
-   * balance gate (`--balance-abs/rel-threshold`) still applies to a pick with a match. Branch:
+   * `--cache-aware-scoring cost`: every candidate scored, in tokens, by what placing the request
+   * there adds to the fleet's waiting: twice its uncached share of the prompt (its own prefill,
+   * and the wait it adds for whoever arrives there next; the tree's match for that worker, a
+   * peer's placement if deeper; a match at or below `--cache-threshold` of the prompt counts as
+   * none) plus the worker's prefill backlog (`backlogScore`, what it waits behind), as Dynamo's
+   * KV router costs overlap against load. The cheapest wins (ties uniformly). A worker holding
+   * the prompt keeps it unless its backlog exceeds twice the work a cold prefill elsewhere would
+   * add, so hot prefixes replicate when, and only when, it pays. Equal
+   * costs (a miss on an idle fleet, say) go to the worker holding less of the tree, then with
+   * fewer requests in flight, so new prefixes spread over the caches instead of piling where
+   * chance put the first ones. The balance gate (`--balance-abs/rel-threshold`) still applies
+   * to a pick with a match. Branch:
    * `hit` (the pick holds the deepest match), `spill` (a deeper holder lost on cost, or the
    * gate), `miss` (nobody holds any).
    */
@@ -199,8 +214,11 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     remote: PlacementMatch | null,
     perToken: number,
     now: number,
+    heldBy: (url: string) => number,
   ): { worker: W; branch: CacheAwareBranch; uncached: number; cached: number } {
     const total = tree.total;
+    let most = 0;
+    for (const w of candidates) most = Math.max(most, heldBy(w.url));
     const depths = tree.matched > 0 ? tree.depths() : NO_DEPTHS;
     const floor = this.#c.cacheThreshold * total;
     const matched = new Array<number>(candidates.length);
@@ -214,7 +232,12 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
       matched[i] = m;
       if (m > deepest) deepest = m;
       const l = freshLoad(w, now, this.#maxAgeMs);
-      costs[i] = Math.ceil((total - m) / perToken) + backlogScore(w, l);
+      // backlogScore's in-flight term and the tree share are both below 1: they order ties.
+      const share = most === 0 ? 0 : heldBy(w.url) / most;
+      // The request's uncached tokens count twice: its own prefill, and the wait it adds for
+      // whoever arrives at that worker next. The backlog is what it waits behind.
+      costs[i] = 2 * Math.ceil((total - m) / perToken) + Math.floor(backlogScore(w, l)) +
+        (share * 0.999 + w.inFlight / (w.inFlight + 1)) / 2;
     }
     this.#d.observer?.matchRatio?.("cache_aware", total === 0 ? 0 : deepest / total);
     let i = argminUniform(costs, this.#d.random);
@@ -488,15 +511,6 @@ function ownDepth(tree: PrefixMatch, remote: PlacementMatch | null, url: string)
 
 /** Models a policy creates trees for on its peers' word (its own requests are not limited). */
 const MAX_MODELS = 256;
-
-/** Characters per token when only text is known (as prefix_hash and the hash index assume). */
-const CHARS_PER_TOKEN = 4;
-
-/** The request's prompt size in tokens: its token ids, else its text at 4 characters a token. */
-function promptTokens(request: RouteRequest): number {
-  const n = request.tokens?.length ?? 0;
-  return n > 0 ? n : Math.ceil(request.text.length / CHARS_PER_TOKEN);
-}
 
 /** Samples an index with weights exp((s′ − 1)/t), s′ the min-max normalised score. */
 function softmaxPick(scores: readonly number[], t: number, random: () => number): number {
