@@ -46,7 +46,7 @@ export interface LeastLoadConfig {
   /**
    * How least_load, power_of_two and cache_aware's misses rank workers (`--wait-model`,
    * backlog; ours): `backlog` by the prompt tokens this gateway sent that await their first
-   * token (the worker's fresh report when it shows more), then in-flight count; `smg` by SMG's
+   * token, then in-flight count; `smg` by SMG's
    * queued tokens ÷ reported generation throughput + KV pressure.
    */
   waitModel: "backlog" | "smg";

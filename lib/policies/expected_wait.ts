@@ -5,14 +5,16 @@
  * lower is better.
  *
  * `--wait-model backlog` (the default, ours): the prompt tokens this gateway sent to the worker
- * that have not produced a first token yet (`WorkerView.prefillTokens`; the worker's fresh
- * report of queued uncached tokens when it shows more, as other gateways' requests do), plus
- * in-flight / (in-flight + 1), which only orders workers of equal backlog:
+ * that have not produced a first token yet (`WorkerView.prefillTokens`), plus in-flight /
+ * (in-flight + 1), which only orders workers of equal backlog:
  *
- *   max(backlog, reported queue) + n/(n+1)
+ *   backlog + n/(n+1)
  *
- * It is exact and current (no poll interval), and it never rewards a busy worker: work leaves the
- * backlog when the worker has done it, so a slower worker keeps more and is sent less.
+ * It is exact and current, and it never rewards a busy worker: work leaves the backlog when the
+ * worker has done it, so a slower worker keeps more and is sent less. Load reports are not read:
+ * one is up to a poll interval old (10 s by default) while a prefill queue drains in well under a
+ * second, so a stale report would keep an idle worker looking busy. Several gateways in front of
+ * the same workers each balance their own share, and balanced shares add up to a balanced fleet.
  *
  * `--wait-model smg` (SMG's formula), in seconds:
  *
@@ -65,11 +67,10 @@ export function sanitizeTuning(t: ExpectedWaitTuning): ExpectedWaitTuning {
   };
 }
 
-/** The backlog score: `max(backlog, reported queue) + n/(n+1)` (see the module comment). */
-export function backlogScore(w: WorkerView, load: LoadSnapshot | null): number {
-  const reported = load === null ? 0 : positive(load.waitingUncachedTokens);
+/** The backlog score: `backlog + n/(n+1)` (see the module comment). */
+export function backlogScore(w: WorkerView): number {
   const n = Math.max(0, w.inFlight);
-  return Math.max(positive(w.prefillTokens), reported) + n / (n + 1);
+  return positive(w.prefillTokens) + n / (n + 1);
 }
 
 /** Age in ms past which a report is stale: `STALE_INTERVALS` × the load-monitor interval (≥ 1 s). */
@@ -174,7 +175,7 @@ export function expectedWaits(
   tuning: ExpectedWaitTuning,
 ): WaitScores {
   if (tuning.waitModel === "backlog") {
-    return { scores: candidates.map((w, i) => backlogScore(w, loads[i])), dark: false };
+    return { scores: candidates.map((w) => backlogScore(w)), dark: false };
   }
   const dark = loads.every((l) => l === null);
   if (dark) return { scores: candidates.map((w) => Math.max(0, w.inFlight)), dark };
@@ -271,7 +272,7 @@ export function minExpectedWait(
     const l = freshLoad(w, now, maxAgeMs);
     if (l !== null && skip?.(w, l)) continue;
     const s = backlog
-      ? backlogScore(w, l)
+      ? backlogScore(w)
       : dark
       ? Math.max(0, w.inFlight)
       : l === null

@@ -74,8 +74,8 @@ export class PowerOfTwoPolicy implements Policy {
     if (!this.#remember) return w;
     // Remember the pair's worker that is less busy once this request is counted on the winner.
     const loser = pair[1 - best.index];
-    const after = backlogScore(w, null) + promptTokens(request);
-    this.#memory = backlogScore(loser, null) < after ? loser.id : w.id;
+    const after = backlogScore(w) + promptTokens(request);
+    this.#memory = backlogScore(loser) < after ? loser.id : w.id;
     return w;
   }
 

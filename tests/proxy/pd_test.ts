@@ -156,3 +156,40 @@ Deno.test("pd: with only failing workers the client gets a clear error and both 
     await Promise.all([p.close(), d.close()]);
   }
 });
+
+Deno.test("pd: a prefill stream that never ends keeps its slot until the request timeout, then is cut unblamed", async () => {
+  const p = new FakeWorker({ mode: { kind: "stall_mid_stream", afterChunks: 1 } });
+  const d = new FakeWorker();
+  const g = await startGateway([], {
+    requestTimeoutSecs: 1,
+    pd: {
+      enabled: true,
+      prefill: [{ url: p.url, bootstrapPort: null }],
+      decode: [d.url],
+      prefillPolicy: "round_robin",
+      decodePolicy: "round_robin",
+    },
+  });
+  try {
+    await ready(g, 2);
+    const r = await post(g, "/v1/chat/completions", { ...chat, model: "test-model", stream: true });
+    assert.equal(r.status, 200);
+    assert.match(await r.text(), /\[DONE\]/, "the client got the decode leg's whole answer");
+    const pw = g.gw.registry.byUrl(p.url)!;
+    assert.equal(pw.inFlight, 1, "the prefill is still being drained");
+    const cut = await new Promise<boolean>((resolve) => {
+      const end = (ok: boolean) => {
+        clearInterval(poll);
+        clearTimeout(bound);
+        resolve(ok);
+      };
+      const poll = setInterval(() => pw.inFlight === 0 && end(true), 20);
+      const bound = setTimeout(() => end(false), 5000);
+    });
+    assert.ok(cut, "cut by the request timeout");
+    assert.equal(pw.breaker.consecutiveFailures, 0, "a cut drain is not the worker's failure");
+  } finally {
+    await g.close();
+    await Promise.all([p.close(), d.close()]);
+  }
+});

@@ -11,6 +11,7 @@ export type Mode =
   | { kind: "status"; status: number; body?: string }
   | { kind: "hang" }
   | { kind: "die_mid_stream"; afterChunks: number }
+  | { kind: "stall_mid_stream"; afterChunks: number }
   | { kind: "die_before_body" };
 
 /** Knobs. */
@@ -237,6 +238,10 @@ export class FakeWorker {
             finish(false);
             c.error(new Error("worker died mid-stream"));
             return;
+          }
+          if (mode.kind === "stall_mid_stream" && sent >= mode.afterChunks) {
+            // Never another byte: released by close().
+            return new Promise<void>((resolve) => this.#hung.add(resolve));
           }
           if (sent > 0 && o.chunkDelayMs > 0) await this.#sleep(o.chunkDelayMs);
           if (req.signal.aborted) return;

@@ -143,14 +143,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     const choose = (tree: PrefixMatch) => {
       if (this.#c.scoring === "cost") {
         const held = tokens ? trees.tokens : trees.text;
-        const r = this.#cheapest(
-          candidates,
-          tree,
-          remote,
-          perToken,
-          now,
-          (u) => held.tenantSize(u),
-        );
+        const r = this.#cheapest(candidates, tree, remote, perToken, (u) => held.tenantSize(u));
         branch = r.branch;
         uncached = r.uncached;
         cached = r.cached;
@@ -213,7 +206,6 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     tree: PrefixMatch,
     remote: PlacementMatch | null,
     perToken: number,
-    now: number,
     heldBy: (url: string) => number,
   ): { worker: W; branch: CacheAwareBranch; uncached: number; cached: number } {
     const total = tree.total;
@@ -231,19 +223,18 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
       if (m <= floor) m = 0;
       matched[i] = m;
       if (m > deepest) deepest = m;
-      const l = freshLoad(w, now, this.#maxAgeMs);
-      // backlogScore's in-flight term and the tree share are both below 1: they order ties.
+      // The in-flight term and the tree share are both below 1: they order ties.
       const share = most === 0 ? 0 : heldBy(w.url) / most;
       // The request's uncached tokens count twice: its own prefill, and the wait it adds for
       // whoever arrives at that worker next. The backlog is what it waits behind.
-      costs[i] = 2 * Math.ceil((total - m) / perToken) + Math.floor(backlogScore(w, l)) +
+      costs[i] = 2 * Math.ceil((total - m) / perToken) + Math.floor(backlogScore(w)) +
         (share * 0.999 + w.inFlight / (w.inFlight + 1)) / 2;
     }
     this.#d.observer?.matchRatio?.("cache_aware", total === 0 ? 0 : deepest / total);
     let i = argminUniform(costs, this.#d.random);
     let branch: CacheAwareBranch = deepest === 0 ? "miss" : matched[i] < deepest ? "spill" : "hit";
     if (matched[i] > 0 && this.#gated(candidates[i], candidates)) {
-      const backlogs = candidates.map((w) => backlogScore(w, freshLoad(w, now, this.#maxAgeMs)));
+      const backlogs = candidates.map((w) => backlogScore(w));
       i = argminUniform(backlogs, this.#d.random);
       branch = "spill";
     }
