@@ -41,6 +41,7 @@ export class PowerOfTwoPolicy implements Policy {
   /** With the backlog: one of each pair is the less busy worker of the previous pair. */
   readonly #remember: boolean;
   #memory: string | null = null;
+  #memoryAt = -1;
 
   /** Draws from `deps.random`; reads the load-monitor interval and `--wait-model`. */
   constructor(deps: PolicyDeps) {
@@ -57,7 +58,11 @@ export class PowerOfTwoPolicy implements Policy {
     const random = this.#deps.random;
     let i = randomIndex(random, n);
     if (this.#remember && this.#memory !== null) {
-      const m = candidates.findIndex((w) => w.id === this.#memory);
+      // Candidate lists are usually the same array as last time: try the remembered index first.
+      const at = this.#memoryAt;
+      const m = candidates[at]?.id === this.#memory
+        ? at
+        : candidates.findIndex((w) => w.id === this.#memory);
       if (m >= 0) i = m;
     }
     const j = (i + 1 + randomIndex(random, n - 1)) % n;
@@ -75,7 +80,9 @@ export class PowerOfTwoPolicy implements Policy {
     // Remember the pair's worker that is less busy once this request is counted on the winner.
     const loser = pair[1 - best.index];
     const after = backlogScore(w) + promptTokens(request);
-    this.#memory = backlogScore(loser) < after ? loser.id : w.id;
+    const keep = backlogScore(loser) < after ? 1 - best.index : best.index;
+    this.#memory = pair[keep].id;
+    this.#memoryAt = keep === 0 ? i : j;
     return w;
   }
 

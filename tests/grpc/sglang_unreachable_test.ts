@@ -10,30 +10,33 @@
 import assert from "node:assert/strict";
 import { GrpcCallError, retryableStatus, SglangClient } from "../../lib/grpc/sglang_client.ts";
 
+/** Health and generation on `url` both fail with a retryable status (and nothing hangs). */
+async function failsRetryably(url: string): Promise<void> {
+  const client = new SglangClient(url);
+  try {
+    await assert.rejects(client.healthCheck(2000), (e: unknown) => {
+      assert.ok(e instanceof GrpcCallError);
+      assert.ok(retryableStatus(e.code), e.statusName);
+      return true;
+    });
+    const s = client.generate({
+      request_id: "r",
+      tokenized: { original_text: "", input_ids: [1, 2, 3] },
+    } as never);
+    await assert.rejects(
+      s.next(),
+      (e: unknown) => e instanceof GrpcCallError && retryableStatus(e.code),
+    );
+  } finally {
+    await client.close();
+  }
+}
+
 Deno.test({
   name: "grpc: an unreachable worker fails health and generation with a retryable status",
   sanitizeOps: false,
   sanitizeResources: false,
-  fn: async () => {
-    const nowhere = new SglangClient("grpc://127.0.0.1:1");
-    try {
-      await assert.rejects(nowhere.healthCheck(2000), (e: unknown) => {
-        assert.ok(e instanceof GrpcCallError);
-        assert.ok(retryableStatus(e.code), e.statusName);
-        return true;
-      });
-      const s = nowhere.generate({
-        request_id: "r",
-        tokenized: { original_text: "", input_ids: [1, 2, 3] },
-      } as never);
-      await assert.rejects(
-        s.next(),
-        (e: unknown) => e instanceof GrpcCallError && retryableStatus(e.code),
-      );
-    } finally {
-      await nowhere.close();
-    }
-  },
+  fn: () => failsRetryably("grpc://127.0.0.1:1"),
 });
 
 Deno.test({
@@ -45,23 +48,9 @@ Deno.test({
       { hostname: "127.0.0.1", port: 0, onListen: () => {} },
       () => new Response("not grpc"),
     );
-    const client = new SglangClient(`grpc://127.0.0.1:${http.addr.port}`);
     try {
-      await assert.rejects(client.healthCheck(2000), (e: unknown) => {
-        assert.ok(e instanceof GrpcCallError);
-        assert.ok(retryableStatus(e.code), e.statusName);
-        return true;
-      });
-      const s = client.generate({
-        request_id: "r",
-        tokenized: { original_text: "", input_ids: [1, 2, 3] },
-      } as never);
-      await assert.rejects(
-        s.next(),
-        (e: unknown) => e instanceof GrpcCallError && retryableStatus(e.code),
-      );
+      await failsRetryably(`grpc://127.0.0.1:${http.addr.port}`);
     } finally {
-      await client.close();
       await http.shutdown();
     }
   },

@@ -55,32 +55,50 @@ async function leg(role: "prefill" | "decode", o: Partial<SimGrpcOptions> = {}):
   return { engine, server, rooms, url: `grpc://127.0.0.1:${port}`, seen };
 }
 
+/** Stops simulated legs and their bootstrap rooms. */
+async function stopLegs(legs: Leg[]): Promise<void> {
+  for (const l of legs) {
+    await l.server.close();
+    await l.engine.close();
+    await l.rooms?.close();
+  }
+}
+
+/** A gateway in PD mode over `prefill` and `decode` with the Qwen3 tokenizer and gRPC clients. */
+function pdGateway(
+  prefill: { url: string; bootstrapPort: number | null }[],
+  decode: string[],
+  extra: Parameters<typeof startGateway>[1] = {},
+): Promise<TestGateway> {
+  return startGateway([], {
+    modelPath: "qwen3",
+    pd: {
+      enabled: true,
+      prefill,
+      decode,
+      prefillPolicy: "round_robin",
+      decodePolicy: "round_robin",
+    },
+    ...extra,
+  }, { grpc: { tokenizer: qwen3(), client: (url) => new SglangClient(url) } });
+}
+
 async function withPd(
   prefills: Leg[],
   decodes: Leg[],
   fn: (g: TestGateway) => Promise<void>,
 ) {
-  const g = await startGateway([], {
-    modelPath: "qwen3",
-    pd: {
-      enabled: true,
-      prefill: prefills.map((p) => ({ url: p.url, bootstrapPort: p.rooms?.port ?? null })),
-      decode: decodes.map((d) => d.url),
-      prefillPolicy: "round_robin",
-      decodePolicy: "round_robin",
-    },
-  }, { grpc: { tokenizer: qwen3(), client: (url) => new SglangClient(url) } });
+  const g = await pdGateway(
+    prefills.map((p) => ({ url: p.url, bootstrapPort: p.rooms?.port ?? null })),
+    decodes.map((d) => d.url),
+  );
   try {
     await g.ready(prefills.length + decodes.length);
     await fn(g);
     for (const w of g.gw.registry.all()) assert.equal(w.inFlight, 0, `${w.url} freed`);
   } finally {
     await g.close();
-    for (const l of [...prefills, ...decodes]) {
-      await l.server.close();
-      await l.engine.close();
-      await l.rooms?.close();
-    }
+    await stopLegs([...prefills, ...decodes]);
   }
 }
 
@@ -222,16 +240,7 @@ Deno.test("grpc pd: the pair's protocol follows the available workers; a missing
   const d = await leg("decode");
   const httpP = new FakeWorker({ model: "qwen3-sim" });
   const httpD = new FakeWorker({ model: "qwen3-sim" });
-  const g = await startGateway([], {
-    modelPath: "qwen3",
-    pd: {
-      enabled: true,
-      prefill: [{ url: httpP.url, bootstrapPort: null }],
-      decode: [httpD.url],
-      prefillPolicy: "round_robin",
-      decodePolicy: "round_robin",
-    },
-  }, { grpc: { tokenizer: qwen3(), client: (url) => new SglangClient(url) } });
+  const g = await pdGateway([{ url: httpP.url, bootstrapPort: null }], [httpD.url]);
   try {
     await g.ready(2);
     for (const [url, type, port] of [[p.url, "prefill", p.rooms!.port], [d.url, "decode", null]]) {
@@ -268,26 +277,14 @@ Deno.test("grpc pd: the pair's protocol follows the available workers; a missing
   } finally {
     await g.close();
     await Promise.all([httpP.close(), httpD.close()]);
-    for (const l of [p, d]) {
-      await l.server.close();
-      await l.engine.close();
-      await l.rooms?.close();
-    }
+    await stopLegs([p, d]);
   }
   // A prefill registered without a bootstrap port is sent sglang's default.
   const p2 = await leg("prefill");
   const d2 = await leg("decode", { bootstrapTimeoutMs: 50 });
-  const g2 = await startGateway([], {
-    modelPath: "qwen3",
-    pd: {
-      enabled: true,
-      prefill: [{ url: p2.url, bootstrapPort: null }],
-      decode: [d2.url],
-      prefillPolicy: "round_robin",
-      decodePolicy: "round_robin",
-    },
+  const g2 = await pdGateway([{ url: p2.url, bootstrapPort: null }], [d2.url], {
     retry: { maxAttempts: 1 },
-  }, { grpc: { tokenizer: qwen3(), client: (url) => new SglangClient(url) } });
+  });
   try {
     await g2.ready(2);
     const r = await fetch(`${g2.url}/v1/completions`, {
@@ -298,10 +295,6 @@ Deno.test("grpc pd: the pair's protocol follows the available workers; a missing
     assert.equal(p2.seen[0].disaggregated_params!.bootstrap_port, 8998);
   } finally {
     await g2.close();
-    for (const l of [p2, d2]) {
-      await l.server.close();
-      await l.engine.close();
-      await l.rooms?.close();
-    }
+    await stopLegs([p2, d2]);
   }
 });

@@ -209,8 +209,9 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     heldBy: (url: string) => number,
   ): { worker: W; branch: CacheAwareBranch; uncached: number; cached: number } {
     const total = tree.total;
+    const held = candidates.map((w) => heldBy(w.url));
     let most = 0;
-    for (const w of candidates) most = Math.max(most, heldBy(w.url));
+    for (const h of held) if (h > most) most = h;
     const depths = tree.matched > 0 ? tree.depths() : NO_DEPTHS;
     const floor = this.#c.cacheThreshold * total;
     const matched = new Array<number>(candidates.length);
@@ -224,7 +225,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
       matched[i] = m;
       if (m > deepest) deepest = m;
       // The in-flight term and the tree share are both below 1: they order ties.
-      const share = most === 0 ? 0 : heldBy(w.url) / most;
+      const share = most === 0 ? 0 : held[i] / most;
       // The request's uncached tokens count twice: its own prefill, and the wait it adds for
       // whoever arrives at that worker next. The backlog is what it waits behind.
       costs[i] = 2 * Math.ceil((total - m) / perToken) + Math.floor(backlogScore(w)) +
