@@ -179,7 +179,7 @@ export const ROUTING_FLAGS: FlagSpec[] = [
     name: "cache-aware-scoring",
     kind: { choices: CACHE_AWARE_SCORINGS },
     help:
-      "cache_aware: pick the cheapest prefill (cost: uncached tokens + backlog) or SMG's threshold and balance gate (smg)",
+      "cache_aware: pick the cheapest (cost: 2 x uncached tokens + prefill backlog) or SMG's threshold and balance gate (smg)",
     apply: (c, v) => (c.cacheAware.scoring = v),
     shown: (d) => d.cacheAware.scoring,
   },
