@@ -77,7 +77,11 @@ async function chatThrough(dir: string, args: string[], readyWorkers: number) {
     [`--allow-read=${dir}`],
   );
   try {
-    for (let i = 0; i < readyWorkers; i++) await gw.waitForOutput(/msg="worker ready"/);
+    // Each wait starts after the previous match: every worker's own "ready" line.
+    for (let i = 0, from = 0; i < readyWorkers; i++) {
+      const m = await gw.waitForOutput(/msg="worker ready"/, from);
+      from += m.index + m[0].length;
+    }
     const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: "unused", maxRetries: 0 });
     const c = await client.chat.completions.create({
       model: "sim-model",
