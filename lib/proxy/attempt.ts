@@ -17,7 +17,6 @@ import { clientHeaders, passThroughHeaders, upstreamHeaders } from "./headers.ts
 import type { ProxyMetrics } from "./proxy_metrics.ts";
 import { CachePredictions, usageIn } from "./cache_prediction.ts";
 import { SseRelay } from "./relay.ts";
-import { promptEstimate } from "./select.ts";
 import { isRetryableStatus } from "./retry.ts";
 import {
   type AttemptResult,
@@ -218,9 +217,8 @@ export class Calls {
     const bodiless = status === 204 || status === 205 || status === 304;
     if (bodiless && !res.body.whole) res.body.cancel();
     const body = bodiless ? null : res.body.whole ?? res.body;
-    const note = c.notes.get(worker.id);
-    if (status < 300 && note && note.predictedCached !== null && res.body.whole) {
-      this.#checkPrediction(c, note, [res.body.whole]);
+    if (status < 300 && res.body.whole) {
+      this.#checkPrediction(c, c.notes.get(worker.id), [res.body.whole]);
     }
     const headers = clientHeaders(res.headers, c.ctx.requestId, worker.id, false);
     const answer = this.#answer(c, worker, sent, body, headers);
@@ -228,10 +226,18 @@ export class Calls {
     return answer;
   }
 
-  /** Compares a pick's predicted cached tokens with the usage in the answer's last bytes. */
-  #checkPrediction(c: CallContext, note: SelectionNote, tail: readonly Uint8Array[]): void {
+  /**
+   * Compares a pick's predicted cached tokens with the usage in the answer's last bytes (read
+   * only when there is a prediction).
+   */
+  #checkPrediction(
+    c: CallContext,
+    note: SelectionNote | undefined,
+    tail: readonly Uint8Array[],
+  ): void {
+    if (!note || note.predictedCached === null) return;
     const u = usageIn(tail);
-    if (u !== null) this.predictions.observe(note, promptEstimate(c.rr), u);
+    if (u !== null) this.predictions.check(note, c.rr, u);
   }
 
   /**

@@ -10,8 +10,9 @@
  * chunks (with `stream_options.include_usage`) or a whole JSON body; gRPC answers carry it.
  */
 
-import type { SelectionNote } from "../core/types.ts";
+import type { RouteRequest, SelectionNote } from "../core/types.ts";
 import type { Metrics } from "../metrics/metrics.ts";
+import { promptTokens } from "../policies/expected_wait.ts";
 
 /** Prompt and cached tokens a worker reported. */
 export interface ReportedUsage {
@@ -45,11 +46,15 @@ export class CachePredictions {
     this.#m = metrics;
   }
 
-  /** One answered request whose `note` predicted `promptEstimate × share` cached tokens. */
-  observe(note: SelectionNote, promptEstimate: number, reported: ReportedUsage): void {
-    if (note.predictedCached === null || promptEstimate <= 0) return;
+  /**
+   * One answered request: its pick's `note` (none, or no prediction: nothing to check) against
+   * the usage the worker reported.
+   */
+  check(note: SelectionNote | undefined, rr: RouteRequest, reported: ReportedUsage): void {
+    const estimate = promptTokens(rr);
+    if (!note || note.predictedCached === null || estimate <= 0 || reported.prompt <= 0) return;
     const policy = note.policy ?? "unknown";
-    const predicted = Math.min(1, note.predictedCached / promptEstimate);
+    const predicted = Math.min(1, note.predictedCached / estimate);
     const actual = Math.min(1, reported.cached / reported.prompt);
     this.#m.cachePredictionError.with(policy).observe(actual - predicted);
     this.#m.cachedTokens.with(policy, "predicted").inc(Math.round(predicted * reported.prompt));

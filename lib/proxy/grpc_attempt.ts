@@ -7,31 +7,26 @@
  * stream that ends without an answer count as transport failures).
  *
  * Not streamed: the whole generation is read (a failure mid-way is still retryable: the client
- * has seen nothing), decoded, stop strings applied, and answered as JSON. Streamed: an SSE body
- * that decodes ids as they arrive (`IncrementalDecoder`: characters split across tokens are held
- * back), finds stop strings across chunks (`StopMatcher`; the worker's request is then aborted),
- * and ends with the finish reason, usage when asked and `[DONE]`; a worker that breaks mid-stream
- * ends it with an SSE `error` event. A client that leaves cancels the call and sends `Abort`.
+ * has seen nothing), decoded, stop strings applied, and answered as JSON. Streamed: the SSE body
+ * of `grpc_sse.ts`. A client that leaves cancels the call and sends `Abort`. PD pairs: `runPd`.
  */
 
 import { GatewayError } from "../core/errors.ts";
-import type { ChunkSource } from "../core/http.ts";
 import type { GenerateStream } from "../grpc/sglang_client.ts";
 import type {
   DisaggregatedParamsPb,
   GenerateRequestPb,
   GenerateResponsePb,
 } from "../grpc/sglang_proto.ts";
-import { IncrementalDecoder, StopMatcher } from "../tokenizer/detokenize.ts";
+import { StopMatcher } from "../tokenizer/detokenize.ts";
 import type { Decoder } from "../tokenizer/detokenize.ts";
 import type { Cancel } from "../upstream/types.ts";
 import { classifyStatus } from "../workers/circuit_breaker.ts";
 import type { Worker } from "../workers/worker.ts";
 import { type Calls, clientClosed } from "./attempt.ts";
 import { type GrpcInput, grpcInput, type PromptTokenizer } from "./grpc_request.ts";
-import { completeJson, type Shape, SseShaper, type Usage } from "./grpc_response.ts";
-import { sseErrorEvent } from "./relay.ts";
-import { promptEstimate } from "./select.ts";
+import { completeJson, type Shape, type Usage } from "./grpc_response.ts";
+import { GrpcSse } from "./grpc_sse.ts";
 import { isRetryableStatus } from "./retry.ts";
 import type { AttemptResult, CallContext, ProxyDeps, Slot } from "./types.ts";
 
@@ -203,10 +198,11 @@ export class GrpcCalls {
       other.stop();
       return early;
     }
-    const stopDrain = this.#drain(c, prefill, p);
+    this.#drain(c, prefill, p);
     const answer = await df;
     if (answer.kind !== "first") {
-      stopDrain();
+      p.stop(); // not the prefill's fault: not blamed
+
       return answer;
     }
     return await this.#answer(c, decode, input, rid, d, answer.message);
@@ -245,11 +241,11 @@ export class GrpcCalls {
 
   /**
    * Reads a prefill leg's stream to its end without holding up the client, keeping its slot
-   * until then; the returned function cancels it without blaming the worker. Bounded: by the
+   * until then (`Started.stop` cancels it without blaming the worker). Bounded: by the
    * request's cancellation while the client's answer is under way, and by the request timeout
    * from now on (a prefill that never ends is cut then); never rejects.
    */
-  #drain(c: CallContext, worker: Worker, call: Started): () => void {
+  #drain(c: CallContext, worker: Worker, call: Started): void {
     const timer = setTimeout(() => call.stop(), this.#d.config.requestTimeoutSecs * 1000);
     (async () => {
       try {
@@ -264,7 +260,6 @@ export class GrpcCalls {
         call.release();
       }
     })();
-    return () => call.stop();
   }
 
   /** The client's answer from a call whose first message arrived. */
@@ -387,12 +382,7 @@ export class GrpcCalls {
 
   /** Compares the pick's predicted cached tokens with the worker's usage. */
   #checkPrediction(c: CallContext, worker: Worker, u: Usage): void {
-    const note = c.notes.get(worker.id);
-    if (note === undefined || note.predictedCached === null || u.prompt <= 0) return;
-    this.#calls.predictions.observe(note, promptEstimate(c.rr), {
-      prompt: u.prompt,
-      cached: u.cached,
-    });
+    this.#calls.predictions.check(c.notes.get(worker.id), c.rr, u);
   }
 
   /** What a failed call comes to: the HTTP path's judgement of the equivalent status. */
@@ -411,149 +401,5 @@ export class GrpcCalls {
       type,
     });
     return { kind: "failure", worker, failure: { retryable: isRetryableStatus(status), error } };
-  }
-}
-
-/** The SSE body of a streamed gRPC generation (see the module comment). */
-class GrpcSse implements ChunkSource {
-  readonly #in: GrpcInput;
-  readonly #stream: GenerateStream;
-  readonly #dec: IncrementalDecoder;
-  readonly #stop: StopMatcher;
-  readonly #shape: SseShaper;
-  /** A chunk's last id when it may be the stop token, kept until what follows shows it is not. */
-  #held: number | null = null;
-  readonly #onDone: (u: Usage) => void;
-  readonly #onBreak: (err: unknown) => void;
-  readonly #onCancel: () => void;
-  #pending: GenerateResponsePb | null;
-  #ended = false;
-  #usage: Usage;
-
-  constructor(
-    tok: Decoder,
-    input: GrpcInput,
-    shape: Shape,
-    stream: GenerateStream,
-    first: GenerateResponsePb,
-    onDone: (u: Usage) => void,
-    onBreak: (err: unknown) => void,
-    onCancel: () => void,
-  ) {
-    this.#in = input;
-    this.#stream = stream;
-    this.#dec = new IncrementalDecoder(tok, input.skipSpecial);
-    this.#stop = new StopMatcher(input.stops, input.noStopTrim);
-    this.#shape = new SseShaper(shape);
-    this.#pending = first;
-    this.#onDone = onDone;
-    this.#onBreak = onBreak;
-    this.#onCancel = onCancel;
-    this.#usage = { prompt: input.ids.length, completion: 0, cached: 0 };
-  }
-
-  async read(): Promise<Uint8Array | null> {
-    while (!this.#ended) {
-      let m: GenerateResponsePb | null;
-      try {
-        m = this.#pending ?? await this.#stream.next();
-      } catch (err) {
-        if (this.#ended) return null; // cancelled (the client left): nothing more to send
-        return this.#broken(err);
-      }
-      this.#pending = null;
-      if (m === null) {
-        return this.#broken(new Error("the worker ended the stream without completing"));
-      }
-      if (m.chunk) {
-        const ch = m.chunk;
-        this.#usage = {
-          prompt: ch.prompt_tokens || this.#usage.prompt,
-          completion: ch.completion_tokens,
-          cached: ch.cached_tokens,
-        };
-        const ids = this.#release(ch.token_ids);
-        const step = this.#stop.push(this.#dec.push(ids));
-        if (step.stopped !== null) {
-          this.#stream.cancel();
-          return this.#finish(step.text, ids, "stop", step.stopped);
-        }
-        const frame = this.#shape.delta(step.text, ids, this.#usage);
-        if (frame) return frame;
-        continue;
-      }
-      if (m.complete) {
-        const done = m.complete;
-        this.#usage = {
-          prompt: done.prompt_tokens || this.#usage.prompt,
-          completion: done.completion_tokens || this.#usage.completion,
-          cached: done.cached_tokens,
-        };
-        const late = done.output_ids.length > 0 && this.#dec.ids.length === 0 &&
-            this.#held === null
-          ? this.#release(done.output_ids)
-          : [];
-        // The held id was the stop token (the worker matched one, or the stream ended on it).
-        const stopped = this.#held !== null &&
-          (done.matched_token_id !== undefined || done.finish_reason === "stop");
-        if (this.#held !== null && !stopped) late.push(this.#held);
-        this.#held = null;
-        const step = this.#stop.push(this.#dec.push(late) + this.#dec.flush());
-        const tail = step.stopped === null ? step.text + this.#stop.flush() : step.text;
-        const matched = step.stopped ?? done.matched_stop_str ?? done.matched_token_id ?? null;
-        return this.#finish(
-          tail,
-          late,
-          step.stopped ? "stop" : done.finish_reason || "stop",
-          matched,
-        );
-      }
-    }
-    return null;
-  }
-
-  /** The ids of a chunk to decode now: the held one first, the last held if it may be a stop. */
-  #release(ids: readonly number[]): number[] {
-    const out = this.#held === null ? [...ids] : [this.#held, ...ids];
-    this.#held = null;
-    if (!this.#in.noStopTrim && out.length > 0 && this.#in.stopIds.has(out[out.length - 1])) {
-      this.#held = out.pop()!;
-    }
-    return out;
-  }
-
-  #finish(
-    text: string,
-    ids: readonly number[],
-    finish: string,
-    matched: string | number | null,
-  ): Uint8Array {
-    this.#ended = true;
-    this.#onDone(this.#usage);
-    const delta = this.#shape.delta(text, ids, this.#usage);
-    const end = this.#shape.end(finish, matched, this.#usage, this.#in.includeUsage);
-    if (!delta) return end;
-    const out = new Uint8Array(delta.length + end.length);
-    out.set(delta);
-    out.set(end, delta.length);
-    return out;
-  }
-
-  #broken(err: unknown): Uint8Array {
-    this.#ended = true;
-    this.#onBreak(err);
-    const msg = `worker stream broke: ${(err as Error)?.message ?? String(err)}`;
-    return sseErrorEvent(msg, "upstream_stream_error", false);
-  }
-
-  get done(): boolean {
-    return this.#ended;
-  }
-
-  cancel(): void {
-    if (this.#ended) return;
-    this.#ended = true;
-    this.#stream.cancel();
-    this.#onCancel();
   }
 }

@@ -81,8 +81,5 @@ export function noCandidates(registered: number, rr: RouteRequest): GatewayError
 
 /** A fresh note for one leg's selection: the whole prompt to prefill, no cache prediction. */
 export function newNote(rr: RouteRequest, prefills = true, policy?: string): SelectionNote {
-  return { prefillTokens: prefills ? promptEstimate(rr) : 0, predictedCached: null, policy };
+  return { prefillTokens: prefills ? promptTokens(rr) : 0, predictedCached: null, policy };
 }
-
-/** The prompt's size in tokens, as policies count it (`promptTokens`). */
-export const promptEstimate = promptTokens;

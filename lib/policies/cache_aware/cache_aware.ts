@@ -8,7 +8,7 @@
  * every candidate costs twice the tokens it would prefill, its uncached share given its own
  * match (`PrefixMatch.depths`), plus its prefill backlog (`backlogScore`); the cheapest wins (`hit` if
  * it holds the deepest match, `spill` if a deeper holder lost, `miss` if nobody holds any), see
- * `#cheapest`. With `--cache-aware-scoring smg` (upstream's):
+ * `cost.ts`. With `--cache-aware-scoring smg` (upstream's):
  * - match share above `--cache-threshold` → the least busy eligible worker holding the deepest
  *   matched prefix (`hit`), unless it is far busier than the mean — in-flight above both
  *   mean × `--balance-rel-threshold` and mean + `--balance-abs-threshold` — then the worker with
@@ -52,6 +52,7 @@ import {
   Placements,
   type TreeKind,
 } from "./shared_paths.ts";
+import { cheapest } from "./cost.ts";
 import { StringTree } from "./string_tree.ts";
 import { TokenTree } from "./token_tree.ts";
 import type { PrefixMatch } from "./tree_types.ts";
@@ -186,18 +187,8 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
   }
 
   /**
-   * `--cache-aware-scoring cost`: every candidate scored, in tokens, by what placing the request
-   * there adds to the fleet's waiting: twice its uncached share of the prompt (its own prefill,
-   * and the wait it adds for whoever arrives there next; the tree's match for that worker, a
-   * peer's placement if deeper; a match at or below `--cache-threshold` of the prompt counts as
-   * none) plus the worker's prefill backlog (`backlogScore`, what it waits behind), as Dynamo's
-   * KV router costs overlap against load. The cheapest wins (ties uniformly). A worker holding
-   * the prompt keeps it unless its backlog exceeds twice the work a cold prefill elsewhere would
-   * add, so hot prefixes replicate when, and only when, it pays. Equal
-   * costs (a miss on an idle fleet, say) go to the worker holding less of the tree, then with
-   * fewer requests in flight, so new prefixes spread over the caches instead of piling where
-   * chance put the first ones. The balance gate (`--balance-abs/rel-threshold`) still applies
-   * to a pick with a match. Branch:
+   * `--cache-aware-scoring cost` (`cost.ts`): the cheapest candidate, unless the balance gate
+   * (`--balance-abs/rel-threshold`) vetoes a pick with a match (then the least backlog). Branch:
    * `hit` (the pick holds the deepest match), `spill` (a deeper holder lost on cost, or the
    * gate), `miss` (nobody holds any).
    */
@@ -208,41 +199,20 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     perToken: number,
     heldBy: (url: string) => number,
   ): { worker: W; branch: CacheAwareBranch; uncached: number; cached: number } {
-    const total = tree.total;
-    const held = candidates.map((w) => heldBy(w.url));
-    let most = 0;
-    for (const h of held) if (h > most) most = h;
-    const depths = tree.matched > 0 ? tree.depths() : NO_DEPTHS;
-    const floor = this.#c.cacheThreshold * total;
-    const matched = new Array<number>(candidates.length);
-    const costs = new Array<number>(candidates.length);
-    let deepest = 0;
-    for (let i = 0; i < candidates.length; i++) {
-      const w = candidates[i];
-      let m = depths.get(w.url) ?? 0;
-      if (remote !== null && remote.depth > m && remote.tenants.includes(w.url)) m = remote.depth;
-      if (m <= floor) m = 0;
-      matched[i] = m;
-      if (m > deepest) deepest = m;
-      // The in-flight term and the tree share are both below 1: they order ties.
-      const share = most === 0 ? 0 : held[i] / most;
-      // The request's uncached tokens count twice: its own prefill, and the wait it adds for
-      // whoever arrives at that worker next. The backlog is what it waits behind.
-      costs[i] = 2 * Math.ceil((total - m) / perToken) + Math.floor(backlogScore(w)) +
-        (share * 0.999 + w.inFlight / (w.inFlight + 1)) / 2;
-    }
-    this.#d.observer?.matchRatio?.("cache_aware", total === 0 ? 0 : deepest / total);
-    let i = argminUniform(costs, this.#d.random);
+    const floor = this.#c.cacheThreshold * tree.total;
+    const c = cheapest(candidates, tree, remote, perToken, floor, heldBy, this.#d.random);
+    const { matched, deepest } = c;
+    this.#d.observer?.matchRatio?.("cache_aware", tree.total === 0 ? 0 : deepest / tree.total);
+    let i = c.index;
     let branch: CacheAwareBranch = deepest === 0 ? "miss" : matched[i] < deepest ? "spill" : "hit";
     if (matched[i] > 0 && this.#gated(candidates[i], candidates)) {
-      const backlogs = candidates.map((w) => backlogScore(w));
-      i = argminUniform(backlogs, this.#d.random);
+      i = argminUniform(candidates.map((w) => backlogScore(w)), this.#d.random);
       branch = "spill";
     }
     return {
       worker: candidates[i],
       branch,
-      uncached: Math.ceil((total - matched[i]) / perToken),
+      uncached: Math.ceil((tree.total - matched[i]) / perToken),
       cached: Math.floor(matched[i] / perToken),
     };
   }
@@ -490,8 +460,6 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     return max > c.overloadTokenUsageThreshold || max - min > c.balanceTokenUsageThreshold;
   }
 }
-
-const NO_DEPTHS: ReadonlyMap<string, number> = new Map();
 
 /** `url`'s own matched units: the tree's depth for it, or a peer's placement when deeper. */
 function ownDepth(tree: PrefixMatch, remote: PlacementMatch | null, url: string): number {

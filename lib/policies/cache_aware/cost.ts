@@ -1,0 +1,67 @@
+/**
+ * cache_aware's cost scoring (`--cache-aware-scoring cost`): every candidate scored, in tokens, by
+ * what placing the request there adds to the fleet's waiting: twice its uncached share of the
+ * prompt (its own prefill, and the wait it adds for whoever arrives there next; the tree's match
+ * for that worker, a peer's placement if deeper; a match at or below the threshold's floor counts
+ * as none) plus the worker's prefill backlog (`backlogScore`, what it waits behind), as Dynamo's
+ * KV router costs overlap against load. The cheapest wins (exact ties uniformly). A worker
+ * holding the prompt keeps it unless its backlog exceeds twice the work a cold prefill elsewhere
+ * would add, so hot prefixes replicate when, and only when, it pays. Equal costs (a miss on an
+ * idle fleet, say) go to the worker holding less of the tree, then with fewer requests in flight,
+ * so new prefixes spread over the caches instead of piling where chance put the first ones.
+ */
+
+import type { Random } from "../../core/clock.ts";
+import type { WorkerView } from "../../core/types.ts";
+import { argminUniform, backlogScore } from "../expected_wait.ts";
+import type { PlacementMatch } from "./shared_paths.ts";
+import type { PrefixMatch } from "./tree_types.ts";
+
+/** The cheapest candidate, with every candidate's counted match and the deepest. */
+export interface CostPick {
+  /** Index of the cheapest candidate. */
+  index: number;
+  /** Units of the prompt each candidate counts as cached (0 at or below the floor). */
+  matched: number[];
+  /** The largest of `matched`. */
+  deepest: number;
+}
+
+const NO_DEPTHS: ReadonlyMap<string, number> = new Map();
+
+/**
+ * Scores `candidates` for a prompt the tree matched as `tree` (a peer's placement `remote`),
+ * `perToken` units a token, matches of at most `floor` units ignored, `heldBy` a worker's share
+ * of the tree in units; see the module comment.
+ */
+export function cheapest(
+  candidates: readonly WorkerView[],
+  tree: PrefixMatch,
+  remote: PlacementMatch | null,
+  perToken: number,
+  floor: number,
+  heldBy: (url: string) => number,
+  random: Random,
+): CostPick {
+  const total = tree.total;
+  const held = candidates.map((w) => heldBy(w.url));
+  let most = 0;
+  for (const h of held) if (h > most) most = h;
+  const depths = tree.matched > 0 ? tree.depths() : NO_DEPTHS;
+  const matched = new Array<number>(candidates.length);
+  const costs = new Array<number>(candidates.length);
+  let deepest = 0;
+  for (let i = 0; i < candidates.length; i++) {
+    const w = candidates[i];
+    let m = depths.get(w.url) ?? 0;
+    if (remote !== null && remote.depth > m && remote.tenants.includes(w.url)) m = remote.depth;
+    if (m <= floor) m = 0;
+    matched[i] = m;
+    if (m > deepest) deepest = m;
+    // The in-flight term and the tree share are both below 1: they order ties.
+    const share = most === 0 ? 0 : held[i] / most;
+    costs[i] = 2 * Math.ceil((total - m) / perToken) + Math.floor(backlogScore(w)) +
+      (share * 0.999 + w.inFlight / (w.inFlight + 1)) / 2;
+  }
+  return { index: argminUniform(costs, random), matched, deepest };
+}

@@ -1,0 +1,160 @@
+/**
+ * The SSE body of a streamed gRPC generation (`grpc_attempt.ts` opens the call and awaits its
+ * first message): decodes ids as they arrive (`IncrementalDecoder`: characters split across tokens
+ * are held back), finds stop strings across chunks (`StopMatcher`; the worker's request is then
+ * cancelled), holds back a chunk's last id while it may be the stop token, and ends with the
+ * finish reason, usage when asked and `[DONE]`; a worker that breaks mid-stream ends it with an
+ * SSE `error` event. A client that leaves cancels the call (`onCancel` sends `Abort`).
+ */
+
+import type { ChunkSource } from "../core/http.ts";
+import type { GenerateStream } from "../grpc/sglang_client.ts";
+import type { GenerateResponsePb } from "../grpc/sglang_proto.ts";
+import { type Decoder, IncrementalDecoder, StopMatcher } from "../tokenizer/detokenize.ts";
+import type { GrpcInput } from "./grpc_request.ts";
+import { type Shape, SseShaper, type Usage } from "./grpc_response.ts";
+import { sseErrorEvent } from "./relay.ts";
+
+/** The SSE body of one streamed generation. */
+export class GrpcSse implements ChunkSource {
+  readonly #in: GrpcInput;
+  readonly #stream: GenerateStream;
+  readonly #dec: IncrementalDecoder;
+  readonly #stop: StopMatcher;
+  readonly #shape: SseShaper;
+  /** A chunk's last id when it may be the stop token, kept until what follows shows it is not. */
+  #held: number | null = null;
+  readonly #onDone: (u: Usage) => void;
+  readonly #onBreak: (err: unknown) => void;
+  readonly #onCancel: () => void;
+  #pending: GenerateResponsePb | null;
+  #ended = false;
+  #usage: Usage;
+
+  constructor(
+    tok: Decoder,
+    input: GrpcInput,
+    shape: Shape,
+    stream: GenerateStream,
+    first: GenerateResponsePb,
+    onDone: (u: Usage) => void,
+    onBreak: (err: unknown) => void,
+    onCancel: () => void,
+  ) {
+    this.#in = input;
+    this.#stream = stream;
+    this.#dec = new IncrementalDecoder(tok, input.skipSpecial);
+    this.#stop = new StopMatcher(input.stops, input.noStopTrim);
+    this.#shape = new SseShaper(shape);
+    this.#pending = first;
+    this.#onDone = onDone;
+    this.#onBreak = onBreak;
+    this.#onCancel = onCancel;
+    this.#usage = { prompt: input.ids.length, completion: 0, cached: 0 };
+  }
+
+  async read(): Promise<Uint8Array | null> {
+    while (!this.#ended) {
+      let m: GenerateResponsePb | null;
+      try {
+        m = this.#pending ?? await this.#stream.next();
+      } catch (err) {
+        if (this.#ended) return null; // cancelled (the client left): nothing more to send
+        return this.#broken(err);
+      }
+      this.#pending = null;
+      if (m === null) {
+        return this.#broken(new Error("the worker ended the stream without completing"));
+      }
+      if (m.chunk) {
+        const ch = m.chunk;
+        this.#usage = {
+          prompt: ch.prompt_tokens || this.#usage.prompt,
+          completion: ch.completion_tokens,
+          cached: ch.cached_tokens,
+        };
+        const ids = this.#release(ch.token_ids);
+        const step = this.#stop.push(this.#dec.push(ids));
+        if (step.stopped !== null) {
+          this.#stream.cancel();
+          return this.#finish(step.text, ids, "stop", step.stopped);
+        }
+        const frame = this.#shape.delta(step.text, ids, this.#usage);
+        if (frame) return frame;
+        continue;
+      }
+      if (m.complete) {
+        const done = m.complete;
+        this.#usage = {
+          prompt: done.prompt_tokens || this.#usage.prompt,
+          completion: done.completion_tokens || this.#usage.completion,
+          cached: done.cached_tokens,
+        };
+        const late = done.output_ids.length > 0 && this.#dec.ids.length === 0 &&
+            this.#held === null
+          ? this.#release(done.output_ids)
+          : [];
+        // The held id was the stop token (the worker matched one, or the stream ended on it).
+        const stopped = this.#held !== null &&
+          (done.matched_token_id !== undefined || done.finish_reason === "stop");
+        if (this.#held !== null && !stopped) late.push(this.#held);
+        this.#held = null;
+        const step = this.#stop.push(this.#dec.push(late) + this.#dec.flush());
+        const tail = step.stopped === null ? step.text + this.#stop.flush() : step.text;
+        const matched = step.stopped ?? done.matched_stop_str ?? done.matched_token_id ?? null;
+        return this.#finish(
+          tail,
+          late,
+          step.stopped ? "stop" : done.finish_reason || "stop",
+          matched,
+        );
+      }
+    }
+    return null;
+  }
+
+  /** The ids of a chunk to decode now: the held one first, the last held if it may be a stop. */
+  #release(ids: readonly number[]): number[] {
+    const out = this.#held === null ? [...ids] : [this.#held, ...ids];
+    this.#held = null;
+    if (!this.#in.noStopTrim && out.length > 0 && this.#in.stopIds.has(out[out.length - 1])) {
+      this.#held = out.pop()!;
+    }
+    return out;
+  }
+
+  #finish(
+    text: string,
+    ids: readonly number[],
+    finish: string,
+    matched: string | number | null,
+  ): Uint8Array {
+    this.#ended = true;
+    this.#onDone(this.#usage);
+    const delta = this.#shape.delta(text, ids, this.#usage);
+    const end = this.#shape.end(finish, matched, this.#usage, this.#in.includeUsage);
+    if (!delta) return end;
+    const out = new Uint8Array(delta.length + end.length);
+    out.set(delta);
+    out.set(end, delta.length);
+    return out;
+  }
+
+  #broken(err: unknown): Uint8Array {
+    this.#ended = true;
+    this.#onBreak(err);
+    const msg = `worker stream broke: ${(err as Error)?.message ?? String(err)}`;
+    return sseErrorEvent(msg, "upstream_stream_error", false);
+  }
+
+  get done(): boolean {
+    return this.#ended;
+  }
+
+  cancel(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#stream.cancel();
+    this.#onCancel();
+  }
+}
