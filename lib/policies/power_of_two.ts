@@ -1,5 +1,5 @@
 /**
- * `power_of_two`: samples two distinct candidates uniformly (seeded) and sends the request to
+ * `power_of_two`: looks at two distinct candidates (which two: below) and sends the request to
  * the one with the lower expected wait (expected_wait.ts), an exact tie going to either with
  * equal chance. In: candidates with load reports and in-flight counts. Out: the winner, credited
  * the request's tokens until its next report.
@@ -7,8 +7,10 @@
  * Scored by `--wait-model` (backlog by default; `smg`: SMG's formula). With the backlog, one of
  * the two is the less busy worker of the previous pair once that request is counted (power of
  * two choices with memory, Shah & Prabhakar 2002: one remembered choice does better than a
- * second random one), the other uniform among the rest; with `smg` both are uniform, as
- * upstream samples them. SMG's formula always
+ * second random one), the other the next worker of a rotating probe (from a seeded random
+ * start, skipping the remembered one), so every worker is looked at once every n requests where
+ * uniform draws can leave an idle worker unseen for many (BENCHMARKS.md, "Routing quality, round
+ * two", measures both); with `smg` both are uniform, as upstream samples them. SMG's formula always
  * uses least_load's default tuning, never the `--least-load-*` flags (upstream behaviour, which
  * the seed keeps), and nominal throughput is taken over the pair only; both sampled workers
  * dark → join-shortest-queue on in-flight. Reports older than three
@@ -30,7 +32,7 @@ import {
 } from "./expected_wait.ts";
 import type { Policy, PolicyDeps, PolicyNeeds } from "./policy.ts";
 
-/** The better of two random candidates by expected wait. */
+/** The better of two candidates by expected wait. */
 export class PowerOfTwoPolicy implements Policy {
   readonly name = "power_of_two";
   readonly needs: PolicyNeeds = { requestText: false, backendLoads: true };
@@ -42,6 +44,8 @@ export class PowerOfTwoPolicy implements Policy {
   readonly #remember: boolean;
   #memory: string | null = null;
   #memoryAt = -1;
+  /** With the backlog: the rotating probe's next position (-1 until the first pair). */
+  #probe = -1;
 
   /** Draws from `deps.random`; reads the load-monitor interval and `--wait-model`. */
   constructor(deps: PolicyDeps) {
@@ -65,7 +69,7 @@ export class PowerOfTwoPolicy implements Policy {
         : candidates.findIndex((w) => w.id === this.#memory);
       if (m >= 0) i = m;
     }
-    const j = (i + 1 + randomIndex(random, n - 1)) % n;
+    const j = this.#remember ? this.#next(i, n) : (i + 1 + randomIndex(random, n - 1)) % n;
     const pair = [candidates[i], candidates[j]];
     // Nominal throughput and "dark" over the pair only; an exact tie is a fair coin.
     const best = minExpectedWait(pair, {
@@ -84,6 +88,15 @@ export class PowerOfTwoPolicy implements Policy {
     this.#memory = pair[keep].id;
     this.#memoryAt = keep === 0 ? i : j;
     return w;
+  }
+
+  /** The rotating probe's next position among `n`, skipping `i`. */
+  #next(i: number, n: number): number {
+    if (this.#probe < 0) this.#probe = randomIndex(this.#deps.random, n);
+    let j = this.#probe % n;
+    if (j === i) j = (j + 1) % n;
+    this.#probe = (j + 1) % n;
+    return j;
   }
 
   onWorkerRemoved(workerId: string): void {

@@ -205,13 +205,20 @@ Deno.test("cost property: the pick minimises 2 × uncached tokens + backlog; a f
 });
 
 Deno.test("backlog: power_of_two keeps the less busy worker of its last pair as one of the next two", () => {
-  // One idle worker among busy ones: once sampled, memory keeps offering it (no charges here).
+  // One idle worker among busy ones, wherever it sits and whatever the seed: the rotating probe
+  // looks at it within n picks, and memory keeps offering it (no charges here).
+  for (let seed = 0; seed < 20; seed++) {
+    for (let at = 0; at < 8; at++) {
+      const cands = Array.from({ length: 7 }, (_, i) => busy(`b${i}`, 900 + i));
+      cands.splice(at, 0, busy("idle", 0));
+      const withMemory = new PowerOfTwoPolicy(ours(seed).d);
+      const picks = Array.from({ length: 40 }, () => withMemory.select(cands, request())!.id);
+      const first = picks.indexOf("idle");
+      assert.ok(first >= 0 && first < 8, `seed ${seed}, at ${at}: seen within 8 picks (${first})`);
+      assert.ok(picks.slice(first).every((id) => id === "idle"), `seed ${seed}, at ${at}: kept`);
+    }
+  }
   const cands = [busy("idle", 0), ...Array.from({ length: 7 }, (_, i) => busy(`b${i}`, 900 + i))];
-  const withMemory = new PowerOfTwoPolicy(ours(4).d);
-  const picks = Array.from({ length: 200 }, () => withMemory.select(cands, request())!.id);
-  const first = picks.indexOf("idle");
-  assert.ok(first >= 0 && first < 40, `sampled at some point: ${first}`);
-  assert.ok(picks.slice(first).every((id) => id === "idle"), "then kept");
   // SMG's sampling (--wait-model smg) draws both at random and, without load reports, ties on
   // in-flight counts: the idle worker about 1/8 of the time (drawn 2/8, then a coin).
   const uniform = new PowerOfTwoPolicy(deps(4));
