@@ -136,13 +136,43 @@ export function freePorts(n: number): number[] {
   return ports;
 }
 
+/** Polls until something accepts TCP connections on `port`, at most `attempts` times 100 ms apart. */
+export function waitForListener(
+  what: string,
+  child: Child | null,
+  port: number,
+  attempts = 300,
+): Promise<void> {
+  return poll(what, child, attempts, async () => {
+    (await Deno.connect({ hostname: HOST, port })).close();
+    return null;
+  });
+}
+
 /** Polls `url` until `ok(status, body)`, at most `attempts` times 100 ms apart. */
-export async function waitFor(
+export function waitFor(
   what: string,
   child: Child | null,
   url: string,
   ok: (status: number, body: string) => boolean,
   attempts = 300,
+): Promise<void> {
+  return poll(what, child, attempts, async () => {
+    const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
+    const body = await res.text();
+    return ok(res.status, body) ? null : `${res.status} ${body.slice(0, 200)}`;
+  });
+}
+
+/**
+ * Runs `probe` until it resolves null (ready), at most `attempts` times 100 ms apart; a string or
+ * a throw is the last reason it was not, reported when the attempts run out or `child` exits.
+ */
+async function poll(
+  what: string,
+  child: Child | null,
+  attempts: number,
+  probe: () => Promise<string | null>,
 ): Promise<void> {
   let last = "";
   for (let i = 0; i < attempts; i++) {
@@ -150,10 +180,9 @@ export async function waitFor(
       throw new Error(`${what} exited during start-up:\n${tail(child.log)}`);
     }
     try {
-      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
-      const body = await res.text();
-      if (ok(res.status, body)) return;
-      last = `${res.status} ${body.slice(0, 200)}`;
+      const why = await probe();
+      if (why === null) return;
+      last = why;
     } catch (e) {
       last = String(e);
     }

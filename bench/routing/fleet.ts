@@ -4,7 +4,15 @@
  * own Prometheus counters read back from `/metrics`. Counter names are sglang's.
  */
 
-import { type Child, freePorts, HOST, spawn, stop, waitFor } from "../overhead/processes.ts";
+import {
+  type Child,
+  freePorts,
+  HOST,
+  spawn,
+  stop,
+  waitFor,
+  waitForListener,
+} from "../overhead/processes.ts";
 
 /** The CPU the workers are pinned to. */
 export const FLEET_CPU = 1;
@@ -57,7 +65,7 @@ export function simWorkerArgs(root: string, knobs: string[], modelPath?: string)
 
 /**
  * Starts `n` workers with `knobs` (sim-worker flags, the same for all or per worker index) and
- * waits until each answers /health.
+ * waits until each answers /health (and, in gRPC mode, listens on its gRPC port).
  */
 export async function startFleet(
   n: number,
@@ -96,6 +104,11 @@ export async function startFleet(
     const urls = ports.map((p) => `http://${HOST}:${p}`);
     await Promise.all(
       urls.map((u, i) => waitFor(`sim worker ${u}`, children[i], `${u}/health`, (s) => s === 200)),
+    );
+    // The gRPC service starts after HTTP, once the tokenizer is loaded: a gateway checking a
+    // worker before it listens marks it unhealthy until its next health check.
+    await Promise.all(
+      grpcPorts.map((p, i) => waitForListener(`sim worker gRPC :${p}`, children[i], p)),
     );
     const targets = modelPath ? grpcPorts.map((p) => `grpc://${HOST}:${p}`) : urls;
     return { urls, targets, children };
