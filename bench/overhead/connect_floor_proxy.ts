@@ -12,7 +12,7 @@
  */
 
 import { Http1Client } from "../../lib/upstream/http1.ts";
-import { bodyStream } from "../../lib/proxy/relay.ts";
+import { bodyStream } from "../../lib/proxy/http/relay.ts";
 import { Cancel, header } from "../../lib/upstream/types.ts";
 
 const decoder = new TextDecoder();

@@ -18,6 +18,15 @@ export type ConnectionMode = "http" | "grpc";
 /** Inference endpoints the gateway routes. */
 export type Endpoint = "chat" | "completions" | "generate" | "embeddings" | "rerank";
 
+/** Each endpoint's path, the same on the gateway and on its workers. */
+export const ENDPOINT_PATHS: Readonly<Record<Endpoint, string>> = {
+  chat: "/v1/chat/completions",
+  completions: "/v1/completions",
+  generate: "/generate",
+  embeddings: "/v1/embeddings",
+  rerank: "/v1/rerank",
+};
+
 /**
  * A worker's backend load report, normalised from `/v1/loads`, `/get_load` or Prometheus text.
  * Sums over data-parallel ranks, except `tokenUsage` which is their mean.

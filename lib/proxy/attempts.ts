@@ -10,7 +10,7 @@
 import { GatewayError } from "../core/errors.ts";
 import type { Reply } from "../core/http.ts";
 import type { Cancel } from "../upstream/types.ts";
-import { clientClosed, finalReply, timeoutError } from "./attempt.ts";
+import { clientClosedReply, finalReply, timeoutError } from "./ledger.ts";
 import { backoffMs, maxAttempts } from "./retry.ts";
 import { type AttemptPlan, type CallContext, type Failure, type ProxyDeps } from "./types.ts";
 
@@ -41,7 +41,7 @@ export async function runAttempts<C, P>(
 ): Promise<Reply> {
   const cands = plan.candidates(c);
   const attempts = maxAttempts(d.config.retry);
-  const ep = c.series.labels[4];
+  const ep = c.series.endpoint;
   let failed: Set<string> | null = null;
   let last: Failure | null = null;
   for (let attempt = 0; attempt < attempts; attempt++) {
@@ -53,7 +53,7 @@ export async function runAttempts<C, P>(
     }
     const pick = plan.pick(c, cands, failed ?? NONE, last !== null);
     if (pick === null) break;
-    c.series.selection.inc();
+    for (const s of c.series.selection) s.inc();
     const r = await plan.run(c, pick);
     if (r.kind === "response") return r.reply;
     (failed ??= new Set()).add(r.worker.id);
@@ -66,7 +66,7 @@ export async function runAttempts<C, P>(
       attempt: attempt + 1,
     });
   }
-  if (c.inb.gone.aborted) return clientClosed();
+  if (c.inb.gone.aborted) return clientClosedReply();
   if (c.timedOut() && (!last || last.retryable)) {
     last = { retryable: false, error: timeoutError(timeoutMs) };
   }

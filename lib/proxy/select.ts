@@ -23,17 +23,28 @@ export interface SelectEnv {
   overloadedRetryAfter: number;
 }
 
+/** One selection: the pool, the request and who picks. */
+export interface Selection {
+  /** The request's candidate workers. */
+  candidates: readonly Worker[];
+  /** Workers this request failed on (not eligible). */
+  failed: ReadonlySet<string>;
+  /** The request. */
+  rr: RouteRequest;
+  /** Whether an attempt already failed (an empty pool is then null, not an error). */
+  retrying: boolean;
+  /** The policy that picks. */
+  policy: Policy;
+  /** What the policy tells about its pick (`newNote`). */
+  note: SelectionNote;
+  /** The error code of a 503 (default `no_available_workers`). */
+  code?: string;
+}
+
 /** The worker for this attempt, or null on a retry with nothing left. */
-export function selectWorker(
-  env: SelectEnv,
-  candidates: readonly Worker[],
-  failed: ReadonlySet<string>,
-  rr: RouteRequest,
-  retrying: boolean,
-  policy: Policy,
-  code = "no_available_workers",
-  note?: SelectionNote,
-): Worker | null {
+export function selectWorker(env: SelectEnv, s: Selection): Worker | null {
+  const { candidates, failed, rr, retrying, policy, note } = s;
+  const code = s.code ?? "no_available_workers";
   const now = env.clock.now();
   const eligible: Worker[] = [];
   let overloaded = 0;

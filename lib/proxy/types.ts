@@ -1,7 +1,8 @@
 /**
- * The proxy's shared vocabulary, imported by every proxy module and importing none of them:
- * what the proxy is built from, what one request carries through its attempts, and what an
- * attempt comes to (told apart by `kind`).
+ * The proxy's shared vocabulary, imported by every proxy module and importing none of them at
+ * run time: what the proxy is built from, what one request carries through its attempts, how a
+ * worker is spoken to (`Leg`, one per protocol), what an attempt is (`AttemptPlan`, regular or a
+ * PD pair), and what an attempt comes to (told apart by `kind`).
  */
 
 import type { GatewayConfig } from "../config/config.ts";
@@ -9,16 +10,19 @@ import type { Clock, Random } from "../core/clock.ts";
 import type { GatewayError } from "../core/errors.ts";
 import type { Inbound, Reply } from "../core/http.ts";
 import type { Logger } from "../core/log.ts";
-import type { RouteRequest, SelectionNote } from "../core/types.ts";
+import type { Tasks } from "../core/tasks.ts";
+import type { ConnectionMode, RouteRequest, SelectionNote } from "../core/types.ts";
+import type { GenerateStream } from "../grpc/sglang_client.ts";
+import type { GenerateRequestPb } from "../grpc/sglang_proto.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { Policy } from "../policies/policy.ts";
-import type { Cancel, HeaderList, Upstream, UpstreamResponse } from "../upstream/types.ts";
+import type { Decoder } from "../tokenizer/detokenize.ts";
+import type { Cancel, HeaderList, Upstream } from "../upstream/types.ts";
 import type { Worker } from "../workers/worker.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { Admission } from "./admission.ts";
-import type { GrpcBackend } from "./grpc_attempt.ts";
-import type { GrpcInput } from "./grpc_request.ts";
-import type { Holds, RouteSeries } from "./proxy_metrics.ts";
+import type { GrpcInput, PromptTokenizer } from "./grpc/request.ts";
+import type { RouteSeries } from "./series.ts";
 
 /** Which policy routes a model. */
 export interface PolicyLookup {
@@ -34,6 +38,22 @@ export interface PdPolicies {
   decode: Policy;
 }
 
+/** A gRPC worker's client, as an attempt uses it. */
+export interface GenerateClient {
+  /** Starts a `Generate` call; `cancel` ends it. */
+  generate(req: GenerateRequestPb, cancel?: Cancel): GenerateStream;
+  /** Asks the worker to abort request `requestId`. */
+  abort(requestId: string, reason: string): Promise<unknown>;
+}
+
+/** What gRPC attempts are built from. */
+export interface GrpcBackend {
+  /** The client of a worker URL. */
+  client(url: string): GenerateClient;
+  /** The gateway's tokenizer (cached encode, template, decode). */
+  tokenizer: PromptTokenizer & Decoder;
+}
+
 /** What the proxy is built from. */
 export interface ProxyDeps {
   /** Gateway configuration. */
@@ -46,7 +66,7 @@ export interface ProxyDeps {
   metrics: Metrics;
   /** Logger (module `proxy`). */
   log: Logger;
-  /** Clock for breaker, deadline and latency readings. */
+  /** Clock for breaker, deadline, backoff and latency readings. */
   clock: Clock;
   /** Randomness for backoff jitter and bootstrap rooms. */
   random: Random;
@@ -68,45 +88,41 @@ export interface RequestContext {
   completed: Promise<unknown>;
 }
 
-/** Everything about the request an attempt needs. */
+/** Everything about the request an attempt needs (`Call` in `call.ts`). */
 export interface CallContext {
   /** The client request. */
-  inb: Inbound;
+  readonly inb: Inbound;
   /** Its routing inputs. */
-  rr: RouteRequest;
+  readonly rr: RouteRequest;
   /** The parsed body. */
-  body: unknown;
+  readonly body: unknown;
   /** The body bytes as received. */
-  bytes: Uint8Array<ArrayBuffer>;
+  readonly bytes: Uint8Array<ArrayBuffer>;
   /** Request id and completion. */
-  ctx: RequestContext;
-  /** Released when the response is done. */
-  holds: Holds;
+  readonly ctx: RequestContext;
   /** Clock reading at arrival. */
-  start: number;
+  readonly start: number;
   /** Metric series of the request. */
-  series: RouteSeries;
+  readonly series: RouteSeries;
   /** Cancels worker requests (client gone or deadline). */
   readonly cancel: Cancel;
-  /** The request prepared for gRPC workers (tokenized), when its model has any; else null. */
-  readonly grpc: GrpcInput | null;
-  /** Whether the deadline fired. */
-  timedOut(): boolean;
   /** The selection notes of this request's picks, by worker id (the latest per worker). */
   readonly notes: Map<string, SelectionNote>;
+  /** Whether the deadline fired. */
+  timedOut(): boolean;
+  /** Runs `fn` once the client's response is done (delivered or abandoned). */
+  hold(fn: () => void): void;
+  /**
+   * The request as gRPC workers take it (template, token ids, sampling): prepared on first use
+   * and kept, so a request is tokenized at most once; 400 on bad input.
+   */
+  grpcInput(): GrpcInput;
+  /** Background work of this request (a prefill drain), awaited by the proxy's shutdown. */
+  readonly tasks: Tasks;
 }
 
 /** Status answered when the client left (nobody reads it). */
 export const CLIENT_CLOSED = 499;
-
-/** Worker paths per endpoint. */
-export const ENDPOINT_PATHS: Record<RouteRequest["endpoint"], string> = {
-  chat: "/v1/chat/completions",
-  completions: "/v1/completions",
-  generate: "/generate",
-  embeddings: "/v1/embeddings",
-  rerank: "/v1/rerank",
-};
 
 /** A failed attempt, kept in case it is the last. */
 export interface Failure {
@@ -116,21 +132,6 @@ export interface Failure {
   worker?: { status: number; headers: HeaderList; body: Uint8Array<ArrayBuffer> };
   /** Or the gateway's error. */
   error?: GatewayError;
-}
-
-/** A worker response head, with the in-flight count it holds. */
-export interface Sent extends Slot {
-  readonly kind: "sent";
-  /** The worker's response. */
-  res: UpstreamResponse;
-}
-
-/** A request counted on a worker (`Calls.hold`). */
-export interface Slot {
-  /** Gives the worker's in-flight slot back (idempotent). */
-  release: () => void;
-  /** The first token arrived: its prefill leaves the worker's backlog (idempotent). */
-  started: () => void;
 }
 
 /** The client got its reply (success, a pass-through error, or 499 when it left). */
@@ -149,13 +150,70 @@ export interface Failed {
 /** What an attempt came to. */
 export type AttemptResult = Answered | Failed;
 
+/** A leg's worker answered well enough to answer the client from, or to drain. */
+export interface Ready {
+  readonly kind: "ready";
+}
+
+/** Bootstrap fields of a PD pair: where the decode leg fetches the prompt's KV. */
+export interface Bootstrap {
+  /** The prefill worker's host (brackets of an IPv6 literal removed). */
+  host: string;
+  /** Its bootstrap port; null when none was configured (the engine's own default applies). */
+  port: number | null;
+  /** One fresh room per sequence (batched requests have several). */
+  rooms: number[];
+  /** Whether the request is batched (the fields are then arrays). */
+  batched: boolean;
+}
+
+/**
+ * One request to one worker, under way: how a worker is spoken to, whatever the protocol. The
+ * worker's in-flight slot is held from `open` until the leg ends.
+ */
+export interface Leg {
+  /** The worker. */
+  readonly worker: Worker;
+  /**
+   * The worker's first answer: `ready` (HTTP: a 2xx head; gRPC: the first message), or what
+   * the attempt came to (a retryable failure, a pass-through error, 499 when the client left).
+   */
+  ready(): Promise<Ready | AttemptResult>;
+  /** The client's reply from a ready leg; a stream that breaks before its first byte fails. */
+  answer(): Promise<AttemptResult>;
+  /**
+   * Reads a ready leg to its end, discarding it, keeping its slot until then; the worker is
+   * blamed if it breaks. Bounded by the request timeout; never rejects.
+   */
+  drain(): Promise<void>;
+  /** Ends the leg without blaming the worker (the other PD leg failed, or shutdown). */
+  stop(): void;
+}
+
+/** One attempt of a request, shared by its legs. */
+export interface Attempt {
+  /** Unique in this process (gRPC request ids are the request id and this). */
+  readonly seq: number;
+  /** A PD pair's bootstrap fields; null on a regular attempt. */
+  readonly bootstrap: Bootstrap | null;
+}
+
+/** How the gateway speaks to workers of one connection mode. */
+export interface Protocol {
+  /** Sends `c` to `worker` for `attempt`, cancelled by `cancel`. */
+  open(c: CallContext, worker: Worker, attempt: Attempt, cancel: Cancel): Leg;
+}
+
+/** How workers of each connection mode are spoken to. */
+export type Protocols = { readonly [m in ConnectionMode]: Protocol };
+
 /**
  * One way of serving a request with attempts (regular: one worker; PD: a pair). The attempt
  * loop (`attempts.ts`) owns retries, backoff, exclusion of failed workers and their metrics;
  * a plan only finds candidates, picks for one attempt and runs it.
  */
 export interface AttemptPlan<C, P> {
-  /** `router` label of the retry metrics. */
+  /** `router` label of the retry metrics, and the requests' `backend_type`. */
   readonly label: "regular" | "pd";
   /** Error code when no attempt could be made at all. */
   readonly code: string;

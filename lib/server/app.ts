@@ -9,6 +9,7 @@
 import type { GatewayConfig } from "../config/config.ts";
 import { type Clock, osRandom, type Random, seededRandom, systemClock } from "../core/clock.ts";
 import type { Reply } from "../core/http.ts";
+import { type Endpoint, ENDPOINT_PATHS } from "../core/types.ts";
 import type { Logger } from "../core/log.ts";
 import { BREAKER_GAUGE } from "../workers/circuit_breaker.ts";
 import { Metrics } from "../metrics/metrics.ts";
@@ -27,13 +28,13 @@ import { WorkerManager } from "../workers/manager.ts";
 import { WorkerRegistry } from "../workers/registry.ts";
 import * as info from "./info_api.ts";
 import { policyObserver } from "./observers.ts";
-import { createEntry, type Entry, INFERENCE_PATHS, type Route } from "./routes.ts";
+import { createEntry, type Entry, type Route } from "./routes.ts";
 import { RequestInbound, toResponse } from "./inbound.ts";
 import * as workersApi from "./workers_api.ts";
 import { createMesh, type Mesh, meshStatus } from "./mesh_setup.ts";
 import { createDiscovery, type Discovery } from "./discovery_setup.ts";
 import { type GrpcClientFactory, GrpcWorkers } from "./grpc_workers.ts";
-import type { GrpcBackend } from "../proxy/grpc_attempt.ts";
+import type { GrpcBackend } from "../proxy/types.ts";
 import { CachedEncoder } from "../tokenizer/cache.ts";
 import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
 
@@ -264,9 +265,9 @@ export class Gateway {
     const ok = (): Promise<Reply> =>
       Promise.resolve({ status: 200, headers: [["content-type", "text/plain"]], body: okBody });
     const routes: Route[] = [
-      ...Object.entries(INFERENCE_PATHS).map(([path, endpoint]): Route => ({
+      ...(Object.keys(ENDPOINT_PATHS) as Endpoint[]).map((endpoint): Route => ({
         method: "POST",
-        path,
+        path: ENDPOINT_PATHS[endpoint],
         protected: true,
         stampsRequestId: true,
         inbound: (inb, ctx) => proxy.handle(inb, endpoint, ctx),
@@ -423,7 +424,7 @@ export class Gateway {
     await this.discovery?.stop();
     await Promise.all([...this.#tasks, this.manager.stop()]);
     await this.mesh?.stop();
-    this.#proxy.close();
+    await this.#proxy.close();
     this.#closeClient();
   }
 
@@ -441,7 +442,7 @@ export class Gateway {
       m.routingKeysActive.with(w.url).set(w.activeKeys);
       m.cbState.with(w.url).set(BREAKER_GAUGE[w.breaker.state(now)]);
       for (const model of w.models ?? ["unknown"]) {
-        m.poolSize.with(w.type, w.url.startsWith("grpc") ? "grpc" : "http", model).inc();
+        m.poolSize.with(w.type, w.connection, model).inc();
         if (w.overloaded) m.overloaded.with(model).inc();
       }
     }

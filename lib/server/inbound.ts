@@ -8,7 +8,7 @@
 import type { Abortable, HeaderMap, Inbound, Reply } from "../core/http.ts";
 import { isChunkSource } from "../core/http.ts";
 import { readBody } from "../proxy/body.ts";
-import { bodyStream } from "../proxy/relay.ts";
+import { bodyStream } from "../proxy/http/relay.ts";
 
 /** An `AbortSignal` seen as an `Abortable`. */
 class SignalAbort implements Abortable {

@@ -125,6 +125,7 @@ export async function flushCache(d: InfoApiDeps): Promise<Response> {
       const ok = r.status >= 200 && r.status < 300;
       return {
         worker: w.url,
+        grpc: w.connection === "grpc",
         ok,
         error: ok ? undefined : r.error ?? `HTTP ${r.status}: ${r.text.slice(0, 200)}`,
       };
@@ -138,8 +139,8 @@ export async function flushCache(d: InfoApiDeps): Promise<Response> {
       ? "cache flushed on every worker"
       : `${failed.length} of ${results.length} workers failed`,
     workers_flushed: results.length - failed.length,
-    total_http_workers: results.filter((r) => !r.worker.startsWith("grpc")).length,
-    total_grpc_workers: results.filter((r) => r.worker.startsWith("grpc")).length,
+    total_http_workers: results.filter((r) => !r.grpc).length,
+    total_grpc_workers: results.filter((r) => r.grpc).length,
     total_zmq_workers_skipped: 0,
     total_workers: results.length,
     successful: all ? undefined : results.filter((r) => r.ok).map((r) => r.worker),

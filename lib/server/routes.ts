@@ -5,7 +5,6 @@
  */
 
 import type { Clock } from "../core/clock.ts";
-import type { Endpoint } from "../core/types.ts";
 import type { CounterSeries, HistogramSeries } from "../metrics/fast.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import { errorReply, GatewayError } from "../core/errors.ts";
@@ -41,15 +40,6 @@ export interface Route {
   /** A handler that reads the `Inbound` and answers a `Reply` (no `Request` is built). */
   inbound?: InboundHandler;
 }
-
-/** Inference paths and their endpoint. */
-export const INFERENCE_PATHS: Record<string, Endpoint> = {
-  "/v1/chat/completions": "chat",
-  "/v1/completions": "completions",
-  "/generate": "generate",
-  "/v1/embeddings": "embeddings",
-  "/v1/rerank": "rerank",
-};
 
 /** Metric series of one method and path template, resolved once. */
 interface PathSeries {

@@ -4,7 +4,13 @@
  * The API key is kept private: it is sent to the worker, never shown.
  */
 
-import type { LoadSnapshot, WorkerStatus, WorkerType, WorkerView } from "../core/types.ts";
+import type {
+  ConnectionMode,
+  LoadSnapshot,
+  WorkerStatus,
+  WorkerType,
+  WorkerView,
+} from "../core/types.ts";
 import { BREAKER_GAUGE, CircuitBreaker } from "./circuit_breaker.ts";
 import type { HealthCounters } from "./health_state.ts";
 
@@ -52,6 +58,8 @@ export class Worker implements WorkerView {
   readonly url: string;
   /** Role. */
   readonly type: WorkerType;
+  /** How the gateway talks to it, from its URL's scheme (grpc:// and grpcs:// are gRPC). */
+  readonly connection: ConnectionMode;
   /** Labels, discovered and user-given. */
   readonly labels: Record<string, string>;
   /** Priority label. */
@@ -101,6 +109,7 @@ export class Worker implements WorkerView {
     this.id = id;
     this.url = spec.url;
     this.type = spec.workerType ?? "regular";
+    this.connection = spec.url.startsWith("grpc") ? "grpc" : "http";
     this.labels = { ...spec.labels };
     this.priority = spec.priority ?? 50;
     this.cost = spec.cost ?? 1.0;
@@ -182,7 +191,7 @@ export class Worker implements WorkerView {
       model_id: this.models?.[0],
       models: this.models?.map((id) => ({ id })),
       worker_type: this.type,
-      connection_mode: this.url.startsWith("grpc") ? "grpc" : "http",
+      connection_mode: this.connection,
       labels: this.labels,
       priority: this.priority,
       cost: this.cost,

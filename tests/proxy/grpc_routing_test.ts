@@ -14,7 +14,7 @@ import type { GenerateRequestPb, GenerateResponsePb } from "../../lib/grpc/sglan
 import { Metrics } from "../../lib/metrics/metrics.ts";
 import type { Policy } from "../../lib/policies/policy.ts";
 import { Admission } from "../../lib/proxy/admission.ts";
-import type { GenerateClient } from "../../lib/proxy/grpc_attempt.ts";
+import type { GenerateClient } from "../../lib/proxy/types.ts";
 import { InferenceProxy } from "../../lib/proxy/proxy.ts";
 import { RequestInbound, toResponse } from "../../lib/server/inbound.ts";
 import { FetchUpstream } from "../../lib/upstream/fetch_upstream.ts";
@@ -183,6 +183,15 @@ Deno.test("grpc routing: a retry on another worker reuses the tokens (one encode
   assert.equal(res.status, 200);
   assert.equal(s.sent.length, 2);
   assert.deepEqual(s.sent[0].tokenized.input_ids, s.sent[1].tokenized.input_ids);
+  assert.equal(s.encodes(), 1);
+});
+
+Deno.test("grpc routing: in a mixed fleet the first gRPC attempt tokenizes, and a retry reuses it", async () => {
+  const s = setup(["grpc://127.0.0.1:50051", "grpc://127.0.0.1:50052", "http://127.0.0.1:8000"], 1);
+  const { res } = await s.chat("mixed retry");
+  assert.equal(res.status, 200);
+  assert.deepEqual(s.policy.seen, [null, null], "routed on text, twice");
+  assert.equal(s.sent.length, 2);
   assert.equal(s.encodes(), 1);
 });
 

@@ -49,7 +49,7 @@ function setup(prefill: Record<string, FakeReply[]>, decode: Record<string, Fake
     admission: new Admission(config.admission, metrics),
     pd: { prefill: new RoundRobinPolicy(), decode: new RoundRobinPolicy() },
   });
-  const send = async (stream = false) => {
+  const send = async (stream = false, close = true) => {
     const done = Promise.withResolvers<void>();
     const req = new Request("http://gw/v1/chat/completions", {
       method: "POST",
@@ -62,11 +62,11 @@ function setup(prefill: Record<string, FakeReply[]>, decode: Record<string, Fake
     await done.promise;
     // The drain runs in the background; let it finish.
     for (let i = 0; i < 10; i++) await Promise.resolve();
-    proxy.close();
+    if (close) await proxy.close();
     return { res, text };
   };
   const inFlight = () => [...prefills, ...decodes].map((w) => w.inFlight);
-  return { send, upstream, prefills, decodes, inFlight, metrics };
+  return { send, upstream, prefills, decodes, inFlight, metrics, proxy };
 }
 
 Deno.test("pd plan: both legs get the same body with bootstrap fields; the client gets the decode answer", async () => {
@@ -156,4 +156,32 @@ Deno.test("pd plan: when every pair fails the last failure is returned and the r
   const text = await t.metrics.render();
   assert.match(text, /^smg_worker_retries_total\{[^}]*"pd"[^}]*\} [1-9]/m);
   assert.match(text, /^smg_worker_retries_exhausted_total\{[^}]*"pd"[^}]*\} 1$/m);
+});
+
+Deno.test("pd plan: a prefill still draining at shutdown is stopped unblamed, and shutdown waits for it", async () => {
+  const t = setup(
+    { "http://p1": [{ status: 200, chunks: ["x"], hang: true }] },
+    { "http://d1": [{ status: 200, chunks: ["fine"] }] },
+  );
+  const r = await t.send(false, false);
+  assert.equal(r.text, "fine");
+  assert.deepEqual(t.inFlight(), [1, 0], "the drain holds the prefill's slot");
+  await t.proxy.close();
+  assert.equal(t.upstream.to("http://p1")[0].body!.cancelled, true);
+  assert.deepEqual(t.inFlight(), [0, 0], "closed once the drain has settled");
+  assert.equal(t.prefills[0].breaker.consecutiveFailures, 0, "not the prefill's fault");
+});
+
+Deno.test("pd plan: requests are counted with backend_type pd and a selection per leg", async () => {
+  const t = setup({ "http://p1": [OK] }, { "http://d1": [OK] });
+  await t.send();
+  const text = await t.metrics.render();
+  assert.match(text, /^smg_router_requests_total\{[^}]*backend_type="pd"[^}]*\} 1$/m);
+  assert.doesNotMatch(text, /backend_type="regular"/);
+  for (const type of ["prefill", "decode"]) {
+    assert.match(
+      text,
+      new RegExp(`^smg_worker_selection_total\\{worker_type="${type}"[^}]*\\} 1$`, "m"),
+    );
+  }
 });

@@ -17,7 +17,15 @@ const enc = new TextEncoder();
 
 /** One scripted reply. */
 export type FakeReply =
-  | { status: number; chunks?: string[]; headers?: HeaderList; breakAfter?: boolean }
+  | {
+    status: number;
+    chunks?: string[];
+    headers?: HeaderList;
+    /** The body breaks after its chunks. */
+    breakAfter?: boolean;
+    /** The body never ends after its chunks (a read waits until it is cancelled). */
+    hang?: boolean;
+  }
   | { error: UpstreamError["kind"] };
 
 /** A body that gives its chunks one read at a time. */
@@ -25,20 +33,28 @@ export class FakeBody implements UpstreamBody {
   readonly whole = null;
   readonly #chunks: string[];
   readonly #breakAfter: boolean;
+  readonly #hang: boolean;
+  #wake: (() => void) | null = null;
   /** Read to its end. */
   ended = false;
   /** Cancelled by the proxy. */
   cancelled = false;
 
-  constructor(chunks: string[], breakAfter: boolean) {
+  constructor(chunks: string[], breakAfter: boolean, hang = false) {
     this.#chunks = [...chunks];
     this.#breakAfter = breakAfter;
+    this.#hang = hang;
   }
 
   read(): Promise<Uint8Array<ArrayBuffer> | null> {
     if (this.cancelled) return Promise.resolve(null);
     const next = this.#chunks.shift();
     if (next !== undefined) return Promise.resolve(enc.encode(next));
+    if (this.#hang) {
+      return new Promise((_, reject) => {
+        this.#wake = () => reject(new UpstreamError("closed", "cancelled"));
+      });
+    }
     if (this.#breakAfter) {
       return Promise.reject(new UpstreamError("closed", "worker body broke off: reset"));
     }
@@ -48,6 +64,7 @@ export class FakeBody implements UpstreamBody {
 
   cancel(): void {
     this.cancelled = true;
+    this.#wake?.();
   }
 }
 
@@ -75,7 +92,7 @@ export class FakeUpstream implements Upstream {
     const call: FakeCall = { base: req.base, req, body: null };
     this.calls.push(call);
     if ("error" in r) return Promise.reject(new UpstreamError(r.error, `scripted ${r.error}`));
-    const body = call.body = new FakeBody(r.chunks ?? [], r.breakAfter ?? false);
+    const body = call.body = new FakeBody(r.chunks ?? [], r.breakAfter ?? false, r.hang);
     return Promise.resolve({ status: r.status, headers: r.headers ?? [], body });
   }
 

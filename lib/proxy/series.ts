@@ -1,27 +1,13 @@
 /**
- * The proxy's per-request bookkeeping: what a request holds until its response is done
- * (`Holds`), and the metric series it updates, resolved once per worker, per (model, endpoint)
- * and per upstream status so the hot path only bumps numbers.
+ * The metric series the proxy updates, resolved once per worker, per (model, endpoint, policy,
+ * connection mode, backend type) and per upstream status, so the hot path only bumps numbers.
  */
 
-import type { Endpoint, RouteRequest } from "../core/types.ts";
+import type { ConnectionMode, Endpoint, RouteRequest } from "../core/types.ts";
 import type { CounterSeries, GaugeSeries, HistogramSeries } from "../metrics/fast.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { Outcome } from "../workers/circuit_breaker.ts";
 import type { Worker } from "../workers/worker.ts";
-
-/** What a request holds until its response is done; released once. */
-export class Holds {
-  readonly #release: (() => void)[] = [];
-  /** Runs `fn` when the request is done. */
-  add(fn: () => void): void {
-    this.#release.push(fn);
-  }
-  /** Releases everything (idempotent). */
-  readonly done = (): void => {
-    for (const fn of this.#release.splice(0)) fn();
-  };
-}
 
 /** Metric series of one worker. */
 export interface WorkerSeries {
@@ -33,8 +19,13 @@ export interface WorkerSeries {
   cbFailures: GaugeSeries;
 }
 
-/** Metric series of one (model, endpoint) pair. */
+/** How requests reach workers: `regular` (one worker) or `pd` (a prefill/decode pair). */
+export type BackendType = "regular" | "pd";
+
+/** Metric series of one (model, endpoint, policy, connection mode, backend type). */
 export interface RouteSeries {
+  /** The `endpoint` label (SMG's: embeddings count as `other`). */
+  endpoint: string;
   /** router_type, backend_type, connection_mode, model, endpoint */
   labels: [string, string, string, string, string];
   /** smg_router_requests_total, non-streaming and streaming */
@@ -47,8 +38,8 @@ export interface RouteSeries {
   tpot: HistogramSeries;
   /** smg_router_tokens_total, prompt then completion */
   tokens: [CounterSeries, CounterSeries];
-  /** smg_worker_selection_total */
-  selection: CounterSeries;
+  /** smg_worker_selection_total, one per worker an attempt picks (regular; or prefill, decode) */
+  selection: CounterSeries[];
 }
 
 /** SMG's `endpoint` metric label. */
@@ -78,29 +69,43 @@ export class ProxyMetrics {
     this.m = metrics;
   }
 
-  /** The series of a request's model and endpoint, routed by `policy` to `connection` workers. */
-  route(rr: RouteRequest, policy: string, connection: "http" | "grpc" = "http"): RouteSeries {
+  /**
+   * The series of a request's model and endpoint, routed to `connection` workers through
+   * `backend` by `policies` (regular: the model's policy; PD: the prefill's, then the decode's).
+   */
+  route(
+    rr: RouteRequest,
+    connection: ConnectionMode,
+    backend: BackendType,
+    policies: readonly string[],
+  ): RouteSeries {
     const model = rr.model ?? "unknown";
-    const key = `${model}\u0000${rr.endpoint}\u0000${policy}\u0000${connection}`;
+    const key = `${model}\u0000${rr.endpoint}\u0000${connection}\u0000${backend}\u0000${policies}`;
     let s = this.#routes.get(key);
     if (!s) {
       const m = this.m;
       const ep = endpointLabel(rr.endpoint);
-      const labels: RouteSeries["labels"] = [connection, "regular", connection, model, ep];
+      const labels: RouteSeries["labels"] = [connection, backend, connection, model, ep];
       s = {
+        endpoint: ep,
         labels,
         requests: [
           m.routerRequests.with(...labels, "false"),
           m.routerRequests.with(...labels, "true"),
         ],
         duration: m.routerDuration.with(...labels),
-        ttft: m.ttft.with(connection, "regular", model, ep),
-        tpot: m.tpot.with(connection, "regular", model, ep),
+        ttft: m.ttft.with(connection, backend, model, ep),
+        tpot: m.tpot.with(connection, backend, model, ep),
         tokens: [
-          m.tokens.with(connection, "regular", model, ep, "prompt"),
-          m.tokens.with(connection, "regular", model, ep, "completion"),
+          m.tokens.with(connection, backend, model, ep, "prompt"),
+          m.tokens.with(connection, backend, model, ep, "completion"),
         ],
-        selection: m.selection.with("regular", connection, model, policy),
+        selection: backend === "pd"
+          ? [
+            m.selection.with("prefill", connection, model, policies[0]),
+            m.selection.with("decode", connection, model, policies[1]),
+          ]
+          : [m.selection.with("regular", connection, model, policies[0])],
       };
       if (this.#routes.size > 4096) this.#routes.clear();
       this.#routes.set(key, s);

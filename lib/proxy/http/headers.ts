@@ -8,8 +8,8 @@
  * `Headers` first costs a second conversion.
  */
 
-import type { HeaderMap } from "../core/http.ts";
-import type { HeaderList } from "../upstream/types.ts";
+import type { HeaderMap } from "../../core/http.ts";
+import type { HeaderList } from "../../upstream/types.ts";
 
 export type { HeaderList };
 

@@ -6,7 +6,7 @@
  * `usage.prompt_tokens_details.cached_tokens` is what the worker reported cached.
  */
 
-import type { Endpoint } from "../core/types.ts";
+import type { Endpoint } from "../../core/types.ts";
 
 /** Token counts of a generation. */
 export interface Usage {

@@ -6,7 +6,11 @@
  */
 
 import assert from "node:assert/strict";
-import { clientHeaders, type HeaderList, upstreamHeaders } from "../../lib/proxy/headers.ts";
+import {
+  clientHeaders,
+  type HeaderList,
+  upstreamHeaders,
+} from "../../../lib/proxy/http/headers.ts";
 
 /** Worker response headers as the upstream client gives them: lower-case pairs. */
 function pairs(init: HeadersInit = {}): HeaderList {

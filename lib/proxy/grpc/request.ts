@@ -8,10 +8,10 @@
  * Bad input is a 400 naming the field; a prompt longer than the model's context a 400 too.
  */
 
-import { GatewayError, invalidRequest } from "../core/errors.ts";
-import type { Endpoint } from "../core/types.ts";
-import type { SamplingParamsPb } from "../grpc/sglang_proto.ts";
-import type { TemplateMessage } from "../tokenizer/tokenizer.ts";
+import { GatewayError, invalidRequest } from "../../core/errors.ts";
+import type { Endpoint } from "../../core/types.ts";
+import type { SamplingParamsPb } from "../../grpc/sglang_proto.ts";
+import type { TemplateMessage } from "../../tokenizer/tokenizer.ts";
 
 type Obj = Record<string, unknown>;
 

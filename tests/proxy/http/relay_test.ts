@@ -5,7 +5,12 @@
  */
 
 import assert from "node:assert/strict";
-import { bodyStream, type RelayEnd, sseErrorEvent, SseRelay } from "../../lib/proxy/relay.ts";
+import {
+  bodyStream,
+  type RelayEnd,
+  sseErrorEvent,
+  SseRelay,
+} from "../../../lib/proxy/http/relay.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

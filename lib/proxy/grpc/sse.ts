@@ -1,5 +1,5 @@
 /**
- * The SSE body of a streamed gRPC generation (`grpc_attempt.ts` opens the call and awaits its
+ * The SSE body of a streamed gRPC generation (`leg.ts` opens the call and awaits its
  * first message): decodes ids as they arrive (`IncrementalDecoder`: characters split across tokens
  * are held back), finds stop strings across chunks (`StopMatcher`; the worker's request is then
  * cancelled), holds back a chunk's last id while it may be the stop token, and ends with the
@@ -7,13 +7,13 @@
  * SSE `error` event. A client that leaves cancels the call (`onCancel` sends `Abort`).
  */
 
-import type { ChunkSource } from "../core/http.ts";
-import type { GenerateStream } from "../grpc/sglang_client.ts";
-import type { GenerateResponsePb } from "../grpc/sglang_proto.ts";
-import { type Decoder, IncrementalDecoder, StopMatcher } from "../tokenizer/detokenize.ts";
-import type { GrpcInput } from "./grpc_request.ts";
-import { type Shape, SseShaper, type Usage } from "./grpc_response.ts";
-import { sseErrorEvent } from "./relay.ts";
+import type { ChunkSource } from "../../core/http.ts";
+import type { GenerateStream } from "../../grpc/sglang_client.ts";
+import type { GenerateResponsePb } from "../../grpc/sglang_proto.ts";
+import { type Decoder, IncrementalDecoder, StopMatcher } from "../../tokenizer/detokenize.ts";
+import type { GrpcInput } from "./request.ts";
+import { type Shape, SseShaper, type Usage } from "./response.ts";
+import { sseErrorEvent } from "../http/relay.ts";
 
 /** The SSE body of one streamed generation. */
 export class GrpcSse implements ChunkSource {

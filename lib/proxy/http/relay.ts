@@ -9,7 +9,7 @@
  * into a `ReadableStream`, for servers that need a `Response`.
  */
 
-import type { ChunkSource } from "../core/http.ts";
+import type { ChunkSource } from "../../core/http.ts";
 
 export type { ChunkSource };
 

@@ -1,0 +1,321 @@
+/**
+ * Speaking gRPC to a worker (sglang's scheduler service), in the same attempt loop, breaker,
+ * metrics and deadlines as HTTP workers: the request prepared once per request (`request.ts`:
+ * chat template, token ids, sampling), `Generate` called (a PD leg's with the pair's bootstrap
+ * in `DisaggregatedParams`), and its first message awaited before anything reaches the client,
+ * so a worker that fails before it is retried elsewhere. A status is mapped to its HTTP
+ * equivalent and judged as an HTTP worker's would be (`UNAVAILABLE` and a stream that ends
+ * without an answer count as transport failures).
+ *
+ * Not streamed: the whole generation is read (a failure mid-way is still retryable: the client
+ * has seen nothing), decoded, stop strings applied, and answered as JSON. Streamed: the SSE body
+ * of `sse.ts`. A client that leaves cancels the call and sends `Abort`.
+ */
+
+import { GatewayError } from "../../core/errors.ts";
+import type { GenerateStream } from "../../grpc/sglang_client.ts";
+import type {
+  DisaggregatedParamsPb,
+  GenerateRequestPb,
+  GenerateResponsePb,
+} from "../../grpc/sglang_proto.ts";
+import { StopMatcher } from "../../tokenizer/detokenize.ts";
+import type { Cancel } from "../../upstream/types.ts";
+import { classifyStatus } from "../../workers/circuit_breaker.ts";
+import type { Worker } from "../../workers/worker.ts";
+import { clientClosed, type Slot, type WorkerLedger } from "../ledger.ts";
+import { isRetryableStatus } from "../retry.ts";
+import type {
+  Attempt,
+  AttemptResult,
+  Bootstrap,
+  CallContext,
+  GrpcBackend,
+  Leg,
+  Protocol,
+  ProxyDeps,
+  Ready,
+} from "../types.ts";
+import type { GrpcInput } from "./request.ts";
+import { completeJson, type Shape, type Usage } from "./response.ts";
+import { GrpcSse } from "./sse.ts";
+import { httpStatusOf, isTransportStatus } from "./status.ts";
+
+const JSON_TYPE = "application/json";
+/**
+ * sglang's `--disaggregation-bootstrap-port` default: a prefill worker registered without a
+ * bootstrap port is sent it (the proto's int32 cannot say "unset", unlike HTTP's null).
+ */
+const DEFAULT_BOOTSTRAP_PORT = 8998;
+const READY: Ready = { kind: "ready" };
+const encoder = new TextEncoder();
+
+/** The `DisaggregatedParams` of a PD pair. */
+function disaggregated(b: Bootstrap): DisaggregatedParamsPb {
+  return {
+    bootstrap_host: b.host,
+    bootstrap_port: b.port ?? DEFAULT_BOOTSTRAP_PORT,
+    bootstrap_room: b.rooms[0],
+  };
+}
+
+/** The `Generate` request of one attempt. */
+function generateRequest(input: GrpcInput, rid: string, attempt: Attempt): GenerateRequestPb {
+  return {
+    request_id: rid,
+    tokenized: { original_text: input.text, input_ids: input.ids },
+    sampling_params: input.sampling,
+    return_logprob: false,
+    logprob_start_len: -1,
+    top_logprobs_num: 0,
+    lora_id: "",
+    data_parallel_rank: 0,
+    stream: input.stream,
+    require_reasoning: false,
+    disaggregated_params: attempt.bootstrap ? disaggregated(attempt.bootstrap) : undefined,
+  };
+}
+
+/** gRPC workers (`Protocol`). */
+export class GrpcProtocol implements Protocol {
+  readonly #d: ProxyDeps;
+  readonly #ledger: WorkerLedger;
+  readonly #g: GrpcBackend;
+
+  constructor(d: ProxyDeps, ledger: WorkerLedger, backend: GrpcBackend) {
+    this.#d = d;
+    this.#ledger = ledger;
+    this.#g = backend;
+  }
+
+  open(c: CallContext, worker: Worker, attempt: Attempt, cancel: Cancel): Leg {
+    const input = c.grpcInput();
+    const rid = `${c.ctx.requestId}-${attempt.seq}`;
+    const req = generateRequest(input, rid, attempt);
+    return new GrpcLeg(this.#d, this.#ledger, this.#g, c, worker, input, rid, req, cancel);
+  }
+}
+
+/** A call whose `Generate` could not even start: it fails on the first read. */
+function failedStream(e: unknown): GenerateStream {
+  const failed = Promise.reject(e);
+  failed.catch(() => {});
+  return { next: () => failed, cancel: () => {} };
+}
+
+/** One `Generate` call on one worker (`Leg`). */
+class GrpcLeg implements Leg {
+  readonly worker: Worker;
+  readonly #d: ProxyDeps;
+  readonly #ledger: WorkerLedger;
+  readonly #g: GrpcBackend;
+  readonly #c: CallContext;
+  readonly #input: GrpcInput;
+  readonly #rid: string;
+  readonly #slot: Slot;
+  readonly #stream: GenerateStream;
+  readonly #first: Promise<GenerateResponsePb | AttemptResult>;
+  #message: GenerateResponsePb | null = null;
+  /** The gateway cancelled it (the worker is not to blame for how it ends). */
+  #stopped = false;
+
+  constructor(
+    d: ProxyDeps,
+    ledger: WorkerLedger,
+    g: GrpcBackend,
+    c: CallContext,
+    worker: Worker,
+    input: GrpcInput,
+    rid: string,
+    req: GenerateRequestPb,
+    cancel: Cancel,
+  ) {
+    this.#d = d;
+    this.#ledger = ledger;
+    this.#g = g;
+    this.#c = c;
+    this.worker = worker;
+    this.#input = input;
+    this.#rid = rid;
+    this.#slot = ledger.hold(c, worker);
+    let stream: GenerateStream;
+    try {
+      stream = g.client(worker.url).generate(req, cancel);
+    } catch (e) {
+      stream = failedStream(e);
+    }
+    this.#stream = stream;
+    this.#first = this.#readFirst();
+  }
+
+  /** The call's first message, or the attempt's failure (the call then released). */
+  async #readFirst(): Promise<GenerateResponsePb | AttemptResult> {
+    try {
+      const message = await this.#stream.next();
+      if (message === null) throw new Error("the worker ended the call without an answer");
+      this.#slot.firstToken();
+      return message;
+    } catch (e) {
+      this.#slot.release();
+      if (this.#stopped) return clientClosed();
+      return this.#failure(e);
+    }
+  }
+
+  async ready(): Promise<Ready | AttemptResult> {
+    const first = await this.#first;
+    if ("kind" in first) return first;
+    if (this.#stopped) return clientClosed();
+    this.#message = first;
+    return READY;
+  }
+
+  async answer(): Promise<AttemptResult> {
+    const c = this.#c;
+    const input = this.#input;
+    const worker = this.worker;
+    this.#d.metrics.upstreamResponses.with("grpc", "200", "").inc();
+    const shape: Shape = {
+      endpoint: input.endpoint,
+      id: c.ctx.requestId,
+      model: input.model,
+      created: Math.floor(Date.now() / 1000),
+    };
+    const headers: [string, string][] = [
+      ["x-request-id", c.ctx.requestId],
+      ["x-smg-routed-worker-id", worker.id],
+    ];
+    if (!input.stream) return await this.#whole(shape, headers);
+    const clock = this.#d.clock;
+    const firstAt = clock.now();
+    const ledger = this.#ledger;
+    const client = this.#g.client(worker.url);
+    const onDone = (u: Usage) => {
+      ledger.checkPrediction(c, worker, u);
+      c.series.tokens[0].inc(u.prompt);
+      c.series.tokens[1].inc(u.completion);
+      if (u.completion > 1) {
+        c.series.tpot.observe((clock.now() - firstAt) / 1000 / (u.completion - 1));
+      }
+    };
+    const onBreak = (err: unknown) => {
+      // A client that left, or the deadline, cancelled the call: not the worker's fault.
+      if (c.timedOut() || c.inb.gone.aborted) return;
+      ledger.record(worker, "failure");
+      this.#d.log.warn("worker stream broke; client got an error event", {
+        request_id: c.ctx.requestId,
+        worker: worker.url,
+        err,
+      });
+    };
+    const onCancel = () => void client.abort(this.#rid, "client gone").catch(() => {});
+    const body = new GrpcSse(
+      this.#g.tokenizer,
+      input,
+      shape,
+      this.#stream,
+      this.#message!,
+      onDone,
+      onBreak,
+      onCancel,
+    );
+    headers.push(["content-type", "text/event-stream"], ["cache-control", "no-cache"]);
+    c.hold(this.#slot.release);
+    ledger.streaming(c, worker, 200);
+    return { kind: "response", reply: { status: 200, headers, body } };
+  }
+
+  async drain(): Promise<void> {
+    const timer = setTimeout(() => this.stop(), this.#d.config.requestTimeoutSecs * 1000);
+    const c = this.#c;
+    try {
+      while ((await this.#stream.next()) !== null) { /* discard */ }
+      if (!this.#stopped) this.#ledger.record(this.worker, "success");
+    } catch {
+      if (!this.#stopped && !c.inb.gone.aborted && !c.timedOut()) {
+        this.#ledger.record(this.worker, "failure");
+      }
+    } finally {
+      clearTimeout(timer);
+      this.#slot.release();
+    }
+  }
+
+  stop(): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#stream.cancel();
+    this.#slot.release();
+  }
+
+  /** Reads a non-streamed generation to its end and answers it as JSON. */
+  async #whole(shape: Shape, headers: [string, string][]): Promise<AttemptResult> {
+    const c = this.#c;
+    const input = this.#input;
+    const stream = this.#stream;
+    const ids: number[] = [];
+    let m: GenerateResponsePb | null = this.#message;
+    try {
+      while (m && m.response !== "complete") {
+        if (m.chunk) { for (const id of m.chunk.token_ids) ids.push(id); }
+        m = await stream.next();
+      }
+      if (!m?.complete) throw new Error("the worker ended the call without completing");
+    } catch (e) {
+      // Not after a complete: sglang reads a cancelled call as a client that left.
+      stream.cancel();
+      this.#slot.release();
+      return this.#failure(e);
+    }
+    this.#slot.release();
+    const done = m.complete!;
+    const out = done.output_ids.length > 0 ? done.output_ids : ids;
+    const trim = !input.noStopTrim && out.length > 0 &&
+      (done.matched_token_id !== undefined || input.stopIds.has(out[out.length - 1]));
+    let text = this.#g.tokenizer.decode(trim ? out.slice(0, -1) : out, input.skipSpecial);
+    let finish = done.finish_reason || "stop";
+    let matched: string | number | null = done.matched_stop_str ?? done.matched_token_id ?? null;
+    const stop = new StopMatcher(input.stops, input.noStopTrim).push(text);
+    if (stop.stopped !== null) {
+      text = stop.text;
+      finish = "stop";
+      matched = stop.stopped;
+    }
+    const usage: Usage = {
+      prompt: done.prompt_tokens || input.ids.length,
+      completion: done.completion_tokens || out.length,
+      cached: done.cached_tokens,
+    };
+    this.#ledger.record(this.worker, classifyStatus(200));
+    this.#ledger.checkPrediction(c, this.worker, usage);
+    c.series.tokens[0].inc(usage.prompt);
+    c.series.tokens[1].inc(usage.completion);
+    headers.push(["content-type", JSON_TYPE]);
+    const json = completeJson(shape, text, out, finish, matched, usage);
+    return {
+      kind: "response",
+      reply: { status: 200, headers, body: encoder.encode(JSON.stringify(json)) },
+    };
+  }
+
+  /** What a failed call comes to: the HTTP path's judgement of the equivalent status. */
+  #failure(e: unknown): AttemptResult {
+    const c = this.#c;
+    const worker = this.worker;
+    const code = (e as { code?: number })?.code;
+    if (isTransportStatus(code) || c.cancel.aborted) {
+      return this.#ledger.failure(c, worker, e, "unreachable", "grpc");
+    }
+    const status = httpStatusOf(code!);
+    this.#d.metrics.upstreamResponses.with("grpc", String(status), "").inc();
+    const msg = `worker ${worker.url} answered ${(e as Error).message}`;
+    const type = status < 500 ? "invalid_request_error" : undefined;
+    const error = new GatewayError(status, status < 500 ? "invalid_request" : "worker_error", msg, {
+      type,
+    });
+    return this.#ledger.failedStatus(worker, status, "grpc", {
+      retryable: isRetryableStatus(status),
+      error,
+    });
+  }
+}

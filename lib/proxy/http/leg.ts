@@ -1,0 +1,251 @@
+/**
+ * Speaking HTTP to a worker: the request's body (with the PD bootstrap fields on a pair's legs)
+ * sent to the endpoint's path, the response head judged — a retryable status (5xx, 408, 429)
+ * fails the attempt with the worker's answer kept for pass-through if it is the last, another
+ * error status is passed through to the client, a 2xx is ready — and the client's reply: a
+ * stream's first bytes are read before anything reaches the client (a worker that dies before
+ * them can still be retried), then relayed through `SseRelay`; a whole answer is relayed as it
+ * comes. Transport errors are retryable failures (or a 504 past the deadline). The worker's
+ * slot is held until the client's response is done, or until a drained leg's end.
+ */
+
+import { ENDPOINT_PATHS } from "../../core/types.ts";
+import type { ReplyBody } from "../../core/http.ts";
+import { type Cancel, readAll, type UpstreamResponse } from "../../upstream/types.ts";
+import { classifyStatus } from "../../workers/circuit_breaker.ts";
+import type { Worker } from "../../workers/worker.ts";
+import { usageIn } from "../cache_prediction.ts";
+import { clientClosed, type Slot, type WorkerLedger } from "../ledger.ts";
+import { isRetryableStatus } from "../retry.ts";
+import type {
+  Attempt,
+  AttemptResult,
+  Bootstrap,
+  CallContext,
+  Leg,
+  Protocol,
+  ProxyDeps,
+  Ready,
+} from "../types.ts";
+import { clientHeaders, upstreamHeaders } from "./headers.ts";
+import { SseRelay } from "./relay.ts";
+
+const EMPTY = new Uint8Array(0);
+const READY: Ready = { kind: "ready" };
+const encoder = new TextEncoder();
+
+/** The body with the bootstrap fields of a PD pair (arrays for a batched request). */
+export function withBootstrap(
+  body: Record<string, unknown>,
+  b: Bootstrap,
+): Uint8Array<ArrayBuffer> {
+  const fields = b.batched
+    ? {
+      bootstrap_host: b.rooms.map(() => b.host),
+      bootstrap_port: b.rooms.map(() => b.port),
+      bootstrap_room: b.rooms,
+    }
+    : { bootstrap_host: b.host, bootstrap_port: b.port, bootstrap_room: b.rooms[0] };
+  return encoder.encode(JSON.stringify({ ...body, ...fields }));
+}
+
+/** HTTP workers (`Protocol`). */
+export class HttpProtocol implements Protocol {
+  readonly #d: ProxyDeps;
+  readonly #ledger: WorkerLedger;
+  /** The last PD attempt's body: a pair's two legs are opened one after the other. */
+  #pd: { attempt: Attempt; body: Uint8Array<ArrayBuffer> } | null = null;
+
+  constructor(d: ProxyDeps, ledger: WorkerLedger) {
+    this.#d = d;
+    this.#ledger = ledger;
+  }
+
+  open(c: CallContext, worker: Worker, attempt: Attempt, cancel: Cancel): Leg {
+    return new HttpLeg(this.#d, this.#ledger, c, worker, this.#body(c, attempt), cancel);
+  }
+
+  /** The bytes to send: the client's, or once per PD attempt, with its bootstrap fields. */
+  #body(c: CallContext, attempt: Attempt): Uint8Array<ArrayBuffer> {
+    const boot = attempt.bootstrap;
+    if (!boot) return c.bytes;
+    if (this.#pd?.attempt !== attempt) {
+      this.#pd = { attempt, body: withBootstrap(c.body as Record<string, unknown>, boot) };
+    }
+    return this.#pd.body;
+  }
+}
+
+/** One HTTP request to one worker (`Leg`). */
+class HttpLeg implements Leg {
+  readonly worker: Worker;
+  readonly #d: ProxyDeps;
+  readonly #ledger: WorkerLedger;
+  readonly #c: CallContext;
+  readonly #cancel: Cancel;
+  readonly #slot: Slot;
+  readonly #head: Promise<UpstreamResponse | AttemptResult>;
+  #res: UpstreamResponse | null = null;
+  #stopped = false;
+
+  constructor(
+    d: ProxyDeps,
+    ledger: WorkerLedger,
+    c: CallContext,
+    worker: Worker,
+    body: Uint8Array<ArrayBuffer>,
+    cancel: Cancel,
+  ) {
+    this.#d = d;
+    this.#ledger = ledger;
+    this.#c = c;
+    this.worker = worker;
+    this.#cancel = cancel;
+    this.#slot = ledger.hold(c, worker);
+    this.#head = this.#send(body);
+  }
+
+  async #send(body: Uint8Array<ArrayBuffer>): Promise<UpstreamResponse | AttemptResult> {
+    const c = this.#c;
+    try {
+      const res = await this.#d.upstream.send({
+        base: this.worker.url,
+        path: ENDPOINT_PATHS[c.rr.endpoint],
+        method: "POST",
+        headers: upstreamHeaders(c.inb.headers, c.ctx.requestId, this.worker.apiKey),
+        body,
+        cancel: this.#cancel,
+      });
+      this.#res = res;
+      this.#ledger.upstreamStatus(res.status);
+      // A whole answer's head comes with its last token; a stream's first bytes are its first.
+      if (!c.rr.stream) this.#slot.firstToken();
+      return res;
+    } catch (e) {
+      this.#slot.release();
+      if (this.#stopped) return clientClosed();
+      return this.#ledger.failure(c, this.worker, e, "unreachable", "http");
+    }
+  }
+
+  async ready(): Promise<Ready | AttemptResult> {
+    const res = await this.#head;
+    if (!("status" in res)) return res;
+    if (this.#stopped) return clientClosed();
+    const status = res.status;
+    if (isRetryableStatus(status)) return await this.#retryable(res);
+    if (status < 200 || status > 599) {
+      // A status no client response may carry (1xx: the client skips interim answers, so
+      // only a stray 101 gets here): the worker is freed, the attempt fails retryably.
+      this.#drop();
+      const e = new Error(`status ${status}`);
+      return this.#ledger.failure(
+        this.#c,
+        this.worker,
+        e,
+        "answered what cannot be relayed",
+        "http",
+      );
+    }
+    return status < 300 ? READY : this.#whole(res);
+  }
+
+  async answer(): Promise<AttemptResult> {
+    const res = this.#res!;
+    if (!this.#c.rr.stream) return this.#whole(res);
+    const c = this.#c;
+    const worker = this.worker;
+    let first: Uint8Array;
+    try {
+      first = (await res.body.read()) ?? EMPTY;
+      this.#slot.firstToken();
+    } catch (e) {
+      this.#drop();
+      return this.#ledger.failure(c, worker, e, "stream broke before its first byte", "http");
+    }
+    const ledger = this.#ledger;
+    const predicted = ledger.predicted(c, worker);
+    const body: SseRelay = new SseRelay(first, res.body, worker.url, (how, err) => {
+      if (how === "done" && predicted) ledger.checkPrediction(c, worker, usageIn(body.tail()));
+      if (how !== "error" || c.timedOut()) return;
+      ledger.record(worker, "failure");
+      this.#d.log.warn("worker stream broke; client got an error event", {
+        request_id: c.ctx.requestId,
+        worker: worker.url,
+        err,
+      });
+    });
+    ledger.streaming(c, worker, res.status);
+    return this.#reply(res, body, true);
+  }
+
+  async drain(): Promise<void> {
+    const body = this.#res!.body;
+    let cut = false;
+    const timer = setTimeout(() => {
+      cut = true;
+      body.cancel();
+    }, this.#d.config.requestTimeoutSecs * 1000);
+    const c = this.#c;
+    try {
+      while ((await body.read()) !== null) { /* discard */ }
+      if (!cut && !this.#stopped) this.#ledger.record(this.worker, "success");
+    } catch {
+      if (!cut && !this.#stopped && !c.inb.gone.aborted && !c.timedOut()) {
+        this.#ledger.record(this.worker, "failure");
+      }
+    } finally {
+      clearTimeout(timer);
+      this.#slot.release();
+    }
+  }
+
+  stop(): void {
+    if (this.#stopped) return;
+    this.#stopped = true;
+    this.#cancel.cancel(new Error("leg stopped"));
+    this.#drop();
+  }
+
+  /** Abandons the response (if any) and frees the slot. */
+  #drop(): void {
+    this.#res?.body.cancel();
+    this.#slot.release();
+  }
+
+  /** A retryable status: recorded, its body kept for pass-through, the slot released. */
+  async #retryable(res: UpstreamResponse): Promise<AttemptResult> {
+    let body: Uint8Array<ArrayBuffer> = EMPTY;
+    try {
+      body = await readAll(res.body);
+    } catch { /* the status is what matters */ }
+    this.#slot.release();
+    const status = res.status;
+    return this.#ledger.failedStatus(this.worker, status, "http", {
+      retryable: true,
+      worker: { status, headers: res.headers, body },
+    });
+  }
+
+  /** A whole answer, or an error status passed through, relayed as it comes. */
+  #whole(res: UpstreamResponse): AttemptResult {
+    const status = res.status;
+    const bodiless = status === 204 || status === 205 || status === 304;
+    if (bodiless && !res.body.whole) res.body.cancel();
+    const body = bodiless ? null : res.body.whole ?? res.body;
+    const ledger = this.#ledger;
+    if (status < 300 && res.body.whole && ledger.predicted(this.#c, this.worker)) {
+      ledger.checkPrediction(this.#c, this.worker, usageIn([res.body.whole]));
+    }
+    ledger.record(this.worker, classifyStatus(status));
+    return this.#reply(res, body, false);
+  }
+
+  /** The client's reply, holding the worker's slot until it is delivered. */
+  #reply(res: UpstreamResponse, body: ReplyBody, stream: boolean): AttemptResult {
+    const c = this.#c;
+    c.hold(this.#slot.release);
+    const headers = clientHeaders(res.headers, c.ctx.requestId, this.worker.id, stream);
+    return { kind: "response", reply: { status: res.status, headers, body } };
+  }
+}

@@ -1,0 +1,175 @@
+/**
+ * What every protocol records about an attempt on a worker, in one place: the in-flight slot
+ * (and sticky key, and the prefill backlog until the first token), breaker outcomes with their
+ * per-worker metrics, transport failures (499 when the client left, 504 past the deadline,
+ * else a retryable 502), the first token's TTFT, and the cache prediction against the usage the
+ * worker reported.
+ */
+
+import { errorReply, GatewayError } from "../core/errors.ts";
+import type { Reply } from "../core/http.ts";
+import type { ConnectionMode } from "../core/types.ts";
+import type { Clock } from "../core/clock.ts";
+import type { Metrics } from "../metrics/metrics.ts";
+import { classifyStatus, type Outcome } from "../workers/circuit_breaker.ts";
+import type { Worker } from "../workers/worker.ts";
+import { CachePredictions, type ReportedUsage } from "./cache_prediction.ts";
+import { passThroughHeaders } from "./http/headers.ts";
+import type { ProxyMetrics } from "./series.ts";
+import type { AttemptResult, CallContext, Failed, Failure } from "./types.ts";
+import { CLIENT_CLOSED } from "./types.ts";
+
+/** A request counted on a worker (`WorkerLedger.hold`). */
+export interface Slot {
+  /** Gives the worker's in-flight slot back (idempotent). */
+  release: () => void;
+  /** The first token arrived: its prefill leaves the worker's backlog (idempotent). */
+  firstToken: () => void;
+}
+
+/** The request did not finish within the deadline. */
+export function timeoutError(ms: number): GatewayError {
+  return new GatewayError(504, "request_timeout", `request did not finish within ${ms / 1000}s`);
+}
+
+/** The client reply for the last failure. */
+export function finalReply(f: Failure, requestId: string): Reply {
+  if (f.worker) {
+    return {
+      status: f.worker.status,
+      headers: passThroughHeaders(f.worker.headers, requestId),
+      body: f.worker.body,
+    };
+  }
+  return errorReply(f.error!, requestId);
+}
+
+/** What a client that left is answered (nobody reads it). */
+export function clientClosedReply(): Reply {
+  return { status: CLIENT_CLOSED, headers: [], body: null };
+}
+
+/** An attempt that ends because the client left (or the leg was stopped: nobody reads it). */
+export function clientClosed(): AttemptResult {
+  return { kind: "response", reply: clientClosedReply() };
+}
+
+/** Records attempts on workers; shared by every protocol. */
+export class WorkerLedger {
+  readonly #m: Metrics;
+  readonly #pm: ProxyMetrics;
+  readonly #clock: Clock;
+  readonly #timeoutMs: number;
+  readonly #predictions: CachePredictions;
+
+  /** Over the proxy's metric series, clock and request timeout. */
+  constructor(pm: ProxyMetrics, clock: Clock, timeoutMs: number) {
+    this.#m = pm.m;
+    this.#pm = pm;
+    this.#clock = clock;
+    this.#timeoutMs = timeoutMs;
+    this.#predictions = new CachePredictions(pm.m);
+  }
+
+  /** Records one outcome on the worker's breaker and metrics. */
+  record(worker: Worker, outcome: Outcome): void {
+    worker.breaker.record(outcome, this.#clock.now());
+    const s = this.#pm.worker(worker);
+    s.outcome[outcome].inc();
+    s.cbFailures.set(worker.breaker.consecutiveFailures);
+  }
+
+  /**
+   * Counts a request in flight on `worker` (and its sticky key), and its selection note's
+   * prefill tokens in the worker's backlog until `firstToken` or `release`; both idempotent.
+   */
+  hold(c: CallContext, worker: Worker): Slot {
+    const ws = this.#pm.worker(worker);
+    worker.inFlight++;
+    worker.requestsTotal++;
+    ws.active.set(worker.inFlight);
+    const releaseKey = c.rr.stickyKey === null ? null : worker.holdKey(c.rr.stickyKey);
+    const firstToken = worker.chargePrefill(c.notes.get(worker.id)?.prefillTokens ?? 0);
+    let held = true;
+    return {
+      firstToken,
+      release: () => {
+        if (!held) return;
+        held = false;
+        worker.inFlight--;
+        firstToken();
+        releaseKey?.();
+        ws.active.set(worker.inFlight);
+      },
+    };
+  }
+
+  /**
+   * A transport failure on `worker` (no usable answer): 499 if the client left, a final 504
+   * past the deadline, else a retryable 502 naming `what` happened.
+   */
+  failure(
+    c: CallContext,
+    worker: Worker,
+    e: unknown,
+    what: string,
+    connection: ConnectionMode,
+  ): AttemptResult {
+    if (c.inb.gone.aborted) return clientClosed();
+    this.record(worker, "failure");
+    const late = c.timedOut();
+    this.#m.workerErrors.with(worker.type, connection, late ? "timeout" : "transport").inc();
+    this.#m.upstreamResponses.with(connection, late ? "504" : "502", "call_upstream_failed").inc();
+    if (late) {
+      return {
+        kind: "failure",
+        worker,
+        failure: { retryable: false, error: timeoutError(this.#timeoutMs) },
+      };
+    }
+    const msg = `worker ${worker.url} ${what}: ${(e as Error)?.message ?? String(e)}`;
+    return {
+      kind: "failure",
+      worker,
+      failure: { retryable: true, error: new GatewayError(502, "call_upstream_failed", msg) },
+    };
+  }
+
+  /** Counts a worker's HTTP response by status. */
+  upstreamStatus(status: number): void {
+    this.#pm.upstream(status);
+  }
+
+  /** A worker's error status that will not be answered to the client: recorded, failed. */
+  failedStatus(
+    worker: Worker,
+    status: number,
+    connection: ConnectionMode,
+    failure: Failure,
+  ): Failed {
+    this.record(worker, classifyStatus(status));
+    if (status >= 500) this.#m.workerErrors.with(worker.type, connection, "status").inc();
+    return { kind: "failure", worker, failure };
+  }
+
+  /** The client's stream starts: the worker's outcome and the request's TTFT. */
+  streaming(c: CallContext, worker: Worker, status: number): void {
+    this.record(worker, classifyStatus(status));
+    c.series.ttft.observe((this.#clock.now() - c.start) / 1000);
+  }
+
+  /**
+   * Compares the pick's predicted cached tokens on `worker` with the usage it reported
+   * (nothing to do without a prediction).
+   */
+  checkPrediction(c: CallContext, worker: Worker, reported: ReportedUsage | null): void {
+    if (reported === null) return;
+    this.#predictions.check(c.notes.get(worker.id), c.rr, reported);
+  }
+
+  /** Whether the pick on `worker` predicted cached tokens (the usage is then worth reading). */
+  predicted(c: CallContext, worker: Worker): boolean {
+    const note = c.notes.get(worker.id);
+    return note !== undefined && note.predictedCached !== null;
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * The regular attempt: one worker, chosen by the model's policy among its available workers,
+ * spoken to in its own connection mode; the client gets that worker's answer.
+ */
+
+import type { Policy } from "../policies/policy.ts";
+import type { Worker } from "../workers/worker.ts";
+import { newNote, noCandidates, type SelectEnv, selectWorker } from "./select.ts";
+import type { AttemptPlan, AttemptResult, CallContext, Protocols, ProxyDeps } from "./types.ts";
+import { nextAttempt } from "./protocols.ts";
+
+/** One worker per attempt (`AttemptPlan`). */
+export class RegularPlan implements AttemptPlan<readonly Worker[], Worker> {
+  readonly label = "regular";
+  readonly code = "no_available_workers";
+  readonly retryMessage = "attempt failed; retrying on another worker";
+  readonly #d: ProxyDeps;
+  readonly #env: SelectEnv;
+  readonly #protocols: Protocols;
+  readonly #names = new WeakMap<Policy, readonly string[]>();
+
+  constructor(d: ProxyDeps, env: SelectEnv, protocols: Protocols) {
+    this.#d = d;
+    this.#env = env;
+    this.#protocols = protocols;
+  }
+
+  /** The policy names of a request's picks (metric labels). */
+  policyNames(model: string | null): readonly string[] {
+    const policy = this.#d.policies.forModel(model);
+    let names = this.#names.get(policy);
+    if (!names) this.#names.set(policy, names = [policy.name]);
+    return names;
+  }
+
+  candidates(c: CallContext): readonly Worker[] {
+    const candidates = this.#d.registry.forModel(c.rr.model);
+    if (candidates.length === 0) throw noCandidates(this.#d.registry.size, c.rr);
+    return candidates;
+  }
+
+  pick(
+    c: CallContext,
+    candidates: readonly Worker[],
+    failed: ReadonlySet<string>,
+    retrying: boolean,
+  ): Worker | null {
+    const policy = this.#d.policies.forModel(c.rr.model);
+    const note = newNote(c.rr, true, policy.name);
+    const w = selectWorker(this.#env, { candidates, failed, rr: c.rr, retrying, policy, note });
+    if (w) c.notes.set(w.id, note);
+    return w;
+  }
+
+  describe(worker: Worker): Record<string, unknown> {
+    return { worker: worker.url };
+  }
+
+  async run(c: CallContext, worker: Worker): Promise<AttemptResult> {
+    const leg = this.#protocols[worker.connection].open(c, worker, nextAttempt(null), c.cancel);
+    const r = await leg.ready();
+    return r.kind === "ready" ? await leg.answer() : r;
+  }
+}
