@@ -1,5 +1,5 @@
 /**
- * Dependencies point one way (CONVENTIONS.md "Shape"): the bottom (core, config, metrics)
+ * Dependencies point one way: the bottom (core, config, metrics)
  * imports nothing above it; policies and workers import only the bottom; routing only core;
  * proxy uses those; discovery turns pods into workers; only server wires the gateway; the simulator (sim) stands apart on core;
  * commands sit on top. Read from `deno info --json`.

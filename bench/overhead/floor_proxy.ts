@@ -1,7 +1,8 @@
 /**
- * The floor: the cheapest Deno proxy for this request shape (variant A+b of
- * `../shared/notes/proxy-hot-path.md`), for `run.ts --floor`. `Deno.serve` + `fetch`, body read
- * once as bytes and parsed, round robin over the workers, same bytes forwarded with the client's
+ * The floor: the cheapest Deno proxy for this request shape among those built on `fetch`,
+ * `node:http` or `undici` (measured side by side before the gateway had its own client), for
+ * `run.ts --floor`. `Deno.serve` + `fetch` with `--unstable-no-legacy-abort`, body read once as
+ * bytes and parsed, round robin over the workers, same bytes forwarded with the client's
  * signal, upstream body returned untouched. No metrics, retries, timeouts or header filtering: it
  * shows how much of the gateway's cost is Deno's own.
  *

@@ -2,7 +2,7 @@
  * Gateway overhead benchmark: the same load sent (a) straight to one instant worker, (b) through
  * the gateway (`main.ts`, round robin over two workers), (c) through HAProxy (roundrobin,
  * nbthread 1) and (d) through nginx (round robin, one process), side by side in one run, so a
- * noisy machine affects every target alike. Method: `../shared/notes/proxy-hot-path.md`.
+ * noisy machine affects every target alike. Method and results: BENCHMARKS.md, "Gateway overhead".
  *
  *   deno task bench:overhead [--duration 8] [--quick] [--rounds 1] [--floor] [--no-sse]
  *     [--sse-only] [--json out.json]

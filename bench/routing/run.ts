@@ -16,7 +16,7 @@
  *   the cluster cache-hit rate Σcached/Σprompt tokens from the workers' own counters, and the
  *   load spread (max/mean of per-worker prompt tokens and requests); beside them cache hit ÷ the
  *   upper bound's and TTFT p50/p99 ÷ the oracle's; then a verdict on `smg:cache_aware` against
- *   issue 5's targets (`verdict.ts`).
+ *   its targets (`verdict.ts`).
  * - Policies this build does not implement yet are skipped with a note. Needs `taskset`;
  *   HAProxy and nginx targets are skipped when the tool is missing. Every child is killed at the
  *   end, on error and on SIGINT/SIGTERM too. Traffic goes to 127.0.0.1 only.

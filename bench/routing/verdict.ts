@@ -1,7 +1,7 @@
 /**
  * The routing benchmark's judgement against its references (`references.ts`): per load point,
  * every target's cache-hit rate as a share of `ref:upper-bound`'s and its TTFT p50/p99 as a
- * ratio to `ref:oracle`'s; and for `smg:cache_aware` the targets of issue 5 — cache hit ≥ 0.90
+ * ratio to `ref:oracle`'s; and for `smg:cache_aware` its targets: cache hit ≥ 0.90
  * of the upper bound, TTFT p50 and p99 ≤ 1.15 × the oracle's, p99 below every HAProxy and nginx
  * peer's, and an advantage over `smg:round_robin` (TTFT p50 ratio, cache-hit difference) that
  * grows from the first load point to the last.
@@ -148,15 +148,15 @@ export function verdictMarkdown(rows: Summary[], points: string[]): string[] {
   return lines;
 }
 
-/** Token spread (max ÷ mean per worker) the judged policy must stay within (issue 15). */
+/** Token spread (max ÷ mean per worker) the judged policy must stay within (balance goal). */
 export const SPREAD_TARGET = 1.3;
-/** The load-aware policies that must beat both baselines (issue 15). */
+/** The load-aware policies that must beat both baselines with the backlog scoring. */
 export const LOAD_AWARE = ["smg:least_load", "smg:power_of_two"];
 /** What they must beat on TTFT p50 and p99. */
 export const LOAD_BASELINES = ["smg:round_robin", "haproxy:leastconn"];
 
 /**
- * Markdown lines judging issue 15's targets at each of `points`: `smg:cache_aware`'s spread
+ * Markdown lines judging the balance goals at each of `points`: `smg:cache_aware`'s spread
  * (≤ `SPREAD_TARGET`) beside its latency ratios, and whether each load-aware policy beats every
  * baseline measured on TTFT p50 and p99.
  */

@@ -1,6 +1,6 @@
 /**
- * Router discovery (`--router-selector`): router pods as the seed's table says, for the mesh's
- * membership. A pod that is Running and Ready is `ready` at its pod IP and the port of its
+ * Router discovery (`--router-selector`): router pods mapped to the mesh's members as SMG maps
+ * them. A pod that is Running and Ready is `ready` at its pod IP and the port of its
  * `sglang.ai/mesh-port` annotation (else this router's own mesh port); one not ready (or
  * without an IP yet) is `not_ready`; one deleted or terminating is `gone`, as is one missing
  * from a relist. The member is named by the pod (routers run with `--mesh-server-name` set to

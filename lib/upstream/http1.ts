@@ -8,10 +8,13 @@
  * `http1_parse.ts`.
  *
  * Why our own parser: `fetch` costs 85-103 µs of CPU per tiny proxied request on this machine
- * and this client about a third of that (`../shared/notes/upstream-client.md`); `node:http` and
- * npm `undici` under Deno cost as much as `fetch` or more (`proxy-hot-path.md`), and no other
- * well-kept HTTP/1.1 parser runs on Deno without Node's streams in between. Response parsing is
- * a few hundred lines (`http1_parse.ts`) and strict where leniency would smuggle.
+ * and a bare keep-alive client on `Deno.connect` about a third of that (24-35 µs, measured under
+ * the same `Deno.serve` front before this client was written); this client, with chunking and
+ * errors, about half (BENCHMARKS.md, "Gateway overhead": `connect_floor` against `floor`);
+ * `node:http` and npm `undici` under Deno cost as much as `fetch` or more (79 and 86 µs per
+ * request against `fetch`'s 67 µs in an earlier comparison of the three), and no other well-kept
+ * HTTP/1.1 parser runs on Deno without Node's streams in between. Response parsing is a few
+ * hundred lines (`http1_parse.ts`) and strict where leniency would smuggle.
  *
  * - Pool: idle connections per origin, most recent first, at most `maxIdlePerHost`; one idle
  *   longer than `idleTimeoutMs` (`--upstream-pool-idle-timeout-secs`) is closed, not reused.

@@ -1,6 +1,6 @@
 /**
- * The seed's mesh alert rules in deploy/ are valid Prometheus rules (promtool, which .ci/run
- * installs) and name only metrics the gateway exports.
+ * SMG's documented mesh alert rules, as deploy/prometheus/mesh-alerts.yml holds them, are valid
+ * Prometheus rules (promtool, which .ci/run installs) and name only metrics the gateway exports.
  */
 
 import assert from "node:assert/strict";

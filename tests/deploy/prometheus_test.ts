@@ -1,8 +1,9 @@
 /**
- * The seed's alert against a real Prometheus (Debian's `prometheus`, which .ci/run installs),
- * started on loopback to scrape three mesh routers every second: `SMGMeshStreamsMissing` (its
- * `for:` shortened to 0s in the test's copy) does not fire with all three up and streaming, and
- * fires once one router is killed. Waits by polling Prometheus's API, a bounded number of times.
+ * deploy/prometheus/mesh-alerts.yml against a real Prometheus (Debian's `prometheus`, which
+ * .ci/run installs), started on loopback to scrape three mesh routers every second:
+ * `SMGMeshStreamsMissing` (its `for:` shortened to 0s in the test's copy) does not fire with all
+ * three up and streaming, and fires once one router is killed. Waits by polling Prometheus's
+ * API, a bounded number of times.
  */
 
 import assert from "node:assert/strict";

@@ -1,5 +1,5 @@
 /**
- * Real routers on loopback: the seed's quick start with three gateway processes, a SIGKILL
+ * Real routers on loopback: README's mesh quick start with three gateway processes, a SIGKILL
  * (SUSPECTED, then DOWN on the survivors, streams closed), a restart under the same name
  * (ALIVE everywhere again) and a SIGTERM (LEAVING, nobody suspects it). Waits on the routers'
  * `Status:` log lines, never on fixed sleeps.

@@ -96,7 +96,8 @@ Deno.test("consistent_hashing: key sources in priority order", () => {
       branch: "routing_key_hit",
     },
     { name: "then cookie", req: withHeaders(cookie), key: "s=1", branch: "routing_key_hit" },
-    // Departure from upstream (§12.5): an empty first header falls through to the next one.
+    // Departure from SMG, which tries only the first present of Authorization / X-Forwarded-For /
+    // Cookie and goes random on an empty one: an empty first header falls through to the next.
     {
       name: "empty authorization falls through",
       req: withHeaders({ authorization: "", ...xff }),

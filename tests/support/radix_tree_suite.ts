@@ -1,8 +1,9 @@
 /**
  * One behaviour suite for both cache_aware radix trees, run through the string drivers of
- * radix_tree_drivers.ts. Checks the worked example of policies.md §5.1.3, splits, partial-edge
- * matches, tenants of the deepest node, LRU eviction, purge, the mesh hooks, and seeded random
- * operations against a naive model (matches and sizes) and the trees' own invariants.
+ * radix_tree_drivers.ts. Checks SMG's worked example of cache_aware's tree (a miss, a full hit,
+ * a prefix inside the edge), splits, partial-edge matches, tenants of the deepest node, LRU
+ * eviction, purge, the mesh hooks, and seeded random operations against a naive model (matches
+ * and sizes) and the trees' own invariants.
  */
 
 import assert from "node:assert/strict";
