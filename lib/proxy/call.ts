@@ -32,23 +32,11 @@ export class Holds {
 class DeadlineExceeded extends Error {}
 
 /** What a `Call` is made of. */
-export interface CallInit {
-  /** The client request. */
-  inb: Inbound;
-  /** Its routing inputs. */
-  rr: RouteRequest;
-  /** The parsed body. */
-  body: unknown;
-  /** The body bytes as received. */
-  bytes: Uint8Array<ArrayBuffer>;
-  /** Request id and completion. */
-  ctx: RequestContext;
+export interface CallInit
+  extends
+    Pick<CallContext, "inb" | "rr" | "body" | "bytes" | "ctx" | "start" | "series" | "tasks"> {
   /** What the request holds until its response is done. */
   holds: Holds;
-  /** Clock reading at arrival. */
-  start: number;
-  /** Metric series of the request. */
-  series: RouteSeries;
   /** Clock time of the deadline. */
   at: number;
   /** The deadline sweeper the call registers with (`arm`). */
@@ -57,8 +45,6 @@ export interface CallInit {
   grpc: GrpcInput | null;
   /** Prepares it (null: no gRPC worker can serve this gateway). */
   prepareGrpc: (() => GrpcInput) | null;
-  /** Where background work goes. */
-  tasks: Tasks;
 }
 
 /** One request on its way: see the module comment. */

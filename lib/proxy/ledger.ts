@@ -167,6 +167,32 @@ export class WorkerLedger {
     this.#predictions.check(c.notes.get(worker.id), c.rr, reported);
   }
 
+  /**
+   * Reads a ready leg to its end (`next` answers null), discarding it, then frees its slot: the
+   * worker is credited if it ends, blamed if it breaks, unless the gateway stopped the leg
+   * (`stopped`), the client left or the deadline passed. From now on the request timeout bounds
+   * it (`stop` cuts it then). Never rejects.
+   */
+  async drain(
+    c: CallContext,
+    worker: Worker,
+    slot: Slot,
+    next: () => Promise<unknown>,
+    stop: () => void,
+    stopped: () => boolean,
+  ): Promise<void> {
+    const timer = setTimeout(stop, this.#timeoutMs);
+    try {
+      while ((await next()) !== null) { /* discard */ }
+      if (!stopped()) this.record(worker, "success");
+    } catch {
+      if (!stopped() && !c.inb.gone.aborted && !c.timedOut()) this.record(worker, "failure");
+    } finally {
+      clearTimeout(timer);
+      slot.release();
+    }
+  }
+
   /** Whether the pick on `worker` predicted cached tokens (the usage is then worth reading). */
   predicted(c: CallContext, worker: Worker): boolean {
     const note = c.notes.get(worker.id);

@@ -15,7 +15,8 @@
  */
 
 import { GatewayError } from "../core/errors.ts";
-import type { ConnectionMode } from "../core/types.ts";
+import type { ConnectionMode, SelectionNote } from "../core/types.ts";
+import type { Policy } from "../policies/policy.ts";
 import { Cancel } from "../upstream/types.ts";
 import type { Worker } from "../workers/worker.ts";
 import { bootstrapFor } from "./bootstrap.ts";
@@ -126,30 +127,15 @@ export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
     failed: ReadonlySet<string>,
     retrying: boolean,
   ): Pair | null {
-    const env = this.#env;
     const rr = c.rr;
+    const select = (candidates: readonly Worker[], policy: Policy, note: SelectionNote) =>
+      selectWorker(this.#env, { candidates, failed, rr, retrying, policy, note, code: CODE });
     const pn = newNote(rr);
-    const prefill = selectWorker(env, {
-      candidates: cands.prefills,
-      failed,
-      rr,
-      retrying,
-      policy: this.#legs.prefill,
-      note: pn,
-      code: CODE,
-    });
+    const prefill = select(cands.prefills, this.#legs.prefill, pn);
     if (!prefill) return null;
     // The decode leg prefills nothing: the prompt's KV comes from the prefill leg.
     const dn = newNote(rr, false);
-    const decode = selectWorker(env, {
-      candidates: cands.decodes,
-      failed,
-      rr,
-      retrying,
-      policy: this.#legs.decode,
-      note: dn,
-      code: CODE,
-    });
+    const decode = select(cands.decodes, this.#legs.decode, dn);
     if (!decode) return null;
     // What a decode worker reports cached says nothing of the prefill leg's prediction.
     dn.predictedCached = null;

@@ -225,20 +225,17 @@ class GrpcLeg implements Leg {
     return { kind: "response", reply: { status: 200, headers, body } };
   }
 
-  async drain(): Promise<void> {
-    const timer = setTimeout(() => this.stop(), this.#d.config.requestTimeoutSecs * 1000);
-    const c = this.#c;
-    try {
-      while ((await this.#stream.next()) !== null) { /* discard */ }
-      if (!this.#stopped) this.#ledger.record(this.worker, "success");
-    } catch {
-      if (!this.#stopped && !c.inb.gone.aborted && !c.timedOut()) {
-        this.#ledger.record(this.worker, "failure");
-      }
-    } finally {
-      clearTimeout(timer);
-      this.#slot.release();
-    }
+  drain(): Promise<void> {
+    const stream = this.#stream;
+    const stop = () => this.stop();
+    return this.#ledger.drain(
+      this.#c,
+      this.worker,
+      this.#slot,
+      () => stream.next(),
+      stop,
+      () => this.#stopped,
+    );
   }
 
   stop(): void {

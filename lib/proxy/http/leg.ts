@@ -179,25 +179,17 @@ class HttpLeg implements Leg {
     return this.#reply(res, body, true);
   }
 
-  async drain(): Promise<void> {
+  drain(): Promise<void> {
     const body = this.#res!.body;
-    let cut = false;
-    const timer = setTimeout(() => {
-      cut = true;
-      body.cancel();
-    }, this.#d.config.requestTimeoutSecs * 1000);
-    const c = this.#c;
-    try {
-      while ((await body.read()) !== null) { /* discard */ }
-      if (!cut && !this.#stopped) this.#ledger.record(this.worker, "success");
-    } catch {
-      if (!cut && !this.#stopped && !c.inb.gone.aborted && !c.timedOut()) {
-        this.#ledger.record(this.worker, "failure");
-      }
-    } finally {
-      clearTimeout(timer);
-      this.#slot.release();
-    }
+    const stop = () => this.stop();
+    return this.#ledger.drain(
+      this.#c,
+      this.worker,
+      this.#slot,
+      () => body.read(),
+      stop,
+      () => this.#stopped,
+    );
   }
 
   stop(): void {
