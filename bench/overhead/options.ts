@@ -21,6 +21,8 @@ export interface Options {
   tiny: boolean;
   /** Measure the paced SSE case (off with `--no-sse`). */
   sse: boolean;
+  /** Another checkout whose gateway is measured beside this one (`--baseline DIR`), or null. */
+  baseline: string | null;
 }
 
 /** The `--help` text. */
@@ -40,6 +42,8 @@ non-streaming request at every --conns count, then with paced SSE streams at 64 
                  raw_floor_proxy.ts (a bare HTTP/1.1 front on Deno.listen + Http1Client)
   --no-sse       skip the paced SSE case
   --sse-only     run only the paced SSE case
+  --baseline DIR also measure the gateway of another checkout (DIR/main.ts, e.g. a git
+                 worktree of an earlier commit) as gateway_baseline, in the same rounds
   --json PATH    also write the results as JSON`;
 
 function fail(msg: string): never {
@@ -66,6 +70,7 @@ export function parseOptions(args: string[]): Options {
   let floor = false;
   let tiny = true;
   let sse = true;
+  let baseline: string | null = null;
   for (let i = 0; i < args.length; i++) {
     const a = args[i];
     const [flag, inline] = a.includes("=") ? a.split("=", 2) : [a, undefined];
@@ -102,6 +107,9 @@ export function parseOptions(args: string[]): Options {
       case "--json":
         json = value() ?? fail("--json needs a path");
         break;
+      case "--baseline":
+        baseline = value() ?? fail("--baseline needs a directory");
+        break;
       case "-h":
       case "--help":
         console.log(USAGE);
@@ -121,5 +129,6 @@ export function parseOptions(args: string[]): Options {
     floor,
     tiny,
     sse,
+    baseline,
   };
 }

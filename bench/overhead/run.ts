@@ -19,6 +19,9 @@
  * - Proxy CPU µs/req: the proxy process's utime+stime (all threads, `/proc/PID/stat`) over the
  *   run, divided by the requests (streams) wrk completed; per event: ÷ events per stream.
  *
+ * `--baseline DIR` adds the gateway of another checkout (row gateway_baseline), so a change is
+ * measured against the commit before it in the same rounds.
+ *
  * `--floor` adds the gateway on `Deno.serve` (`--http-server deno`, row gateway_deno),
  * `floor_proxy.ts` (bare Deno.serve + fetch, what Deno itself costs), `connect_floor_proxy.ts`
  * (bare Deno.serve + the gateway's `Http1Client`) and `raw_floor_proxy.ts` (a bare HTTP/1.1 front
@@ -135,8 +138,21 @@ async function main(args: string[]): Promise<number> {
   const start = (name: string, cpu: number, cmd: string[]): Promise<Child> =>
     spawn(name, cpu, cmd, tmpDir, ROOT);
 
-  const [w1, w2, gwPort, promPort, haPort, ngPort, floorPort, cfPort, rawPort, gdPort, gdProm] =
-    freePorts(11);
+  const [
+    w1,
+    w2,
+    gwPort,
+    promPort,
+    haPort,
+    ngPort,
+    floorPort,
+    cfPort,
+    rawPort,
+    gdPort,
+    gdProm,
+    gbPort,
+    gbProm,
+  ] = freePorts(13);
   const workerUrls = [`http://${HOST}:${w1}`, `http://${HOST}:${w2}`];
   const deno = Deno.execPath();
   const gatewayArgs = [
@@ -162,6 +178,10 @@ async function main(args: string[]): Promise<number> {
   const gatewayDenoArgs = gatewayArgs.map((a) =>
     a === String(gwPort) ? String(gdPort) : a === String(promPort) ? String(gdProm) : a
   ).concat(["--http-server", "deno"]);
+  // The same gateway from another checkout (`--baseline`), on its own ports.
+  const gatewayBaselineArgs = gatewayArgs.map((a) =>
+    a === String(gwPort) ? String(gbPort) : a === String(promPort) ? String(gbProm) : a
+  );
   const workerArgs = (port: number) => [
     "run",
     `--allow-net=${HOST}`,
@@ -216,10 +236,12 @@ async function main(args: string[]): Promise<number> {
     gateway: `deno ${gatewayArgs.join(" ")}`,
     nginx: ngCmd.join(" "),
     floor: o.floor,
+    baseline: o.baseline,
   };
   const names = [
     "direct",
     "gateway",
+    ...(o.baseline ? ["gateway_baseline"] : []),
     ...(o.floor ? ["gateway_deno", "floor", "connect_floor", "raw_floor"] : []),
     "haproxy",
     "nginx",
@@ -244,6 +266,9 @@ async function main(args: string[]): Promise<number> {
 
     const gateway = await start("gateway", 0, [deno, ...gatewayArgs]);
     const gatewayDeno = o.floor ? await start("gateway_deno", 0, [deno, ...gatewayDenoArgs]) : null;
+    const gatewayBaseline = o.baseline
+      ? await spawn("gateway_baseline", 0, [deno, ...gatewayBaselineArgs], tmpDir, o.baseline)
+      : null;
     await Deno.writeTextFile(`${tmpDir}/haproxy.cfg`, haproxyConfig(haPort, [w1, w2]));
     const haproxy = await start("haproxy", 0, ["haproxy", "-db", "-f", `${tmpDir}/haproxy.cfg`]);
     await Deno.mkdir(ngPrefix);
@@ -258,11 +283,12 @@ async function main(args: string[]): Promise<number> {
       `http://${HOST}:${gwPort}/readiness`,
       (s, b) => s === 200 && JSON.parse(b).healthy_workers === 2,
     );
-    if (gatewayDeno) {
+    for (const [c, port] of [[gatewayDeno, gdPort], [gatewayBaseline, gbPort]] as const) {
+      if (!c) continue;
       await waitFor(
-        "gateway_deno",
-        gatewayDeno,
-        `http://${HOST}:${gdPort}/readiness`,
+        c.name,
+        c,
+        `http://${HOST}:${port}/readiness`,
         (s, b) => s === 200 && JSON.parse(b).healthy_workers === 2,
       );
     }
@@ -284,6 +310,7 @@ async function main(args: string[]): Promise<number> {
     const targets: Target[] = [
       ...target("direct", w1, null),
       ...target("gateway", gwPort, gateway),
+      ...target("gateway_baseline", gbPort, gatewayBaseline),
       ...target("gateway_deno", gdPort, gatewayDeno),
       ...target("floor", floorPort, floor),
       ...target("connect_floor", cfPort, connectFloor),
