@@ -206,7 +206,7 @@ export interface AdmissionConfig {
   queueTimeoutSecs: number;
 }
 
-/** The HA mesh (SMG's flags, plus our timing flags with the seed's and memberlist's values). */
+/** The HA mesh (SMG's flags, plus our SWIM timing flags with memberlist's values). */
 export interface MeshConfig {
   /** Join routers into a mesh (`--enable-mesh`, false). */
   enabled: boolean;

@@ -128,9 +128,9 @@ export function validateConfig(c: GatewayConfig): void {
   }
 }
 
-/** SMG's checks of the policy flags (reference policies.md §10). */
+/** SMG's checks of the policy flags. */
 function validatePolicies(c: GatewayConfig): void {
-  // SMG's Rust CLI accepts it and then routes at random; its Python launcher refuses it (SPEC §5).
+  // SMG's Rust CLI accepts it and then routes at random; its Python launcher refuses it.
   if (c.policy === "bucket") {
     throw badValue(
       "--policy",
