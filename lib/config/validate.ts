@@ -70,9 +70,16 @@ export function validateConfig(c: GatewayConfig): void {
   atLeast("--max-payload-size", c.maxPayloadSize, 1);
   atLeast("--upstream-pool-idle-timeout-secs", c.upstreamPoolIdleTimeoutSecs, 0);
   atLeast("--shutdown-grace-period-secs", c.shutdownGracePeriodSecs, 0);
-  for (const h of [...c.requestIdHeaders, ...c.routingKeyHeaders]) {
-    if (!/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(h)) {
-      throw badValue("--routing-key-headers", h, "expected an HTTP header name");
+  for (
+    const [flag, headers] of [
+      ["--request-id-headers", c.requestIdHeaders],
+      ["--routing-key-headers", c.routingKeyHeaders],
+    ] as const
+  ) {
+    for (const h of headers) {
+      if (!/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(h)) {
+        throw badValue(flag, h, "expected an HTTP header name");
+      }
     }
   }
 

@@ -116,6 +116,11 @@ Deno.test("validateConfig: out-of-range values fail naming the flag and the valu
     ],
     ["request timeout 0", (c) => (c.requestTimeoutSecs = 0), /^--request-timeout-secs: /],
     ["bad header name", (c) => (c.routingKeyHeaders = ["x key"]), /invalid value 'x key'/],
+    [
+      "bad request id header name",
+      (c) => (c.requestIdHeaders = ["x-id", "x id"]),
+      /^--request-id-headers: invalid value 'x id'; expected an HTTP header name$/,
+    ],
   ];
   for (const [name, edit, want] of table) invalid(edit, want, name);
 });
