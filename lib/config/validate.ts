@@ -1,6 +1,8 @@
 /**
  * Start-up validation: every rule SMG enforces for the flags in scope, plus the ranges a value
  * needs to make sense. The first violation throws a one-line `ConfigError`; main exits 2.
+ * Otherwise the result is a normalised copy (worker URLs without a trailing slash, IPv6 mesh
+ * hosts in brackets, ...).
  */
 
 import { atLeast } from "./checks.ts";
@@ -45,8 +47,9 @@ function port(flag: string, v: number): void {
   }
 }
 
-/** Throws the first problem found in `c`. */
-export function validateConfig(c: GatewayConfig): void {
+/** The normalised copy of `config`; throws the first problem found. `config` is not changed. */
+export function validateConfig(config: GatewayConfig): GatewayConfig {
+  const c = structuredClone(config);
   port("--port", c.port);
   port("--prometheus-port", c.prometheusPort);
   c.workerUrls = c.workerUrls.map((u) => normalizeWorkerUrl(u));
@@ -133,6 +136,7 @@ export function validateConfig(c: GatewayConfig): void {
   if (a.queueSize > 0 && a.queueTimeoutSecs === 0) {
     throw badValue("--queue-timeout-secs", 0, "must be >= 1 while --queue-size is above 0");
   }
+  return c;
 }
 
 /** SMG's checks of the policy flags. */

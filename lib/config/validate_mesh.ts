@@ -24,7 +24,7 @@ export function isUnspecified(host: string): boolean {
   return h === "0.0.0.0" || (/^[0:]+$/.test(h) && h.includes(":"));
 }
 
-/** Throws the first problem in the mesh flags (only when the mesh is on). */
+/** Throws the first problem in the mesh flags (only when the mesh is on); normalises `c.mesh`. */
 export function validateMesh(c: GatewayConfig): void {
   const m = c.mesh;
   if (!m.enabled) return;
