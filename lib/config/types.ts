@@ -1,7 +1,7 @@
 /**
- * The gateway's one configuration type, with SMG's default documented at each field.
- * `config.ts` re-exports it with the defaults; `cli.ts` fills it from flags; `validate.ts`
- * rejects bad values at start.
+ * The gateway's one configuration type, with what each field means. Each field's flag,
+ * default, help and check are declared once, in the `*_flags.ts` files; `config.ts` re-exports
+ * this type with the defaults, `cli.ts` fills it from flags, `validate.ts` checks it at start.
  */
 
 import type { LogLevel } from "../core/log.ts";
@@ -34,63 +34,62 @@ export const ASSIGNMENT_MODES: readonly AssignmentMode[] = [
   "delegate",
 ];
 
-/** least_load's expected-wait model (power_of_two always uses these defaults). */
+/** least_load's expected-wait model (power_of_two always uses the defaults). */
 export interface LeastLoadConfig {
-  /** λ, seconds of penalty scale for KV usage k: λ·k/(1−k) (`--least-load-kv-pressure-weight`, 0.15). */
+  /** λ, seconds of penalty scale for KV usage k: λ·k/(1−k) (`--least-load-kv-pressure-weight`). */
   kvPressureWeight: number;
-  /** Tokens/s assumed when a worker reports none (`--least-load-default-throughput`, 2000). */
+  /** Tokens/s assumed when a worker reports none (`--least-load-default-throughput`). */
   defaultThroughput: number;
-  /** Tokens per waiting request when a worker reports no token counts (`--least-load-mean-prefill-tokens`, 1024). */
+  /** Tokens per waiting request when a worker reports no token counts (`--least-load-mean-prefill-tokens`). */
   meanPrefillTokens: number;
-  /** Waiting requests at which a worker is skipped; 0 is off (`--least-load-max-waiting-requests`, 0). */
+  /** Waiting requests at which a worker is skipped; 0 is off (`--least-load-max-waiting-requests`). */
   maxWaitingRequests: number;
   /**
-   * How least_load, power_of_two and cache_aware's misses rank workers (`--wait-model`,
-   * backlog; ours): `backlog` by the prompt tokens this gateway sent that await their first
-   * token, then in-flight count; `smg` by SMG's
-   * queued tokens ÷ reported generation throughput + KV pressure.
+   * How least_load, power_of_two and cache_aware's misses rank workers (`--wait-model`, ours):
+   * `backlog` by the prompt tokens this gateway sent that await their first token, then
+   * in-flight count; `smg` by SMG's queued tokens ÷ reported generation throughput + KV pressure.
    */
   waitModel: "backlog" | "smg";
 }
 
 /** prefix_hash tuning. */
 export interface PrefixHashConfig {
-  /** Leading tokens hashed (4× as many characters without token ids) (`--prefix-token-count`, 256). */
+  /** Leading tokens hashed (4× as many characters without token ids) (`--prefix-token-count`). */
   prefixTokenCount: number;
-  /** Leave the ring worker above this multiple of the average in-flight (`--prefix-hash-load-factor`, 1.25). */
+  /** Leave the ring worker above this multiple of the average in-flight (`--prefix-hash-load-factor`). */
   loadFactor: number;
-  /** ...and above average + this many requests (`--prefix-hash-balance-abs-threshold`, 10). */
+  /** ...and above average + this many requests (`--prefix-hash-balance-abs-threshold`). */
   balanceAbsThreshold: number;
 }
 
-/** cache_aware tuning (SMG's CLI defaults). */
+/** cache_aware tuning. */
 export interface CacheAwareConfig {
-  /** A prefix match above this share of the request is a hit (`--cache-threshold`, 0.3). */
+  /** A prefix match above this share of the request is a hit (`--cache-threshold`). */
   cacheThreshold: number;
-  /** Spill a hit when the holder has this many more in-flight than average... (`--balance-abs-threshold`, 64). */
+  /** Spill a hit when the holder has this many more in-flight than average... (`--balance-abs-threshold`). */
   balanceAbsThreshold: number;
-  /** ...and this multiple of the average (`--balance-rel-threshold`, 1.5). */
+  /** ...and this multiple of the average (`--balance-rel-threshold`). */
   balanceRelThreshold: number;
   /** KV usage spread that makes every request go by expected wait; 1.0 is off (`--balance-token-usage-threshold`). */
   balanceTokenUsageThreshold: number;
   /** KV usage on any worker that does the same; 1.0 is off (`--overload-token-usage-threshold`). */
   overloadTokenUsageThreshold: number;
-  /** Discount holders by their queued uncached tokens; 0 is off (`--overlap-decay`, 0). */
+  /** Discount holders by their queued uncached tokens; 0 is off (`--overlap-decay`). */
   overlapDecay: number;
-  /** Softmax temperature over holder scores; 0 is argmax (`--selection-temperature`, 0). */
+  /** Softmax temperature over holder scores; 0 is argmax (`--selection-temperature`). */
   selectionTemperature: number;
-  /** Tree budget in characters or tokens, shared by all workers (`--max-tree-size`, 2^26). */
+  /** Tree budget in characters or tokens, shared by all workers (`--max-tree-size`). */
   maxTreeSize: number;
-  /** Tokens per page of the token tree (`--block-size`, 16). */
+  /** Tokens per page of the token tree (`--block-size`). */
   blockSize: number;
-  /** Prefix index: radix trees or hashed heads at `--cache-boundaries` (`--cache-index`, tree). */
+  /** Prefix index: radix trees or hashed heads at `--cache-boundaries` (`--cache-index`). */
   cacheIndex: "tree" | "hash";
-  /** Seconds a hash-index placement lives without use (`--cache-ttl-secs`, 180). */
+  /** Seconds a hash-index placement lives without use (`--cache-ttl-secs`). */
   cacheTtlSecs: number;
   /**
-   * How a hit's worker is chosen (`--cache-aware-scoring`, cost; ours): `cost` scores every
-   * candidate by the tokens it would prefill (uncached given its match, plus its backlog);
-   * `smg` is SMG's threshold and balance gate.
+   * How a hit's worker is chosen (`--cache-aware-scoring`, ours): `cost` scores every candidate
+   * by the tokens it would prefill (uncached given its match, plus its backlog); `smg` is SMG's
+   * threshold and balance gate.
    */
   scoring: "cost" | "smg";
 }
@@ -111,7 +110,7 @@ export interface PrefillSpec {
 
 /** Prefill/decode disaggregation. */
 export interface PdConfig {
-  /** Route every request to a prefill and a decode worker (`--pd-disaggregation`, false). */
+  /** Route every request to a prefill and a decode worker (`--pd-disaggregation`). */
   enabled: boolean;
   /** Prefill workers at start (`--prefill URL [PORT]`, repeatable). */
   prefill: PrefillSpec[];
@@ -127,99 +126,99 @@ export interface PdConfig {
 export interface ManualConfig {
   /** Placement of unpinned keys; null = random for manual, delegate for sticky (`--assignment-mode`). */
   assignmentMode: AssignmentMode | null;
-  /** A key idle this long is forgotten; 0 never (`--max-idle-secs`, 14400). */
+  /** A key idle this long is forgotten; 0 never (`--max-idle-secs`). */
   maxIdleSecs: number;
 }
 
 /** Health probing and worker lifecycle. */
 export interface HealthConfig {
-  /** Seconds between probes of a registered worker (`--health-check-interval-secs`, 60). */
+  /** Seconds between probes of a registered worker (`--health-check-interval-secs`). */
   intervalSecs: number;
-  /** Per-probe timeout in seconds (`--health-check-timeout-secs`, 5). */
+  /** Per-probe timeout in seconds (`--health-check-timeout-secs`). */
   timeoutSecs: number;
-  /** Consecutive failures that take a ready worker out (`--health-failure-threshold`, 3). */
+  /** Consecutive failures that take a ready worker out (`--health-failure-threshold`). */
   failureThreshold: number;
-  /** Consecutive successes that bring a worker back (`--health-success-threshold`, 2). */
+  /** Consecutive successes that bring a worker back (`--health-success-threshold`). */
   successThreshold: number;
-  /** Path probed on each worker (`--health-check-endpoint`, `/health`). */
+  /** Path probed on each worker (`--health-check-endpoint`). */
   endpoint: string;
-  /** No periodic probes; workers start ready (`--disable-health-check`, false). */
+  /** No periodic probes; workers start ready (`--disable-health-check`). */
   disabled: boolean;
-  /** Remove workers that reach `failed` (`--remove-unhealthy-workers`, false). */
+  /** Remove workers that reach `failed` (`--remove-unhealthy-workers`). */
   removeUnhealthy: boolean;
-  /** Seconds a removed worker drains before it leaves the registry (`--drain-settle-secs`, 5). */
+  /** Seconds a removed worker drains before it leaves the registry (`--drain-settle-secs`). */
   drainSettleSecs: number;
-  /** Seconds a starting worker may take to answer its first probe (`--worker-startup-timeout-secs`, 1800). */
+  /** Seconds a starting worker may take to answer its first probe (`--worker-startup-timeout-secs`). */
   startupTimeoutSecs: number;
-  /** Seconds between probes of a worker that never answered yet (`--worker-startup-check-interval`, 30). */
+  /** Seconds between probes of a worker that never answered yet (`--worker-startup-check-interval`). */
   startupCheckIntervalSecs: number;
 }
 
 /** Per-worker circuit breaker. */
 export interface CircuitBreakerConfig {
-  /** Consecutive failures that open the breaker (`--cb-failure-threshold`, 10). */
+  /** Consecutive failures that open the breaker (`--cb-failure-threshold`). */
   failureThreshold: number;
-  /** Consecutive half-open successes that close it (`--cb-success-threshold`, 3). */
+  /** Consecutive half-open successes that close it (`--cb-success-threshold`). */
   successThreshold: number;
-  /** Seconds open before trying half-open (`--cb-timeout-duration-secs`, 60). */
+  /** Seconds open before trying half-open (`--cb-timeout-duration-secs`). */
   timeoutSecs: number;
-  /** Failures further apart than this many seconds do not add up (`--cb-window-duration-secs`, 120). */
+  /** Failures further apart than this many seconds do not add up (`--cb-window-duration-secs`). */
   windowSecs: number;
-  /** Never open (`--disable-circuit-breaker`, false); outcomes are still counted. */
+  /** Never open (`--disable-circuit-breaker`); outcomes are still counted. */
   disabled: boolean;
 }
 
 /** Retries of failed attempts on other workers. */
 export interface RetryConfig {
-  /** Total attempts, the first included (`--retry-max-retries`, 5). */
+  /** Total attempts, the first included (`--retry-max-retries`). */
   maxAttempts: number;
-  /** Delay before the first retry in ms (`--retry-initial-backoff-ms`, 50). */
+  /** Delay before the first retry in ms (`--retry-initial-backoff-ms`). */
   initialBackoffMs: number;
-  /** Cap on any delay in ms (`--retry-max-backoff-ms`, 30000). */
+  /** Cap on any delay in ms (`--retry-max-backoff-ms`). */
   maxBackoffMs: number;
-  /** Growth of the delay per retry (`--retry-backoff-multiplier`, 1.5). */
+  /** Growth of the delay per retry (`--retry-backoff-multiplier`). */
   multiplier: number;
-  /** Relative jitter in [0, 1] (`--retry-jitter-factor`, 0.2). */
+  /** Relative jitter in [0, 1] (`--retry-jitter-factor`). */
   jitter: number;
-  /** One attempt only (`--disable-retries`, false). */
+  /** One attempt only (`--disable-retries`). */
   disabled: boolean;
 }
 
 /** Backend load polling and the overload veto. */
 export interface LoadMonitorConfig {
-  /** Seconds between polls; also the shed `Retry-After` (`--load-monitor-interval`, 10). */
+  /** Seconds between polls; also the shed `Retry-After` (`--load-monitor-interval`). */
   intervalSecs: number;
-  /** Poll only when something needs loads (`--disable-load-monitoring`, false). */
+  /** Poll only when something needs loads (`--disable-load-monitoring`). */
   disabled: boolean;
-  /** Waiting requests at which a worker is vetoed (`--worker-overload-waiting-requests`, off). */
+  /** Waiting requests at which a worker is vetoed; null is off (`--worker-overload-waiting-requests`). */
   overloadWaitingRequests: number | null;
-  /** KV usage at which a worker is vetoed (`--worker-overload-token-usage`, off; 0.9 with `--worker-overload-protection`). */
+  /** KV usage at which a worker is vetoed; null is off (`--worker-overload-token-usage`, `--worker-overload-protection`). */
   overloadTokenUsage: number | null;
 }
 
 /** Admission control in front of the inference routes. */
 export interface AdmissionConfig {
-  /** Requests served at once; -1 is unlimited (`--max-concurrent-requests`, -1). */
+  /** Requests served at once; -1 is unlimited (`--max-concurrent-requests`). */
   maxConcurrentRequests: number;
-  /** Requests that may wait for a slot (`--queue-size`, 100). */
+  /** Requests that may wait for a slot (`--queue-size`). */
   queueSize: number;
-  /** Seconds a request may wait (`--queue-timeout-secs`, 60). */
+  /** Seconds a request may wait (`--queue-timeout-secs`). */
   queueTimeoutSecs: number;
 }
 
 /** The HA mesh (SMG's flags, plus our SWIM timing flags with memberlist's values). */
 export interface MeshConfig {
-  /** Join routers into a mesh (`--enable-mesh`, false). */
+  /** Join routers into a mesh (`--enable-mesh`). */
   enabled: boolean;
   /** Unique router name; null draws `Mesh_` + 4 characters at start (`--mesh-server-name`). */
   serverName: string | null;
-  /** Mesh bind address (`--mesh-host`, 0.0.0.0). */
+  /** Mesh bind address (`--mesh-host`). */
   host: string;
   /** Address peers dial; null uses `--mesh-host` (`--mesh-advertise-host`). */
   advertiseHost: string | null;
-  /** Mesh port, bound and advertised (`--mesh-port`, 39527). */
+  /** Mesh port, bound and advertised (`--mesh-port`). */
   port: number;
-  /** Routers to join through, `host:port`; every one is tried (`--mesh-peer-urls`, none). */
+  /** Routers to join through, `host:port`; every one is tried (`--mesh-peer-urls`). */
   peerUrls: string[];
   /** CA that signs every router's certificate; with cert and key, mTLS (`--mesh-tls-ca-cert`). */
   tlsCaCert: string | null;
@@ -227,67 +226,67 @@ export interface MeshConfig {
   tlsCert: string | null;
   /** Its private key, PEM (`--mesh-tls-key`). */
   tlsKey: string | null;
-  /** Time between probe rounds, ms (`--mesh-probe-interval-ms`, 1000). */
+  /** Time between probe rounds, ms (`--mesh-probe-interval-ms`). */
   probeIntervalMs: number;
-  /** Direct-ping timeout before ping-req, ms (`--mesh-probe-timeout-ms`, 500). */
+  /** Direct-ping timeout before ping-req, ms (`--mesh-probe-timeout-ms`). */
   probeTimeoutMs: number;
-  /** Peers asked to probe indirectly (`--mesh-indirect-checks`, 3). */
+  /** Peers asked to probe indirectly (`--mesh-indirect-checks`). */
   indirectChecks: number;
-  /** Suspicion = mult × max(1, log10 N) probe intervals (`--mesh-suspicion-mult`, 4). */
+  /** Suspicion = mult × max(1, log10 N) probe intervals (`--mesh-suspicion-mult`). */
   suspicionMult: number;
-  /** Unconfirmed suspicions last this many times longer (`--mesh-suspicion-max-timeout-mult`, 6). */
+  /** Unconfirmed suspicions last this many times longer (`--mesh-suspicion-max-timeout-mult`). */
   suspicionMaxTimeoutMult: number;
-  /** Piggyback retransmissions = mult × ceil(log10(N + 1)) (`--mesh-retransmit-mult`, 4). */
+  /** Piggyback retransmissions = mult × ceil(log10(N + 1)) (`--mesh-retransmit-mult`). */
   retransmitMult: number;
-  /** Lifeguard local-health ceiling on timeout stretching (`--mesh-awareness-max-multiplier`, 8). */
+  /** Lifeguard local-health ceiling on timeout stretching (`--mesh-awareness-max-multiplier`). */
   awarenessMaxMultiplier: number;
-  /** Full-state exchange with a random peer, seconds; 0 off (`--mesh-push-pull-interval-secs`, 30). */
+  /** Full-state exchange with a random peer, seconds; 0 off (`--mesh-push-pull-interval-secs`). */
   pushPullIntervalSecs: number;
-  /** Retry one DOWN member, seconds; 0 off (`--mesh-reconnect-interval-secs`, 10). */
+  /** Retry one DOWN member, seconds; 0 off (`--mesh-reconnect-interval-secs`). */
   reconnectIntervalSecs: number;
-  /** Forget DOWN and LEAVING members after, seconds (`--mesh-reap-secs`, 300). */
+  /** Forget DOWN and LEAVING members after, seconds (`--mesh-reap-secs`). */
   reapSecs: number;
-  /** Status broadcasts and the leave wait for acks this long, ms (`--mesh-broadcast-timeout-ms`, 3000). */
+  /** Status broadcasts and the leave wait for acks this long, ms (`--mesh-broadcast-timeout-ms`). */
   broadcastTimeoutMs: number;
-  /** First seed retry delay, ms, doubling (`--mesh-join-backoff-ms`, 1000). */
+  /** First seed retry delay, ms, doubling (`--mesh-join-backoff-ms`). */
   joinBackoffMs: number;
-  /** Cap on the seed retry backoff, seconds (`--mesh-join-max-backoff-secs`, 60). */
+  /** Cap on the seed retry backoff, seconds (`--mesh-join-max-backoff-secs`). */
   joinMaxBackoffSecs: number;
-  /** Updates piggybacked on one message (`--mesh-max-piggyback`, 32). */
+  /** Updates piggybacked on one message (`--mesh-max-piggyback`). */
   maxPiggyback: number;
-  /** Members a router keeps at most (`--mesh-max-members`, 10000). */
+  /** Members a router keeps at most (`--mesh-max-members`). */
   maxMembers: number;
-  /** Forgotten members' addresses and seeds are retried this long, seconds (`--mesh-reconnect-timeout-secs`, 21600). */
+  /** Forgotten members' addresses and seeds are retried this long, seconds (`--mesh-reconnect-timeout-secs`). */
   reconnectTimeoutSecs: number;
-  /** Heartbeat an idle sync stream after, seconds (`--mesh-heartbeat-secs`, 15). */
+  /** Heartbeat an idle sync stream after, seconds (`--mesh-heartbeat-secs`). */
   heartbeatSecs: number;
-  /** Close a sync stream silent this long, seconds (`--mesh-stream-idle-timeout-secs`, 60). */
+  /** Close a sync stream silent this long, seconds (`--mesh-stream-idle-timeout-secs`). */
   streamIdleTimeoutSecs: number;
-  /** Frames each stream direction may queue before dropping (`--mesh-stream-queue-size`, 128). */
+  /** Frames each stream direction may queue before dropping (`--mesh-stream-queue-size`). */
   streamQueueSize: number;
 }
 
 /** The whole gateway configuration. */
 export interface GatewayConfig {
-  /** Listen address (`--host`, 0.0.0.0). */
+  /** Listen address (`--host`). */
   host: string;
-  /** Listen port (`--port`, 30000). */
+  /** Listen port (`--port`). */
   port: number;
-  /** Workers registered at start (`--worker-urls`, none). */
+  /** Workers registered at start (`--worker-urls`). */
   workerUrls: string[];
-  /** Routing policy (`--policy`, cache_aware). */
+  /** Routing policy (`--policy`). */
   policy: PolicyName;
-  /** Metrics listen address (`--prometheus-host`, 0.0.0.0). */
+  /** Metrics listen address (`--prometheus-host`). */
   prometheusHost: string;
-  /** Metrics port (`--prometheus-port`, 29000). */
+  /** Metrics port (`--prometheus-port`). */
   prometheusPort: number;
-  /** Bearer key required from clients and sent to startup workers (`--api-key`, none). */
+  /** Bearer key required from clients and sent to startup workers (`--api-key`). */
   apiKey: string | null;
-  /** Total time allowed for one request, stream included (`--request-timeout-secs`, 1800). */
+  /** Total time allowed for one request, stream included (`--request-timeout-secs`). */
   requestTimeoutSecs: number;
-  /** Largest request body in bytes (`--max-payload-size`, 512 MiB). */
+  /** Largest request body in bytes (`--max-payload-size`). */
   maxPayloadSize: number;
-  /** Seconds an idle pooled worker connection is kept (`--upstream-pool-idle-timeout-secs`, 3). */
+  /** Seconds an idle pooled worker connection is kept (`--upstream-pool-idle-timeout-secs`). */
   upstreamPoolIdleTimeoutSecs: number;
   /** What serves the main port (`--http-server`): the own HTTP/1.1 front, or `Deno.serve`. */
   httpServer: "own" | "deno";
@@ -295,23 +294,23 @@ export interface GatewayConfig {
   modelPath: string | null;
   /** Tokenizer directory or `tokenizer.json` (`--tokenizer-path`). */
   tokenizerPath: string | null;
-  /** Seconds in-flight requests get after SIGTERM (`--shutdown-grace-period-secs`, 180). */
+  /** Seconds in-flight requests get after SIGTERM (`--shutdown-grace-period-secs`). */
   shutdownGracePeriodSecs: number;
-  /** Log level (`--log-level`, info). */
+  /** Log level (`--log-level`). */
   logLevel: LogLevel;
-  /** JSON log lines (`--log-json`, false; logfmt otherwise). */
+  /** JSON log lines, logfmt otherwise (`--log-json`). */
   logJson: boolean;
   /** Headers a client request id is read from, first present wins (`--request-id-headers`). */
   requestIdHeaders: string[];
-  /** Headers a routing key is read from (`--routing-key-headers`, x-smg-routing-key). */
+  /** Headers a routing key is read from (`--routing-key-headers`). */
   routingKeyHeaders: string[];
   /** Seed for the gateway's random choices; null seeds from the OS (`--random-seed`, ours). */
   randomSeed: number | null;
-  /** Pin conversations on top of the policy, keyed by rid or routing key (`--routing-key-override`, false). */
+  /** Pin conversations on top of the policy, keyed by rid or routing key (`--routing-key-override`). */
   routingKeyOverride: boolean;
-  /** Seconds between sweeps of idle keys and cache entries (`--eviction-interval`, 120). */
+  /** Seconds between sweeps of idle keys and cache entries (`--eviction-interval`). */
   evictionIntervalSecs: number;
-  /** Token depths at which prefix keys are taken, ascending (`--cache-boundaries`, none). */
+  /** Token depths at which prefix keys are taken, ascending (`--cache-boundaries`). */
   cacheBoundaries: number[];
   /** Prefill/decode disaggregation. */
   pd: PdConfig;
@@ -355,7 +354,7 @@ export interface DiscoveryConfig {
   prefillSelector: Record<string, string>;
   /** PD: labels of decode pods (`--decode-selector`). */
   decodeSelector: Record<string, string>;
-  /** Port of a discovered worker (`--service-discovery-port`, 80). */
+  /** Port of a discovered worker (`--service-discovery-port`). */
   port: number;
   /** Namespace watched; null: all (`--service-discovery-namespace`). */
   namespace: string | null;
