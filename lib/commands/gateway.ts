@@ -16,14 +16,14 @@ export const VERSION: string = denoJson.version;
 
 /** Runs the gateway; resolves with the exit code once it has shut down. */
 export async function gatewayCommand(args: string[]): Promise<number> {
-  let config;
+  let parsed;
   try {
-    config = parseGatewayArgs(args, VERSION);
+    parsed = parseGatewayArgs(args, VERSION);
   } catch (e) {
     if (e instanceof HelpShown) return 0;
     throw e;
   }
-  validateConfig(config);
+  const config = validateConfig(parsed);
   const log = createLogger({
     level: config.logLevel,
     json: config.logJson,

@@ -62,8 +62,7 @@ export async function serveCommand(args: string[]): Promise<number> {
   const stopWorkers = () => Promise.all(workers.map((w) => w.stop()));
   let gateway: Gateway;
   try {
-    config.workerUrls = workers.map((w) => w.url);
-    validateConfig(config);
+    config = validateConfig({ ...config, workerUrls: workers.map((w) => w.url) });
     gateway = new Gateway({ config, log, grpc });
   } catch (e) {
     await stopWorkers();

@@ -1,63 +1,35 @@
 /**
  * The `smg [launch]` command line: SMG's flag names and defaults, parsed with commander into a
- * `GatewayConfig`. Flags are a table (`flags.ts`: name, kind, where the value goes), so `--help`, parsing
- * and the README come from one place. Unknown flags and malformed values throw `ConfigError`
- * (one line; main exits 2). Range checks live in `validate.ts`.
+ * `GatewayConfig`. Commander's options and `--help` are built from the flag declarations
+ * (`flags.ts`), and each given value is written where its declaration says. Unknown flags and
+ * malformed values throw `ConfigError` (one line; main exits 2); `validate.ts` checks ranges.
  */
 
 import { Command, CommanderError, Option } from "commander";
 import { badValue, ConfigError } from "../core/errors.ts";
-import { defaultConfig, type GatewayConfig, type PrefillSpec } from "./config.ts";
-import { FLAGS, type FlagSpec, type Kind } from "./flags.ts";
+import type { Flag } from "./flag.ts";
+import { defaultConfig, ENTRIES, holder, isFlag } from "./flags.ts";
+import type { GatewayConfig, PrefillSpec } from "./types.ts";
 
-function parser(flag: string, kind: Kind): ((v: string, prev: unknown) => unknown) | undefined {
-  if (kind === "int") {
-    return (v) => {
-      if (!/^-?\d+$/.test(v.trim())) throw badValue(`--${flag}`, v, "expected an integer");
-      return Number(v);
-    };
-  }
-  if (kind === "float") {
-    return (v) => {
-      const n = Number(v);
-      if (v.trim() === "" || !Number.isFinite(n)) {
-        throw badValue(`--${flag}`, v, "expected a number");
-      }
-      return n;
-    };
-  }
-  if (kind === "intlist") {
-    return (v) => {
-      const parts = v.split(",").map((x) => x.trim()).filter((x) => x !== "");
-      if (parts.some((x) => !/^\d+$/.test(x))) {
-        throw badValue(`--${flag}`, v, "expected comma-separated integers, e.g. 256,1024");
-      }
-      return parts.map(Number);
-    };
-  }
-  if (typeof kind === "object") {
-    return (v) => {
-      const norm = v.trim().toLowerCase();
-      if (!kind.choices.includes(norm)) {
-        throw badValue(`--${flag}`, v, `allowed: ${kind.choices.join(", ")}`);
-      }
-      return norm;
-    };
-  }
-  return undefined;
+const ARGUMENT = { nothing: "", value: " <value>", values: " <values...>" } as const;
+
+/** The --help text of a flag: its help, and its default unless null, false or empty. */
+function helpOf(f: Flag<unknown>): string {
+  const d = f.default;
+  const none = d === null || d === false || (typeof d === "object" && Object.keys(d).length === 0);
+  return none ? f.help : `${f.help} (default: ${f.kind.show(d as NonNullable<unknown>)})`;
 }
 
-function option(flag: string, spec: FlagSpec, hidden: boolean): Option {
-  const k = spec.kind;
-  const arg = k === "bool" ? "" : k === "list" ? " <values...>" : " <value>";
-  const d = spec.shown?.(defaultConfig());
-  const help = d === undefined ? spec.help : `${spec.help} (default: ${d})`;
-  const o = new Option(`--${flag}${arg}`, help);
-  const p = parser(flag, k);
-  if (p) o.argParser(p);
+function option(name: string, f: Flag<unknown>, hidden: boolean): Option {
+  const o = new Option(`--${name}${ARGUMENT[f.kind.takes]}`, helpOf(f));
+  // One value is read as commander meets it, so the first bad value is the one reported.
+  if (f.kind.takes === "value") o.argParser((v: string) => f.kind.parse(`--${name}`, v as never));
   if (hidden) o.hideHelp();
   return o;
 }
+
+/** Commander's key for a flag name. */
+const key = (name: string) => name.replace(/-([a-z])/g, (_, ch: string) => ch.toUpperCase());
 
 /** Builds the commander program for the gateway flags (help and parsing only). */
 export function buildProgram(version: string): Command {
@@ -74,9 +46,11 @@ export function buildProgram(version: string): Command {
       getOutHasColors: () => false,
       getErrHasColors: () => false,
     });
-  for (const spec of FLAGS) {
-    program.addOption(option(spec.name, spec, false));
-    for (const a of spec.aliases ?? []) program.addOption(option(a, spec, true));
+  for (const { setting: f } of ENTRIES) {
+    if (!isFlag(f)) continue;
+    if (f.shorthand) program.addOption(new Option(`--${f.shorthand.name}`, f.shorthand.help));
+    program.addOption(option(f.name, f, false));
+    for (const a of f.aliases ?? []) program.addOption(option(a, f, true));
   }
   return program;
 }
@@ -105,11 +79,17 @@ export function parseGatewayArgs(args: string[], version = "0.0.0"): GatewayConf
   }
   const opts = program.opts() as Record<string, unknown>;
   const config = defaultConfig();
-  for (const spec of FLAGS) {
-    for (const name of [spec.name, ...(spec.aliases ?? [])]) {
-      const key = name.replace(/-([a-z])/g, (_, ch: string) => ch.toUpperCase());
-      if (opts[key] !== undefined) spec.apply(config, opts[key] as never);
+  for (const { section, field, setting: f } of ENTRIES) {
+    if (!isFlag(f)) continue;
+    const into = holder(config, section);
+    let given = false;
+    for (const name of [f.name, ...(f.aliases ?? [])]) {
+      const raw = opts[key(name)];
+      if (raw === undefined) continue;
+      into[field] = f.kind.takes === "value" ? raw : f.kind.parse(`--${name}`, raw as never);
+      given = true;
     }
+    if (f.shorthand && !given && opts[key(f.shorthand.name)]) into[field] = f.shorthand.value;
   }
   config.pd.prefill = prefill;
   config.pd.decode = decode;

@@ -1,118 +1,229 @@
 /**
- * The HA mesh's flags for the gateway's flag table (`flags.ts`): SMG's names and defaults
- * (`--enable-mesh`, `--mesh-server-name`, `--mesh-host`, `--mesh-advertise-host`,
- * `--mesh-port`, `--mesh-peer-urls`, the mTLS paths), then the SWIM timing, which SMG hard-codes
- * and we expose with the same values as defaults.
+ * The HA mesh's flags, declared once (see `flag.ts`): SMG's names and defaults (`--enable-mesh`,
+ * `--mesh-server-name`, `--mesh-host`, `--mesh-advertise-host`, `--mesh-port`,
+ * `--mesh-peer-urls`, the mTLS paths), then the SWIM timing, which SMG hard-codes and we expose
+ * with the same values as defaults. They are checked only with the mesh on (as SMG); the checks
+ * that join several of them are in `validate.ts`.
  */
 
-import type { MeshConfig } from "./config.ts";
-import type { FlagSpec } from "./flags.ts";
+import { badValue } from "../core/errors.ts";
+import { atLeast, dialPort, must, nonEmpty } from "./checks.ts";
+import type { Check, Flags } from "./flag.ts";
+import { bool, int, list, str } from "./kinds.ts";
+import type { MeshConfig } from "./types.ts";
+import { parseHostPort } from "./validate_mesh.ts";
 
-type NumKey = {
-  [K in keyof MeshConfig]: MeshConfig[K] extends number ? K : never;
-}[keyof MeshConfig];
+/** A host as every mesh `host:port` writes it: trimmed, a raw IPv6 address in brackets. */
+const meshHost: Check<string> = (_, v) => {
+  const h = v.trim();
+  return h.includes(":") && !h.startsWith("[") ? `[${h}]` : h;
+};
 
-function timing(name: string, key: NumKey, help: string, kind: "int" | "float" = "int"): FlagSpec {
-  return {
-    name,
-    kind,
-    help,
-    apply: (c, v) => (c.mesh[key] = v),
-    shown: (d) => d.mesh[key],
-  };
-}
+/** `host:port` seeds, trimmed. */
+const peerUrls: Check<string[]> = (flag, urls) =>
+  urls.map((u) => {
+    if (!parseHostPort(u)) {
+      throw badValue(flag, u, "expected host:port, e.g. 10.0.0.1:39527 (no scheme)");
+    }
+    return u.trim();
+  });
 
 /** The mesh flags, in --help order. */
-export const MESH_FLAGS: FlagSpec[] = [
-  {
+export const MESH_FLAGS: Flags<MeshConfig> = {
+  enabled: {
     name: "enable-mesh",
-    kind: "bool",
+    kind: bool,
+    default: false,
     help: "join other routers in a high-availability mesh",
-    apply: (c, v) => (c.mesh.enabled = v),
   },
-  {
+  serverName: {
     name: "mesh-server-name",
-    kind: "string",
+    kind: str,
+    default: null,
     help: "this router's unique mesh name, no ':' (default: Mesh_ + 4 random characters)",
-    apply: (c, v) => (c.mesh.serverName = v),
+    check: must(
+      (v) => v.trim() !== "" && !v.includes(":"),
+      "must be non-empty and must not contain ':'",
+    ),
   },
-  {
+  host: {
     name: "mesh-host",
-    kind: "string",
+    kind: str,
+    default: "0.0.0.0",
     help: "mesh bind address",
-    apply: (c, v) => (c.mesh.host = v),
-    shown: (d) => d.mesh.host,
+    // An IPv6 pod's $(POD_IP) is taken in brackets.
+    check: (flag, v) => meshHost(flag, nonEmpty(flag, v)),
   },
-  {
+  advertiseHost: {
     name: "mesh-advertise-host",
-    kind: "string",
+    kind: str,
+    default: null,
     help: "address other routers dial (default: --mesh-host; never 0.0.0.0)",
-    apply: (c, v) => (c.mesh.advertiseHost = v),
+    check: meshHost,
   },
-  {
+  port: {
     name: "mesh-port",
-    kind: "int",
+    kind: int,
+    default: 39527,
     help: "mesh port, bound and advertised",
-    apply: (c, v) => (c.mesh.port = v),
-    shown: (d) => d.mesh.port,
+    check: dialPort,
   },
-  {
+  peerUrls: {
     name: "mesh-peer-urls",
-    kind: "list",
+    kind: list,
+    default: [],
     help: "routers to join through, host:port; all are tried, with backoff",
-    apply: (c, v) => (c.mesh.peerUrls = v),
+    check: peerUrls,
   },
-  {
+  tlsCaCert: {
     name: "mesh-tls-ca-cert",
-    kind: "string",
+    kind: str,
+    default: null,
     help: "PEM CA that signs every router's certificate (mTLS with the next two)",
-    apply: (c, v) => (c.mesh.tlsCaCert = v),
   },
-  {
+  tlsCert: {
     name: "mesh-tls-cert",
-    kind: "string",
+    kind: str,
+    default: null,
     help: "PEM certificate of this router",
-    apply: (c, v) => (c.mesh.tlsCert = v),
   },
-  {
+  tlsKey: {
     name: "mesh-tls-key",
-    kind: "string",
+    kind: str,
+    default: null,
     help: "PEM private key of this router",
-    apply: (c, v) => (c.mesh.tlsKey = v),
   },
-  timing("mesh-probe-interval-ms", "probeIntervalMs", "time between SWIM probe rounds"),
-  timing("mesh-probe-timeout-ms", "probeTimeoutMs", "direct-ping timeout before asking others"),
-  timing("mesh-indirect-checks", "indirectChecks", "peers asked to ping-req a silent member"),
-  timing("mesh-suspicion-mult", "suspicionMult", "suspicion lasts mult × log10(N) probe intervals"),
-  timing(
-    "mesh-suspicion-max-timeout-mult",
-    "suspicionMaxTimeoutMult",
-    "unconfirmed suspicions last this many times longer",
-  ),
-  timing("mesh-retransmit-mult", "retransmitMult", "piggyback sends = mult × log10(N + 1)"),
-  timing(
-    "mesh-awareness-max-multiplier",
-    "awarenessMaxMultiplier",
-    "local-health ceiling on timeout stretching (1 is off)",
-  ),
-  timing("mesh-push-pull-interval-secs", "pushPullIntervalSecs", "full-state exchange; 0 off"),
-  timing("mesh-reconnect-interval-secs", "reconnectIntervalSecs", "retry one DOWN member; 0 off"),
-  timing("mesh-reap-secs", "reapSecs", "forget DOWN and LEAVING members after this"),
-  timing(
-    "mesh-broadcast-timeout-ms",
-    "broadcastTimeoutMs",
-    "wait for acks of broadcasts and leave",
-  ),
-  timing("mesh-join-backoff-ms", "joinBackoffMs", "first seed retry delay, doubling"),
-  timing("mesh-join-max-backoff-secs", "joinMaxBackoffSecs", "cap on the seed retry backoff"),
-  timing(
-    "mesh-reconnect-timeout-secs",
-    "reconnectTimeoutSecs",
-    "keep retrying forgotten members and seeds this long (partitions heal)",
-  ),
-  timing("mesh-max-piggyback", "maxPiggyback", "membership updates piggybacked per message"),
-  timing("mesh-max-members", "maxMembers", "members a router keeps at most"),
-  timing("mesh-heartbeat-secs", "heartbeatSecs", "heartbeat an idle sync stream after this"),
-  timing("mesh-stream-idle-timeout-secs", "streamIdleTimeoutSecs", "close a silent sync stream"),
-  timing("mesh-stream-queue-size", "streamQueueSize", "frames a stream direction may queue"),
-];
+  probeIntervalMs: {
+    name: "mesh-probe-interval-ms",
+    kind: int,
+    default: 1000,
+    help: "time between SWIM probe rounds",
+    check: atLeast(10),
+  },
+  probeTimeoutMs: {
+    name: "mesh-probe-timeout-ms",
+    kind: int,
+    default: 500,
+    help: "direct-ping timeout before asking others",
+    check: atLeast(1),
+  },
+  indirectChecks: {
+    name: "mesh-indirect-checks",
+    kind: int,
+    default: 3,
+    help: "peers asked to ping-req a silent member",
+    check: atLeast(0),
+  },
+  suspicionMult: {
+    name: "mesh-suspicion-mult",
+    kind: int,
+    default: 4,
+    help: "suspicion lasts mult × log10(N) probe intervals",
+    check: atLeast(1),
+  },
+  suspicionMaxTimeoutMult: {
+    name: "mesh-suspicion-max-timeout-mult",
+    kind: int,
+    default: 6,
+    help: "unconfirmed suspicions last this many times longer",
+    check: atLeast(1),
+  },
+  retransmitMult: {
+    name: "mesh-retransmit-mult",
+    kind: int,
+    default: 4,
+    help: "piggyback sends = mult × log10(N + 1)",
+    check: atLeast(1),
+  },
+  awarenessMaxMultiplier: {
+    name: "mesh-awareness-max-multiplier",
+    kind: int,
+    default: 8,
+    help: "local-health ceiling on timeout stretching (1 is off)",
+    check: atLeast(1),
+  },
+  pushPullIntervalSecs: {
+    name: "mesh-push-pull-interval-secs",
+    kind: int,
+    default: 30,
+    help: "full-state exchange; 0 off",
+    check: atLeast(0),
+  },
+  reconnectIntervalSecs: {
+    name: "mesh-reconnect-interval-secs",
+    kind: int,
+    default: 10,
+    help: "retry one DOWN member; 0 off",
+    check: atLeast(0),
+  },
+  reapSecs: {
+    name: "mesh-reap-secs",
+    kind: int,
+    default: 300,
+    help: "forget DOWN and LEAVING members after this",
+    check: atLeast(1),
+  },
+  broadcastTimeoutMs: {
+    name: "mesh-broadcast-timeout-ms",
+    kind: int,
+    default: 3000,
+    help: "wait for acks of broadcasts and leave",
+    check: atLeast(1),
+  },
+  joinBackoffMs: {
+    name: "mesh-join-backoff-ms",
+    kind: int,
+    default: 1000,
+    help: "first seed retry delay, doubling",
+    check: atLeast(1),
+  },
+  joinMaxBackoffSecs: {
+    name: "mesh-join-max-backoff-secs",
+    kind: int,
+    default: 60,
+    help: "cap on the seed retry backoff",
+    check: atLeast(1),
+  },
+  reconnectTimeoutSecs: {
+    name: "mesh-reconnect-timeout-secs",
+    kind: int,
+    default: 21_600,
+    help: "keep retrying forgotten members and seeds this long (partitions heal)",
+    check: atLeast(0),
+  },
+  maxPiggyback: {
+    name: "mesh-max-piggyback",
+    kind: int,
+    default: 32,
+    help: "membership updates piggybacked per message",
+    check: atLeast(1),
+  },
+  maxMembers: {
+    name: "mesh-max-members",
+    kind: int,
+    default: 10_000,
+    help: "members a router keeps at most",
+    check: atLeast(2),
+  },
+  heartbeatSecs: {
+    name: "mesh-heartbeat-secs",
+    kind: int,
+    default: 15,
+    help: "heartbeat an idle sync stream after this",
+    check: atLeast(1),
+  },
+  streamIdleTimeoutSecs: {
+    name: "mesh-stream-idle-timeout-secs",
+    kind: int,
+    default: 60,
+    help: "close a silent sync stream",
+    // Checked against --mesh-heartbeat-secs in validate.ts.
+  },
+  streamQueueSize: {
+    name: "mesh-stream-queue-size",
+    kind: int,
+    default: 128,
+    help: "frames a stream direction may queue",
+    check: atLeast(1),
+  },
+};

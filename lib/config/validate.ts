@@ -1,13 +1,17 @@
 /**
- * Start-up validation: every rule SMG enforces for the flags in scope, plus the ranges a value
- * needs to make sense. The first violation throws a one-line `ConfigError`; main exits 2.
+ * Start-up validation. Each flag's declared check runs first (the mesh's only with the mesh on,
+ * discovery's only with discovery on, as SMG), then the rules that join several settings, all
+ * of them here: worker URLs and PD legs, policies, mesh, discovery, admission. The first
+ * violation throws a one-line `ConfigError` (main exits 2); otherwise the result is a normalised
+ * copy (worker URLs without a trailing slash, IPv6 mesh hosts in brackets, ...).
  */
 
+import { badValue, ConfigError } from "../core/errors.ts";
 import { atLeast } from "./checks.ts";
-import { badValue } from "../core/errors.ts";
-import type { GatewayConfig } from "./config.ts";
-import { validateMesh } from "./validate_mesh.ts";
-import { validateDiscovery } from "./validate_discovery.ts";
+import type { Section } from "./flag.ts";
+import { ENTRIES, holder, isFlag } from "./flags.ts";
+import type { GatewayConfig, PdConfig } from "./types.ts";
+import { isUnspecified, parseHostPort } from "./validate_mesh.ts";
 
 const WORKER_SCHEMES = new Set(["http:", "https:", "grpc:", "grpcs:"]);
 
@@ -39,168 +43,56 @@ export function normalizeWorkerUrl(raw: string, flag = "--worker-urls"): string 
   return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, "")}`;
 }
 
-function port(flag: string, v: number): void {
-  if (!Number.isInteger(v) || v < 0 || v > 65535) {
-    throw badValue(flag, v, "allowed: 0..65535 (0 picks a free port)");
+/** Sections whose flags are checked only while this says the section is on. */
+const CHECKED_WHEN: Partial<Record<Section, (c: GatewayConfig) => boolean>> = {
+  mesh: (c) => c.mesh.enabled,
+  discovery: (c) => c.discovery.enabled,
+};
+
+/** The normalised copy of `config`; throws the first problem found. `config` is not changed. */
+export function validateConfig(config: GatewayConfig): GatewayConfig {
+  const c = structuredClone(config);
+  for (const { section, field, setting } of ENTRIES) {
+    if (!isFlag(setting) || !setting.check) continue;
+    if (section !== null && CHECKED_WHEN[section]?.(c) === false) continue;
+    const into = holder(c, section);
+    const v = into[field];
+    if (v !== null && v !== undefined) into[field] = setting.check(`--${setting.name}`, v);
   }
+  c.workerUrls = checkWorkerUrls(c);
+  checkPolicies(c);
+  c.pd = checkPd(c);
+  checkMesh(c);
+  checkDiscovery(c);
+  if (c.admission.queueSize > 0 && c.admission.queueTimeoutSecs === 0) {
+    throw badValue("--queue-timeout-secs", 0, "must be >= 1 while --queue-size is above 0");
+  }
+  return c;
 }
 
-/** Throws the first problem found in `c`. */
-export function validateConfig(c: GatewayConfig): void {
-  port("--port", c.port);
-  port("--prometheus-port", c.prometheusPort);
-  c.workerUrls = c.workerUrls.map((u) => normalizeWorkerUrl(u));
+const GRPC_NEEDS_TOKENIZER = "gRPC workers take token ids: give --model-path or --tokenizer-path";
+
+/** `--worker-urls`: well-formed, each once, gRPC ones with a tokenizer; normalised. */
+function checkWorkerUrls(c: GatewayConfig): string[] {
+  const urls = c.workerUrls.map((u) => normalizeWorkerUrl(u));
   const seen = new Set<string>();
-  for (const u of c.workerUrls) {
+  for (const u of urls) {
     if (seen.has(u)) throw badValue("--worker-urls", u, "each worker URL may appear once");
     seen.add(u);
   }
-  const grpcUrl = c.workerUrls.find(isGrpcUrl);
+  const grpcUrl = urls.find(isGrpcUrl);
   if (grpcUrl && c.tokenizerPath === null && c.modelPath === null) {
-    throw badValue(
-      "--worker-urls",
-      grpcUrl,
-      "gRPC workers take token ids: give --model-path or --tokenizer-path",
-    );
+    throw badValue("--worker-urls", grpcUrl, GRPC_NEEDS_TOKENIZER);
   }
-  if (c.apiKey !== null && c.apiKey.trim() === "") {
-    throw badValue("--api-key", c.apiKey, "must not be empty");
-  }
-  atLeast("--request-timeout-secs", c.requestTimeoutSecs, 1);
-  atLeast("--max-payload-size", c.maxPayloadSize, 1);
-  atLeast("--upstream-pool-idle-timeout-secs", c.upstreamPoolIdleTimeoutSecs, 0);
-  atLeast("--shutdown-grace-period-secs", c.shutdownGracePeriodSecs, 0);
-  for (const h of [...c.requestIdHeaders, ...c.routingKeyHeaders]) {
-    if (!/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(h)) {
-      throw badValue("--routing-key-headers", h, "expected an HTTP header name");
-    }
-  }
-
-  const h = c.health;
-  atLeast("--health-check-interval-secs", h.intervalSecs, 1);
-  atLeast("--health-check-timeout-secs", h.timeoutSecs, 1);
-  atLeast("--health-failure-threshold", h.failureThreshold, 1);
-  atLeast("--health-success-threshold", h.successThreshold, 1);
-  if (!h.endpoint.startsWith("/")) {
-    throw badValue("--health-check-endpoint", h.endpoint, "must start with /");
-  }
-  atLeast("--drain-settle-secs", h.drainSettleSecs, 0);
-  atLeast("--worker-startup-timeout-secs", h.startupTimeoutSecs, 1);
-  atLeast("--worker-startup-check-interval", h.startupCheckIntervalSecs, 1);
-
-  const cb = c.circuitBreaker;
-  atLeast("--cb-failure-threshold", cb.failureThreshold, 1);
-  atLeast("--cb-success-threshold", cb.successThreshold, 1);
-  atLeast("--cb-timeout-duration-secs", cb.timeoutSecs, 1);
-  atLeast("--cb-window-duration-secs", cb.windowSecs, 1);
-
-  const r = c.retry;
-  atLeast("--retry-max-retries", r.maxAttempts, 1);
-  atLeast("--retry-initial-backoff-ms", r.initialBackoffMs, 0);
-  atLeast("--retry-max-backoff-ms", r.maxBackoffMs, 0);
-  atLeast("--retry-backoff-multiplier", r.multiplier, 1);
-  if (!(r.jitter >= 0 && r.jitter <= 1)) {
-    throw badValue("--retry-jitter-factor", r.jitter, "allowed: 0..1");
-  }
-
-  const m = c.loadMonitor;
-  atLeast("--load-monitor-interval", m.intervalSecs, 1);
-  if (m.overloadWaitingRequests !== null) {
-    atLeast("--worker-overload-waiting-requests", m.overloadWaitingRequests, 1);
-  }
-  if (m.overloadTokenUsage !== null && !(m.overloadTokenUsage > 0 && m.overloadTokenUsage <= 1)) {
-    throw badValue("--worker-overload-token-usage", m.overloadTokenUsage, "allowed: (0, 1]");
-  }
-
-  validatePolicies(c);
-  validatePd(c);
-  validateMesh(c);
-  validateDiscovery(c);
-
-  const a = c.admission;
-  if (a.maxConcurrentRequests !== -1 && a.maxConcurrentRequests < 1) {
-    throw badValue("--max-concurrent-requests", a.maxConcurrentRequests, "use -1 (off) or >= 1");
-  }
-  atLeast("--queue-size", a.queueSize, 0);
-  atLeast("--queue-timeout-secs", a.queueTimeoutSecs, 0);
-  if (a.queueSize > 0 && a.queueTimeoutSecs === 0) {
-    throw badValue("--queue-timeout-secs", 0, "must be >= 1 while --queue-size is above 0");
-  }
+  return urls;
 }
 
-/** SMG's checks of the policy flags (reference policies.md §10). */
-function validatePolicies(c: GatewayConfig): void {
-  // SMG's Rust CLI accepts it and then routes at random; its Python launcher refuses it (SPEC §5).
-  if (c.policy === "bucket") {
-    throw badValue(
-      "--policy",
-      "bucket",
-      "bucket routes the PD prefill leg only; use --prefill-policy bucket with --pd-disaggregation",
-    );
-  }
-  const b = c.cacheBoundaries;
-  if (b.length > 0 && b[0] <= 0) {
-    throw badValue("--cache-boundaries", b.join(","), "Boundaries must be > 0");
-  }
-  for (let i = 1; i < b.length; i++) {
-    if (b[i] <= b[i - 1]) {
-      throw badValue("--cache-boundaries", b.join(","), "Boundaries must be strictly ascending");
-    }
-  }
-  atLeast("--eviction-interval", c.evictionIntervalSecs, 0);
-  atLeast("--max-idle-secs", c.manual.maxIdleSecs, 0);
-  const l = c.leastLoad;
-  if (!(Number.isFinite(l.kvPressureWeight) && l.kvPressureWeight >= 0)) {
-    throw badValue(
-      "--least-load-kv-pressure-weight",
-      l.kvPressureWeight,
-      "Must be finite and >= 0.0",
-    );
-  }
-  if (!(Number.isFinite(l.defaultThroughput) && l.defaultThroughput > 0)) {
-    throw badValue(
-      "--least-load-default-throughput",
-      l.defaultThroughput,
-      "Must be finite and > 0.0",
-    );
-  }
-  atLeast("--least-load-mean-prefill-tokens", l.meanPrefillTokens, 1);
-  atLeast("--least-load-max-waiting-requests", l.maxWaitingRequests, 0);
-  const p = c.prefixHash;
-  atLeast("--prefix-token-count", p.prefixTokenCount, 1);
-  atLeast("--prefix-hash-load-factor", p.loadFactor, 1);
-  atLeast("--prefix-hash-balance-abs-threshold", p.balanceAbsThreshold, 0);
-  const ca = c.cacheAware;
-  if (!(ca.cacheThreshold >= 0 && ca.cacheThreshold <= 1)) {
-    throw badValue("--cache-threshold", ca.cacheThreshold, "Must be between 0.0 and 1.0");
-  }
-  atLeast("--balance-abs-threshold", ca.balanceAbsThreshold, 0);
-  atLeast("--balance-rel-threshold", ca.balanceRelThreshold, 1);
-  for (
-    const [flag, v] of [
-      ["--balance-token-usage-threshold", ca.balanceTokenUsageThreshold],
-      ["--overload-token-usage-threshold", ca.overloadTokenUsageThreshold],
-    ] as const
-  ) {
-    if (!(v > 0)) throw badValue(flag, v, "Must be > 0.0 (use >= 1.0 to disable)");
-  }
-  if (!(Number.isFinite(ca.overlapDecay) && ca.overlapDecay >= 0)) {
-    throw badValue("--overlap-decay", ca.overlapDecay, "Must be finite and >= 0.0 (0.0 disables)");
-  }
-  if (!(Number.isFinite(ca.selectionTemperature) && ca.selectionTemperature >= 0)) {
-    throw badValue(
-      "--selection-temperature",
-      ca.selectionTemperature,
-      "Must be finite and >= 0.0 (0.0 is argmax)",
-    );
-  }
-  atLeast("--max-tree-size", ca.maxTreeSize, 1);
-  atLeast("--block-size", ca.blockSize, 1);
-  atLeast("--cache-ttl-secs", ca.cacheTtlSecs, 1);
-  if (ca.cacheIndex === "hash" && c.cacheBoundaries.length === 0) {
+/** SMG's checks of the policy flags that depend on other flags. */
+function checkPolicies(c: GatewayConfig): void {
+  if (c.cacheAware.cacheIndex === "hash" && c.cacheBoundaries.length === 0) {
     throw badValue("--cache-index", "hash", "cache_index=hash requires non-empty cache_boundaries");
   }
-  if (c.policy === "cache_aware") atLeast("--eviction-interval", c.evictionIntervalSecs, 1);
+  if (c.policy === "cache_aware") atLeast(1)("--eviction-interval", c.evictionIntervalSecs);
   // SMG refuses power_of_two with fewer than 2 workers; with none at start (all added through
   // POST /workers) there is nothing to refuse yet.
   if (c.policy === "power_of_two" && c.workerUrls.length === 1) {
@@ -208,8 +100,8 @@ function validatePolicies(c: GatewayConfig): void {
   }
 }
 
-/** PD flags: legs only with `--pd-disaggregation`, never mixed with regular workers, no decode bucket. */
-function validatePd(c: GatewayConfig): void {
+/** PD: legs only with `--pd-disaggregation`, never mixed with regular workers, no decode bucket. */
+function checkPd(c: GatewayConfig): PdConfig {
   const pd = c.pd;
   if (!pd.enabled) {
     if (pd.prefill.length > 0 || pd.decode.length > 0) {
@@ -219,7 +111,7 @@ function validatePd(c: GatewayConfig): void {
         "prefill and decode workers need --pd-disaggregation",
       );
     }
-    return;
+    return pd;
   }
   if (c.workerUrls.length > 0) {
     throw badValue(
@@ -228,9 +120,9 @@ function validatePd(c: GatewayConfig): void {
       "use --prefill and --decode with --pd-disaggregation",
     );
   }
-  pd.prefill = pd.prefill.map((p) => ({ ...p, url: normalizeWorkerUrl(p.url, "--prefill") }));
-  pd.decode = pd.decode.map((u) => normalizeWorkerUrl(u, "--decode"));
-  const all = [...pd.prefill.map((p) => p.url), ...pd.decode];
+  const prefill = pd.prefill.map((p) => ({ ...p, url: normalizeWorkerUrl(p.url, "--prefill") }));
+  const decode = pd.decode.map((u) => normalizeWorkerUrl(u, "--decode"));
+  const all = [...prefill.map((p) => p.url), ...decode];
   const grpcLegs = all.filter(isGrpcUrl);
   if (grpcLegs.length > 0 && grpcLegs.length < all.length) {
     throw badValue(
@@ -240,11 +132,7 @@ function validatePd(c: GatewayConfig): void {
     );
   }
   if (grpcLegs.length > 0 && c.tokenizerPath === null && c.modelPath === null) {
-    throw badValue(
-      "--prefill/--decode",
-      grpcLegs[0],
-      "gRPC workers take token ids: give --model-path or --tokenizer-path",
-    );
+    throw badValue("--prefill/--decode", grpcLegs[0], GRPC_NEEDS_TOKENIZER);
   }
   if (new Set(all).size !== all.length) {
     throw badValue("--prefill/--decode", all.join(" "), "each worker URL may appear once");
@@ -256,18 +144,118 @@ function validatePd(c: GatewayConfig): void {
       "Decode policy should not be allowed to be bucket; bucket routes the prefill leg (--prefill-policy bucket)",
     );
   }
-  if (pd.prefillPolicy === "power_of_two" && pd.prefill.length === 1) {
+  if (pd.prefillPolicy === "power_of_two" && prefill.length === 1) {
     throw badValue(
       "--prefill-policy",
       "power_of_two",
       "Power-of-two policy for prefill requires at least 2 prefill workers",
     );
   }
-  if (pd.decodePolicy === "power_of_two" && pd.decode.length === 1) {
+  if (pd.decodePolicy === "power_of_two" && decode.length === 1) {
     throw badValue(
       "--decode-policy",
       "power_of_two",
       "Power-of-two policy for decode requires at least 2 decode workers",
     );
+  }
+  return { ...pd, prefill, decode };
+}
+
+/**
+ * The mesh (only when on): SMG's rule that the advertised address is never unspecified, with
+ * SMG's message, mTLS paths all or none, and timing that makes sense together.
+ */
+function checkMesh(c: GatewayConfig): void {
+  const m = c.mesh;
+  if (!m.enabled) return;
+  const advertise = m.advertiseHost ?? m.host;
+  if (isUnspecified(advertise)) {
+    throw new ConfigError(
+      `--mesh-advertise-host: mesh advertise address cannot be unspecified ('${advertise}'); ` +
+        "set --mesh-advertise-host to a routable node IP",
+    );
+  }
+  if (!parseHostPort(`${advertise}:${m.port}`)) {
+    throw badValue("--mesh-advertise-host", advertise, "expected an IP address or a host name");
+  }
+  const tls = [m.tlsCaCert, m.tlsCert, m.tlsKey];
+  if (tls.some((x) => x !== null) && tls.some((x) => x === null)) {
+    throw new ConfigError(
+      "--mesh-tls-ca-cert, --mesh-tls-cert and --mesh-tls-key: give all three for mTLS, or none",
+    );
+  }
+  if (m.probeTimeoutMs >= m.probeIntervalMs) {
+    throw badValue(
+      "--mesh-probe-timeout-ms",
+      m.probeTimeoutMs,
+      "must be below --mesh-probe-interval-ms",
+    );
+  }
+  if (!(m.streamIdleTimeoutSecs > m.heartbeatSecs)) {
+    throw badValue(
+      "--mesh-stream-idle-timeout-secs",
+      m.streamIdleTimeoutSecs,
+      "must be above --mesh-heartbeat-secs",
+    );
+  }
+}
+
+const empty = (s: Record<string, string>) => Object.keys(s).length === 0;
+const shown = (s: Record<string, string>) =>
+  Object.entries(s).map(([k, v]) => `${k}=${v}`).join(" ");
+
+/**
+ * Discovery: a selector for what is discovered (worker pods, or both PD legs), none without
+ * `--service-discovery`, and `--router-selector` only with the mesh on.
+ */
+function checkDiscovery(c: GatewayConfig): void {
+  const d = c.discovery;
+  if (!empty(d.routerSelector) && !c.mesh.enabled) {
+    throw badValue("--router-selector", shown(d.routerSelector), "needs --enable-mesh");
+  }
+  if (!empty(d.routerSelector) && !d.enabled) {
+    throw badValue("--router-selector", shown(d.routerSelector), "needs --service-discovery");
+  }
+  if (!d.enabled) {
+    for (
+      const [flag, sel] of [
+        ["--selector", d.selector],
+        ["--prefill-selector", d.prefillSelector],
+        ["--decode-selector", d.decodeSelector],
+      ] as const
+    ) {
+      if (!empty(sel)) throw badValue(flag, shown(sel), "needs --service-discovery");
+    }
+    if (d.modelIdFrom !== null) {
+      throw badValue("--model-id-from", d.modelIdFrom.from, "needs --service-discovery");
+    }
+    return;
+  }
+  if (c.pd.enabled) {
+    if (empty(d.prefillSelector) || empty(d.decodeSelector)) {
+      throw badValue(
+        "--prefill-selector/--decode-selector",
+        "",
+        "PD discovery needs both (pods matching neither are not workers)",
+      );
+    }
+    if (!empty(d.selector)) {
+      throw badValue(
+        "--selector",
+        shown(d.selector),
+        "use --prefill-selector and --decode-selector with --pd-disaggregation",
+      );
+    }
+  } else {
+    if (empty(d.selector) && empty(d.routerSelector)) {
+      throw badValue("--selector", "", "required with --service-discovery (every pod would match)");
+    }
+    if (!empty(d.prefillSelector) || !empty(d.decodeSelector)) {
+      throw badValue(
+        "--prefill-selector/--decode-selector",
+        shown({ ...d.prefillSelector, ...d.decodeSelector }),
+        "need --pd-disaggregation",
+      );
+    }
   }
 }

@@ -6,8 +6,7 @@ import { ConfigError } from "../../lib/core/errors.ts";
 function valid(edit: (c: GatewayConfig) => void): GatewayConfig {
   const c = defaultConfig();
   edit(c);
-  validateConfig(c);
-  return c;
+  return validateConfig(c);
 }
 
 function invalid(edit: (c: GatewayConfig) => void, want: RegExp, name: string): void {
@@ -116,6 +115,11 @@ Deno.test("validateConfig: out-of-range values fail naming the flag and the valu
     ],
     ["request timeout 0", (c) => (c.requestTimeoutSecs = 0), /^--request-timeout-secs: /],
     ["bad header name", (c) => (c.routingKeyHeaders = ["x key"]), /invalid value 'x key'/],
+    [
+      "bad request id header name",
+      (c) => (c.requestIdHeaders = ["x-id", "x id"]),
+      /^--request-id-headers: invalid value 'x id'; expected an HTTP header name$/,
+    ],
   ];
   for (const [name, edit, want] of table) invalid(edit, want, name);
 });
@@ -123,6 +127,24 @@ Deno.test("validateConfig: out-of-range values fail naming the flag and the valu
 Deno.test("validateConfig: worker URLs are checked and lose their trailing slash", () => {
   const c = valid((c) => (c.workerUrls = ["http://a:8000/", "https://b.example//", "http://c"]));
   assert.deepEqual(c.workerUrls, ["http://a:8000", "https://b.example", "http://c"]);
+});
+
+Deno.test("validateConfig: returns a normalised copy and leaves its input alone", () => {
+  const c = defaultConfig();
+  c.workerUrls = ["http://a:1/"];
+  c.pd.prefill = [{ url: "http://p:1/", bootstrapPort: null }];
+  c.mesh = { ...c.mesh, enabled: true, host: " fd00::1 ", advertiseHost: "fd00::2" };
+  const before = structuredClone(c);
+  const v = validateConfig({ ...c, pd: { ...c.pd, enabled: false, prefill: [] } });
+  assert.deepEqual(c, before);
+  assert.notEqual(v, c);
+  assert.deepEqual(v.workerUrls, ["http://a:1"]);
+  assert.equal(v.mesh.host, "[fd00::1]");
+  assert.equal(v.mesh.advertiseHost, "[fd00::2]");
+  assert.deepEqual(validateConfig(v), v, "a normalised config is its own normal form");
+  const pd = { ...before, workerUrls: [], pd: { ...before.pd, enabled: true } };
+  assert.equal(validateConfig(pd).pd.prefill[0].url, "http://p:1");
+  assert.deepEqual(pd.pd.prefill, before.pd.prefill);
 });
 
 Deno.test("validateConfig: duplicate worker URLs are rejected, trailing slash or not", () => {
@@ -141,8 +163,7 @@ Deno.test("validateConfig: grpc:// workers need a tokenizer, and take host:port 
       url,
     );
     const c = { ...defaultConfig(), workerUrls: [url], modelPath: "/models/qwen3" };
-    validateConfig(c);
-    assert.deepEqual(c.workerUrls, [url]);
+    assert.deepEqual(validateConfig(c).workerUrls, [url]);
   }
   for (const url of ["grpc://a", "grpc://a:9000/v1"]) {
     assert.throws(() => normalizeWorkerUrl(url), /grpc:\/\/host:port, with no path/);

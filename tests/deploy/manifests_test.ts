@@ -29,8 +29,7 @@ Deno.test("deploy: every container argument of the manifests passes the gateway'
         const args = (c.args as string[]).map((a) =>
           a.replace(/\$\((\w+)\)/g, (_, v) => fields[v])
         );
-        const config = parseGatewayArgs(args);
-        validateConfig(config);
+        const config = validateConfig(parseGatewayArgs(args));
         assert.equal(config.discovery.enabled, true, file);
         checked++;
         const ports = c.ports.map((p: { containerPort: number }) => p.containerPort);

@@ -101,7 +101,7 @@ Deno.test({
     k.apply(pod("a", "127.0.0.11", { app: "sglang" }));
     k.apply(pod("b", "127.0.0.12", { app: "sglang" }, { ready: false }));
     await withKubeconfig(k, async () => {
-      const config = parseGatewayArgs([
+      const config = validateConfig(parseGatewayArgs([
         "--service-discovery",
         "--selector",
         "app=sglang",
@@ -109,8 +109,7 @@ Deno.test({
         "18000",
         "--service-discovery-namespace",
         "default",
-      ]);
-      validateConfig(config);
+      ]));
       const g = new Gateway({ config, log: silentLogger });
       const w = waiter();
       g.registry.subscribe(() => w.poke());

@@ -8,9 +8,7 @@ import { ConfigError } from "../../lib/core/errors.ts";
 
 /** The validated configuration of `args`. */
 export function check(args: string[]): GatewayConfig {
-  const c = parseGatewayArgs(args);
-  validateConfig(c);
-  return c;
+  return validateConfig(parseGatewayArgs(args));
 }
 
 /** Asserts that `args` is refused with a one-line ConfigError matching `want`. */

@@ -66,8 +66,7 @@ export async function startGateway(
   o: Overrides = {},
   extra: Partial<GatewayOptions> = {},
 ): Promise<TestGateway> {
-  const config = testConfig({ workerUrls, ...o });
-  validateConfig(config);
+  const config = validateConfig(testConfig({ workerUrls, ...o }));
   const log = Deno.env.get("SMG_TEST_LOG") ? createLogger({ level: "debug" }) : silentLogger;
   const gw = new Gateway({ config, log, ...extra });
   const serving = serveGateway(gw, log, { signals: false });

@@ -1,0 +1,175 @@
+/**
+ * The gateway's server flags, declared once (see `flag.ts`): listen addresses, workers at start,
+ * the policy, timeouts, logs, request-id and routing-key headers, and admission control.
+ */
+
+import { badValue } from "../core/errors.ts";
+import { LOG_LEVELS } from "../core/log.ts";
+import { atLeast, listenPort, must, nonEmpty } from "./checks.ts";
+import type { Check, Declarations, Flags, Kind } from "./flag.ts";
+import { bool, choices, int, list, str } from "./kinds.ts";
+import { type AdmissionConfig, POLICY_NAMES } from "./types.ts";
+
+/** Header names: a list, lower-cased. */
+const headerNames: Kind<string[]> = {
+  takes: "values",
+  parse: (_, v) => v.map((h) => h.toLowerCase()),
+  show: list.show,
+};
+
+/** Each header name is a valid HTTP token. */
+const validHeaders: Check<string[]> = (flag, hs) => {
+  for (const h of hs) {
+    if (!/^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(h)) {
+      throw badValue(flag, h, "expected an HTTP header name");
+    }
+  }
+  return hs;
+};
+
+/** The server's top-level fields, in --help order. */
+export const SERVER_FLAGS = {
+  host: { name: "host", kind: str, default: "0.0.0.0", help: "address to listen on" },
+  port: { name: "port", kind: int, default: 30000, help: "port to listen on", check: listenPort },
+  workerUrls: {
+    name: "worker-urls",
+    kind: list,
+    default: [],
+    help: "worker base URLs registered at start",
+    // Checked in validate.ts, with the PD workers: the same URL rules apply to both.
+  },
+  policy: {
+    name: "policy",
+    kind: choices(POLICY_NAMES),
+    default: "cache_aware",
+    help: "routing policy",
+    // SMG's Rust CLI accepts it and then routes at random; its Python launcher refuses it.
+    check: must(
+      (v) => v !== "bucket",
+      "bucket routes the PD prefill leg only; use --prefill-policy bucket with --pd-disaggregation",
+    ),
+  },
+  prometheusHost: {
+    name: "prometheus-host",
+    kind: str,
+    default: "0.0.0.0",
+    help: "metrics listen address",
+  },
+  prometheusPort: {
+    name: "prometheus-port",
+    kind: int,
+    default: 29000,
+    help: "metrics port (GET /metrics)",
+    check: listenPort,
+  },
+  apiKey: {
+    name: "api-key",
+    kind: str,
+    default: null,
+    help: "bearer key required from clients; also sent to startup workers",
+    check: nonEmpty,
+  },
+  requestTimeoutSecs: {
+    name: "request-timeout-secs",
+    kind: int,
+    default: 1800,
+    help: "total time for one request, stream included",
+    check: atLeast(1),
+  },
+  maxPayloadSize: {
+    name: "max-payload-size",
+    kind: int,
+    default: 536870912,
+    help: "largest request body in bytes",
+    check: atLeast(1),
+  },
+  upstreamPoolIdleTimeoutSecs: {
+    name: "upstream-pool-idle-timeout-secs",
+    kind: int,
+    default: 3,
+    help: "idle worker connections close after this",
+    check: atLeast(0),
+  },
+  modelPath: {
+    name: "model-path",
+    kind: str,
+    default: null,
+    help: "model directory; its tokenizer serves grpc:// workers (the gateway tokenizes)",
+  },
+  tokenizerPath: {
+    name: "tokenizer-path",
+    kind: str,
+    default: null,
+    help: "tokenizer directory or tokenizer.json (default: --model-path)",
+  },
+  httpServer: {
+    name: "http-server",
+    kind: choices(["own", "deno"]),
+    default: "own",
+    help: "main port server: own (HTTP/1.1, cheapest) or deno (Deno.serve, also h2c)",
+  },
+  shutdownGracePeriodSecs: {
+    name: "shutdown-grace-period-secs",
+    kind: int,
+    default: 180,
+    help: "time in-flight requests get after SIGTERM",
+    check: atLeast(0),
+  },
+  logLevel: {
+    name: "log-level",
+    kind: choices(LOG_LEVELS),
+    default: "info",
+    help: "log level (RUST_LOG adds per-module filters)",
+  },
+  logJson: {
+    name: "log-json",
+    kind: bool,
+    default: false,
+    help: "JSON log lines instead of logfmt",
+  },
+  requestIdHeaders: {
+    name: "request-id-headers",
+    kind: headerNames,
+    default: ["x-request-id", "x-correlation-id", "x-trace-id", "request-id"],
+    help: "headers a client request id is read from",
+    check: validHeaders,
+  },
+  routingKeyHeaders: {
+    name: "routing-key-headers",
+    kind: headerNames,
+    default: ["x-smg-routing-key"],
+    help: "headers a routing key is read from",
+    check: validHeaders,
+  },
+  randomSeed: {
+    name: "random-seed",
+    kind: int,
+    default: null,
+    help: "seed for routing randomness (reproducible runs)",
+  },
+} satisfies Partial<Declarations>;
+
+/** Admission control, in --help order. */
+export const ADMISSION_FLAGS: Flags<AdmissionConfig> = {
+  maxConcurrentRequests: {
+    name: "max-concurrent-requests",
+    kind: int,
+    default: -1,
+    help: "requests served at once; -1 is unlimited",
+    check: must((v) => v === -1 || v >= 1, "use -1 (off) or >= 1"),
+  },
+  queueSize: {
+    name: "queue-size",
+    kind: int,
+    default: 100,
+    help: "requests that may wait for a slot",
+    check: atLeast(0),
+  },
+  queueTimeoutSecs: {
+    name: "queue-timeout-secs",
+    kind: int,
+    default: 60,
+    help: "seconds a request may wait for a slot",
+    check: atLeast(0),
+  },
+};
