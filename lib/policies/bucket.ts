@@ -34,7 +34,8 @@
 
 import { randomIndex } from "../core/clock.ts";
 import type { RouteRequest, WorkerView } from "../core/types.ts";
-import type { Policy, PolicyDeps, PolicyNeeds } from "./policy.ts";
+import type { Policy, PolicyNeeds } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 
 /**
  * How often the ranges adapt, and the length of the window they adapt to. SMG's CLI hard-codes

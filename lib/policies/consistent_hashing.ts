@@ -29,7 +29,8 @@ import { randomIndex } from "../core/clock.ts";
 import { GatewayError } from "../core/errors.ts";
 import type { RouteRequest, WorkerView } from "../core/types.ts";
 import { CandidateRing, hash53 } from "./hash_ring.ts";
-import { NEEDS_NOTHING, type Policy, type PolicyDeps } from "./policy.ts";
+import { NEEDS_NOTHING, type Policy } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 
 /** The header naming an explicit target worker. */
 export const TARGET_WORKER_HEADER = "x-smg-target-worker";

@@ -27,7 +27,8 @@ import {
   sanitizeTuning,
   SinceReportCredit,
 } from "./expected_wait.ts";
-import type { Policy, PolicyDeps, PolicyNeeds } from "./policy.ts";
+import type { Policy, PolicyNeeds } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 
 /** Lowest expected wait, with an optional waiting-queue cap. */
 export class LeastLoadPolicy implements Policy {

@@ -21,13 +21,8 @@
 import type { AssignmentMode } from "../config/config.ts";
 import type { RouteRequest, WorkerView } from "../core/types.ts";
 import { assignWorker } from "./assignment.ts";
-import {
-  NEEDS_NOTHING,
-  NO_OBSERVER,
-  type Policy,
-  type PolicyDeps,
-  type PolicyObserver,
-} from "./policy.ts";
+import { NEEDS_NOTHING, NO_OBSERVER, type Policy, type PolicyObserver } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 import { sharedStickyMap, type StickyMap, stickyMapKey } from "./sticky_map.ts";
 
 /** Decision branches of `manual` (SMG's `smg_manual_policy_branch_total` labels). */

@@ -30,7 +30,8 @@ import {
   requestTokens,
   SinceReportCredit,
 } from "./expected_wait.ts";
-import type { Policy, PolicyDeps, PolicyNeeds } from "./policy.ts";
+import type { Policy, PolicyNeeds } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 
 /** The better of two candidates by expected wait. */
 export class PowerOfTwoPolicy implements Policy {

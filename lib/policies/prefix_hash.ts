@@ -25,7 +25,8 @@
 import type { PrefixHashConfig } from "../config/config.ts";
 import type { RouteRequest, WorkerView } from "../core/types.ts";
 import { CandidateRing, hash53, PrefixHasher } from "./hash_ring.ts";
-import type { Policy, PolicyDeps, PolicyNeeds } from "./policy.ts";
+import type { Policy, PolicyNeeds } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 
 /** Characters per token when keying on text (upstream's `CHARS_PER_TOKEN`). */
 export const CHARS_PER_TOKEN = 4;

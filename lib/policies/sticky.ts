@@ -24,7 +24,8 @@
 import type { AssignmentMode, PolicyName } from "../config/config.ts";
 import type { RouteRequest, SelectionNote, WorkerView } from "../core/types.ts";
 import { assignWorker } from "./assignment.ts";
-import { NO_OBSERVER, type Policy, type PolicyDeps, type PolicyObserver } from "./policy.ts";
+import { NO_OBSERVER, type Policy, type PolicyObserver } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 import { sharedStickyMap, type StickyMap, stickyMapKey } from "./sticky_map.ts";
 
 /** Requests of one key in flight on its pinned worker before the next one respills. */

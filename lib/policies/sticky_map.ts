@@ -20,7 +20,8 @@
  */
 
 import type { WorkerView } from "../core/types.ts";
-import type { Policy, PolicyDeps } from "./policy.ts";
+import type { Policy } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 import { pinScope } from "./replicas.ts";
 
 /** Workers remembered per key (primary first), as upstream. */

@@ -42,7 +42,8 @@ import {
   sanitizeTuning,
   SinceReportCredit,
 } from "../expected_wait.ts";
-import type { Policy, PolicyDeps } from "../policy.ts";
+import type { Policy } from "../policy.ts";
+import type { PolicyDeps } from "../policy_deps.ts";
 import type { PolicyReplicas, SharedTrees, TreeEntry, TreeRole } from "../replicas.ts";
 import { HashIndex, headKeys } from "./hash_index.ts";
 import {
