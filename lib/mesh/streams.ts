@@ -34,6 +34,16 @@ const MAX_UNBOUND = 64;
 /** A received envelope. */
 export type EnvelopeHandler = (peer: string, type: EnvelopeType, payload: Uint8Array) => void;
 
+/** What store sync and tree sync need from the sync streams; `StreamManager` provides it. */
+export interface StreamPort {
+  /** Queues an envelope; false when there is no stream or its queue is full. */
+  send(peer: string, type: EnvelopeType, payload: Uint8Array): boolean;
+  /** Peers with an open stream. */
+  openPeers(): string[];
+  /** Frames waiting to go to `peer` (a sender of bulk data waits while it is high). */
+  queued?(peer: string): number;
+}
+
 interface Stream {
   peer: string;
   role: "opener" | "acceptor";
@@ -76,7 +86,7 @@ export interface StreamDeps {
 }
 
 /** Owns every sync stream of one router. */
-export class StreamManager {
+export class StreamManager implements StreamPort {
   readonly #d: StreamDeps;
   readonly #byPeer = new Map<string, Stream>();
   readonly #unbound = new Set<Stream>();

@@ -11,7 +11,7 @@
 
 import type { PolicyReplicas, TreeEntry } from "../../policies/replicas.ts";
 import type { Scheduler } from "../scheduler.ts";
-import type { StreamPort } from "../store/store_sync.ts";
+import type { StreamPort } from "../streams.ts";
 import type { TreeCounter } from "./tree_sync.ts";
 import * as codec from "./tree_codec.ts";
 

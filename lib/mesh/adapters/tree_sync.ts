@@ -34,7 +34,7 @@ import type { Logger } from "../../core/log.ts";
 import type { TreeKind } from "../../policies/cache_aware/shared_paths.ts";
 import type { PolicyReplicas, TreeRole } from "../../policies/replicas.ts";
 import type { Scheduler } from "../scheduler.ts";
-import type { StreamPort } from "../store/store_sync.ts";
+import type { StreamPort } from "../streams.ts";
 import type { EnvelopeType } from "../wire.ts";
 import * as codec from "./tree_codec.ts";
 import { TreeResponder } from "./tree_responder.ts";

@@ -22,6 +22,7 @@
 
 import type { Logger } from "../../core/log.ts";
 import type { Scheduler } from "../scheduler.ts";
+import type { StreamPort } from "../streams.ts";
 import type { EnvelopeType } from "../wire.ts";
 import { LwwStore, type Op } from "./lww_store.ts";
 import * as codec from "./store_codec.ts";
@@ -32,16 +33,6 @@ export const BUCKETS = 64;
 
 /** Largest batch payload (keeps envelopes far below the 10 MiB message cap). */
 const BATCH_BYTES = 1 << 20;
-
-/** What the sync needs from the sync streams. */
-export interface StreamPort {
-  /** Queues an envelope; false when there is no stream or its queue is full. */
-  send(peer: string, type: EnvelopeType, payload: Uint8Array): boolean;
-  /** Peers with an open stream. */
-  openPeers(): string[];
-  /** Frames waiting to go to `peer` (a sender of bulk data waits while it is high). */
-  queued?(peer: string): number;
-}
 
 /** Counters the sync reports (per namespace where it applies). */
 export interface StoreSyncStats {
