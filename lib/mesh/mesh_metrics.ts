@@ -9,7 +9,7 @@
 
 import type client from "prom-client";
 import { FastCounter, FastGauge, FastHistogram } from "../metrics/fast.ts";
-import { DURATION_BUCKETS } from "../metrics/metrics.ts";
+import { DURATION_BUCKETS } from "../metrics/families.ts";
 
 /** Round-trip buckets for probes, 0.5 ms to 10 s. */
 const RTT_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10];
