@@ -1,8 +1,9 @@
 /**
  * Dependencies point one way (CONVENTIONS.md "Shape"): the bottom (core, config, metrics)
  * imports nothing above it; policies and workers import only the bottom; routing only core;
- * proxy uses those; discovery turns pods into workers; only server wires the gateway; the simulator (sim) stands apart on core;
- * commands sit on top. Read from `deno info --json`.
+ * proxy uses those; the HTTP/1.1 parsing (http1) sits under both the worker client (upstream)
+ * and the front; discovery turns pods into workers; only server wires the gateway; the simulator
+ * (sim) stands apart on core; commands sit on top. Read from `deno info --json`.
  */
 
 import assert from "node:assert/strict";
@@ -15,13 +16,17 @@ const ALLOWED: Record<string, string[]> = {
   routing: ["core", "routing"],
   policies: ["core", "config", "policies"],
   workers: ["core", "config", "workers"],
-  upstream: ["upstream"],
+  // HTTP/1.1 parsing shared by the worker client and the front: heads, chunked bodies, the read
+  // buffer. Pure functions over bytes; imports nothing.
+  http1: ["http1"],
+  upstream: ["http1", "upstream"],
   // The gateway-side tokenizer, cache and detokenizer: npm tokenizers and jinja over core.
   tokenizer: ["core", "tokenizer"],
   // sglang's scheduler service over gRPC: the proto codec and the client of one worker.
   grpc: ["core", "grpc"],
-  // The own HTTP/1.1 front: the gateway's exchange types (core) and the HTTP/1.1 parser.
-  front: ["core", "upstream", "front"],
+  // The own HTTP/1.1 front: the gateway's exchange types (core), the HTTP/1.1 parsing, and from
+  // upstream only the `Cancel` source and `concat` of `upstream/types.ts`.
+  front: ["core", "http1", "upstream", "front"],
   proxy: [
     "core",
     "config",

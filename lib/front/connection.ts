@@ -9,7 +9,8 @@
 
 import type { Reply } from "../core/http.ts";
 import type { Logger } from "../core/log.ts";
-import { headEnd, READ_BUFFER, readSpace } from "../upstream/http1_parse.ts";
+import { headEnd } from "../http1/head.ts";
+import { READ_BUFFER, readSpace } from "../http1/read_buffer.ts";
 import { type BodySource, FrontError, FrontInbound, parseRequestHead } from "./request.ts";
 import { errorResponse, writeReply } from "./response.ts";
 
