@@ -1,10 +1,10 @@
 /**
- * Dependencies point one way (CONVENTIONS.md "Shape"): the bottom (core, config, metrics)
- * imports nothing above it; policies and workers import only the bottom; routing only core;
- * proxy uses those; the HTTP/1.1 parsing (http1) sits under both the worker client (upstream)
- * and the front; discovery turns pods into workers; only server wires the gateway; the simulator
- * (sim) stands apart on core; commands sit on top. And no two files under lib/ import each other,
- * directly or around a loop. Read from `deno info --json`; type-only imports count.
+ * Dependencies point one way: the bottom (core, config, metrics) imports nothing above it;
+ * policies and workers import only the bottom; routing only core; proxy uses those; the HTTP/1.1
+ * parsing (http1) sits under both the worker client (upstream) and the front; discovery turns
+ * pods into workers; only server wires the gateway; the simulator (sim) stands apart on core;
+ * commands sit on top. And no two files under lib/ import each other, directly or around a loop.
+ * Read from `deno info --json`; type-only imports count.
  */
 
 import assert from "node:assert/strict";

@@ -1,11 +1,12 @@
 /**
  * The request side of the own HTTP/1.1 front (`server.ts`): the request head parsed from the
  * connection's buffer (request line, then the header-field parser shared with the worker client,
- * `lib/http1/head.ts`, strict about framing: conflicting lengths, a transfer coding other than chunked, both
- * `content-length` and `transfer-encoding`), and `FrontInbound`, the gateway's `Inbound` over
- * one request on a connection: headers as pairs, the body read on demand (sized or chunked,
- * `Expect: 100-continue` answered when the body is first wanted), the client's leaving as a
- * `Cancel`, and a fetch `Request` built only when a non-inference handler asks for one.
+ * `lib/http1/head.ts`, strict about framing: conflicting lengths, a transfer coding other than
+ * chunked, both `content-length` and `transfer-encoding`), and `FrontInbound`, the gateway's
+ * `Inbound` over one request on a connection: headers as pairs, the body read on demand (sized
+ * or chunked, `Expect: 100-continue` answered when the body is first wanted), the client's
+ * leaving as a `Cancel`, and a fetch `Request` built only when a non-inference handler asks for
+ * one.
  */
 
 import { GatewayError, invalidRequest, payloadTooLarge } from "../core/errors.ts";

@@ -91,7 +91,7 @@ export interface ReplySink {
   write(b: Uint8Array): Promise<void>;
 }
 
-/** The bytes of a plain-text `status` answer carrying `message`, after which the connection closes. */
+/** A plain-text `status` answer carrying `message`, after which the connection closes. */
 export function errorResponse(status: number, message: string): Uint8Array {
   const body = encoder.encode(message);
   const h = `HTTP/1.1 ${status} ${REASONS[status] ?? ""}\r\n${dateHeader()}` +

@@ -3,7 +3,7 @@
  * (byte order) after it probed the other, kept alive with heartbeats when idle, closed after
  * the idle timeout or when the peer goes DOWN or LEAVING, and reopened with backoff after a
  * failure. Each direction has a bounded queue that drops (and counts) on overflow; the payload
- * is typed envelopes, which part 2 of the mesh fills. A stream that breaks on its own is
+ * is typed envelopes, which store sync and tree sync fill. A stream that breaks on its own is
  * reported (`onLost`), so the SWIM core probes that peer at once.
  */
 

@@ -47,7 +47,7 @@ export function createPolicy(name: PolicyName, deps: PolicyDeps, flag = "--polic
     );
   }
   const policy = build(deps);
-  // Sticky sessions wrap every policy but the key-native ones (SPEC §5).
+  // Sticky sessions wrap every policy but the key-native ones (`stickyAppliesTo`).
   return deps.config.routingKeyOverride && stickyAppliesTo(name)
     ? new StickySessions(policy, deps)
     : policy;

@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { retransmitLimit, suspicionBounds, suspicionTimeout } from "../../lib/mesh/suspicion.ts";
 
 Deno.test("suspicion: bounds follow memberlist's formula (mult 4, max mult 6, 1 s probes)", () => {
-  // [members, min s, max s, k] from anchors.md C1's derived table.
+  // [members, min s, max s, k]: min = 4 × max(1, log10 N) s, k = 4 − 2 confirmations and
+  // max = 6 × min, or k = 0 and max = min when fewer than k others could confirm.
   const rows: [number, number, number, number][] = [
     [1, 4, 4, 0],
     [3, 4, 4, 0], // N − 2 < k: the timeout is simply the minimum

@@ -1,5 +1,5 @@
 /**
- * bucket: the boundary-adaptation examples of policies.md §5.6 (upstream's bucket tests), the
+ * bucket: the boundary-adaptation examples of SMG's bucket tests, the
  * imbalance override, removal, an unavailable owner, idle-window expiry, the random pick outside
  * the prefill leg, determinism under churn, and a mixed short/long workload on which bucket
  * spreads prefill tokens more evenly than round_robin.

@@ -96,7 +96,7 @@ Deno.test("consistent_hashing: key sources in priority order", () => {
       branch: "routing_key_hit",
     },
     { name: "then cookie", req: withHeaders(cookie), key: "s=1", branch: "routing_key_hit" },
-    // Departure from upstream (§12.5): an empty first header falls through to the next one.
+    // Departure from SMG: an empty first header falls through to the next one.
     {
       name: "empty authorization falls through",
       req: withHeaders({ authorization: "", ...xff }),

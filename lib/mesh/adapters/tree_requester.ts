@@ -93,7 +93,7 @@ export class TreeRequester {
     this.#copied.delete(peer);
   }
 
-  /** A round of `peer`'s deltas went missing: decisions were lost, its trees must be copied again. */
+  /** A round of `peer`'s deltas went missing: its trees must be copied again. */
   roundMissed(peer: string): void {
     this.#copied.get(peer)?.clear();
   }

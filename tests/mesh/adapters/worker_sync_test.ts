@@ -1,4 +1,4 @@
-/** Worker registry sync: each rule of the seed's "Worker Registry Sync" as a scenario. */
+/** Worker registry sync: each rule listed in `lib/mesh/adapters/worker_sync.ts` as a scenario. */
 
 import assert from "node:assert/strict";
 import { defaultConfig } from "../../../lib/config/config.ts";
