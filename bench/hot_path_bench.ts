@@ -13,7 +13,7 @@ import { parseGatewayArgs } from "../lib/config/cli.ts";
 import { silentLogger } from "../lib/core/log.ts";
 import { type BodySource, FrontInbound, parseRequestHead } from "../lib/front/request.ts";
 import { Gateway } from "../lib/server/app.ts";
-import { headEnd } from "../lib/upstream/http1_parse.ts";
+import { headEnd } from "../lib/http1/head.ts";
 import {
   Cancel,
   type Upstream,

@@ -1,7 +1,7 @@
 /**
  * Membership vocabulary shared by the SWIM core, the transports and the shells: a member's
- * status (the seed's INIT, ALIVE, SUSPECTED, DOWN, LEAVING), its record as gossiped, and name
- * order for choosing which router of a pair opens the sync stream.
+ * status (INIT, ALIVE, SUSPECTED, DOWN, LEAVING), its record as gossiped, and name order for
+ * choosing which router of a pair opens the sync stream.
  */
 
 /** A member's status. INIT: this router has not joined yet (only ever its own record). */

@@ -1,6 +1,6 @@
 /**
  * The mesh's Prometheus metrics, registered in the gateway's registry. SMG's three keep SMG's
- * semantics (reference/mesh.md §9): `router_mesh_peer_connections` is set by the router that
+ * semantics: `router_mesh_peer_connections` is set by the router that
  * accepts a stream (1 with `peer=""` at accept, left at 1, then 1 for the learned name and 0
  * when the stream ends, kept after the peer is gone), `router_mesh_peer_reconnects_total`
  * counts accepted streams that ended, and `router_mesh_sync_round_duration_seconds` is observed
@@ -9,7 +9,7 @@
 
 import type client from "prom-client";
 import { FastCounter, FastGauge, FastHistogram } from "../metrics/fast.ts";
-import { DURATION_BUCKETS } from "../metrics/metrics.ts";
+import { DURATION_BUCKETS } from "../metrics/families.ts";
 
 /** Round-trip buckets for probes, 0.5 ms to 10 s. */
 const RTT_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10];

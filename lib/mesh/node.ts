@@ -69,7 +69,7 @@ export type MemberListener = (m: MemberRecord, previous: MemberStatus | null | "
 
 /** One router in the mesh. */
 export class MeshNode {
-  /** Sync streams (part 2 sends envelopes through them). */
+  /** Sync streams (store sync and tree sync send their envelopes through them). */
   readonly streams: StreamManager;
   readonly #o: MeshNodeOptions;
   readonly #state: SwimState;

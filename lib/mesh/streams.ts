@@ -3,7 +3,7 @@
  * (byte order) after it probed the other, kept alive with heartbeats when idle, closed after
  * the idle timeout or when the peer goes DOWN or LEAVING, and reopened with backoff after a
  * failure. Each direction has a bounded queue that drops (and counts) on overflow; the payload
- * is typed envelopes, which part 2 of the mesh fills. A stream that breaks on its own is
+ * is typed envelopes, which store sync and tree sync fill. A stream that breaks on its own is
  * reported (`onLost`), so the SWIM core probes that peer at once.
  */
 
@@ -33,6 +33,16 @@ const MAX_UNBOUND = 64;
 
 /** A received envelope. */
 export type EnvelopeHandler = (peer: string, type: EnvelopeType, payload: Uint8Array) => void;
+
+/** What store sync and tree sync need from the sync streams; `StreamManager` provides it. */
+export interface StreamPort {
+  /** Queues an envelope; false when there is no stream or its queue is full. */
+  send(peer: string, type: EnvelopeType, payload: Uint8Array): boolean;
+  /** Peers with an open stream. */
+  openPeers(): string[];
+  /** Frames waiting to go to `peer` (a sender of bulk data waits while it is high). */
+  queued?(peer: string): number;
+}
 
 interface Stream {
   peer: string;
@@ -76,7 +86,7 @@ export interface StreamDeps {
 }
 
 /** Owns every sync stream of one router. */
-export class StreamManager {
+export class StreamManager implements StreamPort {
   readonly #d: StreamDeps;
   readonly #byPeer = new Map<string, Stream>();
   readonly #unbound = new Set<Stream>();

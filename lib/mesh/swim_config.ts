@@ -1,10 +1,9 @@
 /**
  * Timing and fan-out of the SWIM core, in milliseconds, taken from the `--mesh-*` flags
- * (`MeshConfig`, where each default is documented: the seed's values where it gives them, such
- * as probe every second, ping-req through 3 peers, 3 s broadcasts, 1 s retry backoff doubling to
- * 60 s, and hashicorp/memberlist's LAN defaults for the rest, such as a 500 ms probe timeout,
- * suspicion 4 × log10 N probe intervals stretched up to 6× without confirmations, Lifeguard's
- * awareness up to 8×).
+ * (`MeshConfig`, where each default is documented: probe every second, ping-req through 3
+ * peers, 3 s broadcasts, 1 s retry backoff doubling to 60 s, and hashicorp/memberlist's LAN
+ * defaults for the rest, such as a 500 ms probe timeout, suspicion 4 × log10 N probe intervals
+ * stretched up to 6× without confirmations, Lifeguard's awareness up to 8×).
  */
 
 import { defaultConfig, type MeshConfig } from "../config/config.ts";

@@ -70,7 +70,7 @@ export interface AckMessage {
   error: AckError;
 }
 
-/** What a sync-stream envelope carries; part 2 of the mesh fills these in. */
+/** What a sync-stream envelope carries: store batches, acks, digests, tree deltas, repairs. */
 export type EnvelopeType =
   | "crdt_batch"
   | "crdt_ack"

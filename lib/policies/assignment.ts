@@ -2,7 +2,7 @@
  * `--assignment-mode` placement for `manual` and sticky sessions: where a key that is not pinned
  * (or a keyless request) goes. In: a non-empty candidate list and a seeded random source; out:
  * one candidate. `delegate` means "ask the configured policy" and is resolved by the caller;
- * here it is min_load (what upstream's manual policy does with it).
+ * here it is min_load (what SMG's manual policy does with it).
  */
 
 import type { AssignmentMode } from "../config/config.ts";

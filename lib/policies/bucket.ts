@@ -6,14 +6,14 @@
  * Per model, each prefill worker owns a contiguous range of sizes. The ranges start as an even
  * split of [0, 4096) with the last one open-ended; every BUCKET_ADJUST_INTERVAL_MS they adapt to
  * the sizes routed in the last window (of the same length) so that each range carries about the
- * same total, but only when the per-bucket load moved by more than 2× (policies.md §5.6). When
+ * same total, but only when the per-bucket load moved by more than 2×. When
  * the candidates' window totals are clearly imbalanced (`--balance-abs-threshold` and
  * `--balance-rel-threshold`, shared with cache_aware) the least loaded candidate wins instead.
  * Candidates that are not prefill workers (a per-model label outside PD) get a uniform random
- * pick, as in SMG, where only the prefill leg gets buckets (SPEC §5).
+ * pick, as in SMG, where only the prefill leg gets buckets.
  *
- * Departures from upstream, whose bugs are listed in policies.md §12.2:
- * - every (re-)split covers [0, 4096); upstream splits [0, usize::MAX) after the first one, so
+ * Departures from SMG, each avoiding a flaw of its bucket policy:
+ * - every (re-)split covers [0, 4096); SMG splits [0, usize::MAX) after the first one, so
  *   its first worker takes every realistic size until the next adaptation;
  * - a removed worker leaves the ranges at once (they are re-split over the rest, and the next
  *   adaptation is not held back by the 2× rule; the same when a worker joins);
@@ -23,7 +23,7 @@
  *   period does not leave stale totals; adaptation runs lazily inside `select`, no timer;
  * - the imbalance test looks at the candidates' totals only, so an unavailable worker's empty
  *   total does not make every request "imbalanced";
- * - ties for least loaded go to the first candidate in order (upstream: map iteration order).
+ * - ties for least loaded go to the first candidate in order (SMG: map iteration order).
  *
  * Known gaps: a model's (small) state is kept for as long as the policy lives. Kept from SMG's
  * algorithm as specified: one size is never split between workers (traffic of a few distinct
@@ -34,7 +34,8 @@
 
 import { randomIndex } from "../core/clock.ts";
 import type { RouteRequest, WorkerView } from "../core/types.ts";
-import type { Policy, PolicyDeps, PolicyNeeds } from "./policy.ts";
+import type { Policy, PolicyNeeds } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 
 /**
  * How often the ranges adapt, and the length of the window they adapt to. SMG's CLI hard-codes

@@ -5,31 +5,32 @@
  * a lookup accepts only this request's candidates, so an unavailable worker's keys go to the
  * next candidate clockwise and return when it recovers.
  *
- * Key priority (SPEC §5; differs from upstream, reference/policies.md §4.3):
+ * Key priority (where it differs from SMG's, the step says so):
  * 1. `X-SMG-Target-Worker`: a worker URL, worker id, or 0-based index into the candidate list.
  *    Unknown or not a candidate → 503 `target_worker_unavailable`, never silently rerouted.
- *    An empty value counts as absent. Indices shift as workers become unavailable (upstream
+ *    An empty value counts as absent. Indices shift as workers become unavailable (SMG
  *    does the same); URL or id is the stable way to name a worker.
- * 2. `request.ridKey` (the body `rid`, only with `--routing-key-override`; upstream never reads
+ * 2. `request.ridKey` (the body `rid`, only with `--routing-key-override`; SMG never reads
  *    it here). Reported as branch `rid_hit` so operators can tell it from header keys.
- * 3. `request.routingKey` (first valid `--routing-key-headers` value, ≤ 128 bytes). Upstream
+ * 3. `request.routingKey` (first valid `--routing-key-headers` value, ≤ 128 bytes). SMG
  *    also falls back to a raw `x-smg-routing-key` when the configured list excludes it; we use
  *    the configured list only, as every other consumer of the routing key does.
  * 4. Implicit key: Authorization, X-Forwarded-For, Cookie, the first PRESENT one with a valid
- *    (non-empty, visible ASCII) value. Upstream goes to random when the first present one is
- *    invalid (reference §12.5); we try the next, because an empty `Authorization:` sent by a
+ *    (non-empty, visible ASCII) value. SMG goes to random when the first present one is
+ *    invalid; we try the next, because an empty `Authorization:` sent by a
  *    client library says nothing about the session while its X-Forwarded-For still does.
  * 5. Uniform random over the candidates (`deps.random`).
  *
  * Branches reported to the observer: no_healthy_workers, target_worker_hit, target_worker_miss,
- * rid_hit, routing_key_hit (header and implicit keys, as upstream), random_fallback.
+ * rid_hit, routing_key_hit (header and implicit keys, as in SMG), random_fallback.
  */
 
 import { randomIndex } from "../core/clock.ts";
 import { GatewayError } from "../core/errors.ts";
 import type { RouteRequest, WorkerView } from "../core/types.ts";
 import { CandidateRing, hash53 } from "./hash_ring.ts";
-import { NEEDS_NOTHING, type Policy, type PolicyDeps } from "./policy.ts";
+import { NEEDS_NOTHING, type Policy } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 
 /** The header naming an explicit target worker. */
 export const TARGET_WORKER_HEADER = "x-smg-target-worker";

@@ -26,10 +26,10 @@
  * Workers without a usable report are scored by drain time (in-flight × p̄ / nominal throughput)
  * when some candidate reports, and by raw in-flight count (join-shortest-queue) when none does.
  *
- * A report older than `STALE_INTERVALS` load-monitor intervals counts as absent: upstream keeps
+ * A report older than `STALE_INTERVALS` load-monitor intervals counts as absent: SMG keeps
  * a silent worker's last report forever and keeps steering by it. Credit ("work sent since the
  * last report") is keyed by worker id and reset by the arrival of a newer report, seen as a
- * changed `WorkerView.loadAt`; it is never decremented on completion (upstream does the same).
+ * changed `WorkerView.loadAt`; it is never decremented on completion (SMG does the same).
  */
 
 import { defaultConfig, type GatewayConfig, type LeastLoadConfig } from "../config/config.ts";
@@ -53,7 +53,7 @@ export function defaultTuning(): ExpectedWaitTuning {
   return sanitizeTuning(defaultConfig().leastLoad);
 }
 
-/** `t` with an invalid λ or throughput replaced by its default and p̄ ≥ 1, as upstream builds it. */
+/** `t` with an invalid λ or throughput replaced by its default and p̄ ≥ 1, as SMG builds it. */
 export function sanitizeTuning(t: ExpectedWaitTuning): ExpectedWaitTuning {
   const d = defaultConfig().leastLoad;
   const lambda = t.kvPressureWeight;

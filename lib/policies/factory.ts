@@ -7,7 +7,8 @@
 import type { PolicyName } from "../config/config.ts";
 import { ConfigError } from "../core/errors.ts";
 import { PassthroughPolicy } from "./passthrough.ts";
-import type { Policy, PolicyDeps } from "./policy.ts";
+import type { Policy } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 import { RandomPolicy } from "./random.ts";
 import { RoundRobinPolicy } from "./round_robin.ts";
 import { ManualPolicy } from "./manual.ts";
@@ -46,7 +47,7 @@ export function createPolicy(name: PolicyName, deps: PolicyDeps, flag = "--polic
     );
   }
   const policy = build(deps);
-  // Sticky sessions wrap every policy but the key-native ones (SPEC §5).
+  // Sticky sessions wrap every policy but the key-native ones (`stickyAppliesTo`).
   return deps.config.routingKeyOverride && stickyAppliesTo(name)
     ? new StickySessions(policy, deps)
     : policy;

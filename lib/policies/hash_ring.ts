@@ -8,7 +8,7 @@
  * candidate clockwise and come back when it recovers, and adding or removing a worker moves
  * about 1/n of the keys.
  *
- * Hash: not SMG's blake3 (placement parity only matters for mixed fleets; reference §14) but a
+ * Hash: not SMG's blake3 (placement parity would only matter for a fleet mixing both) but a
  * cyrb53-style pair of 32-bit multiply-xor lanes with a murmur-like finaliser, combined into a
  * 53-bit integer so it stays an exact JS number. Stable across runs and platforms; strings are
  * hashed as UTF-16 code units, token ids as 32-bit words.

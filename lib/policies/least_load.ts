@@ -8,10 +8,10 @@
  * With `--least-load-max-waiting-requests` N > 0, a worker whose fresh report shows waiting +
  * credited requests ≥ N is skipped; when every candidate is skipped the request fails with 503
  * `no_available_workers` and `Retry-After` = the load-monitor interval, whatever the connection
- * mode (upstream answers gRPC with 404 `model_not_found`). Workers without a fresh report are
+ * mode (SMG answers gRPC with 404 `model_not_found`). Workers without a fresh report are
  * never skipped.
  *
- * Departures from upstream: reports older than three load-monitor intervals count as absent;
+ * Departures from SMG: reports older than three load-monitor intervals count as absent;
  * the one-candidate short-circuit still credits the worker, so its tally is right when other
  * workers become eligible again before its next report.
  */
@@ -27,7 +27,8 @@ import {
   sanitizeTuning,
   SinceReportCredit,
 } from "./expected_wait.ts";
-import type { Policy, PolicyDeps, PolicyNeeds } from "./policy.ts";
+import type { Policy, PolicyNeeds } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 
 /** Lowest expected wait, with an optional waiting-queue cap. */
 export class LeastLoadPolicy implements Policy {

@@ -7,11 +7,11 @@
  *
  * The key is the request's sticky key: the body `rid` key with `--routing-key-override`, else
  * the routing-key header (configured list, ≤ 128 bytes; turn suffixes stripped under the
- * override, as sticky sessions do). Upstream reads only the raw `x-smg-routing-key` header here
+ * override, as sticky sessions do). SMG reads only the raw `x-smg-routing-key` header here
  * (no length cap, ignoring `--routing-key-headers`), unlike every other key reader; we use the
- * one key everyone else uses. Keys are scoped by model (upstream's map is not, see StickyMap).
+ * one key everyone else uses. Keys are scoped by model (SMG's map is not, see StickyMap).
  *
- * Failover follows upstream: a pinned worker that becomes unavailable gets a second worker
+ * Failover follows SMG: a pinned worker that becomes unavailable gets a second worker
  * appended (`occupied_miss`); while the first is back it is the primary again; after two
  * failovers it is forgotten. Idle keys are swept lazily from `select`, at most once per
  * `--eviction-interval` (no timer); `sweep(now)` is exposed for callers that want it sooner.
@@ -21,13 +21,8 @@
 import type { AssignmentMode } from "../config/config.ts";
 import type { RouteRequest, WorkerView } from "../core/types.ts";
 import { assignWorker } from "./assignment.ts";
-import {
-  NEEDS_NOTHING,
-  NO_OBSERVER,
-  type Policy,
-  type PolicyDeps,
-  type PolicyObserver,
-} from "./policy.ts";
+import { NEEDS_NOTHING, NO_OBSERVER, type Policy, type PolicyObserver } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 import { sharedStickyMap, type StickyMap, stickyMapKey } from "./sticky_map.ts";
 
 /** Decision branches of `manual` (SMG's `smg_manual_policy_branch_total` labels). */

@@ -1,6 +1,7 @@
 /** The routing policies and their factory. */
 
-export type { Policy, PolicyDeps, PolicyNeeds } from "./policy.ts";
+export type { Policy, PolicyNeeds } from "./policy.ts";
+export type { PolicyDeps } from "./policy_deps.ts";
 export { AVAILABLE_POLICIES, createPolicy } from "./factory.ts";
 export { RandomPolicy } from "./random.ts";
 export { RoundRobinPolicy } from "./round_robin.ts";

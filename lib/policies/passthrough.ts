@@ -5,7 +5,8 @@
  */
 
 import type { RouteRequest, WorkerView } from "../core/types.ts";
-import { NEEDS_NOTHING, type Policy, type PolicyDeps } from "./policy.ts";
+import { NEEDS_NOTHING, type Policy } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 
 /** Always the first candidate. */
 export class PassthroughPolicy implements Policy {

@@ -5,11 +5,8 @@
  * inputs, and import nothing from workers, proxy or mesh.
  */
 
-import type { GatewayConfig, PolicyName } from "../config/config.ts";
-import type { Random } from "../core/clock.ts";
-import type { Logger } from "../core/log.ts";
+import type { PolicyName } from "../config/config.ts";
 import type { RouteRequest, SelectionNote, WorkerView } from "../core/types.ts";
-import type { PolicyReplicas, TreeRole } from "./replicas.ts";
 
 /** What a policy reads beyond the candidate list; the router supplies only what is declared. */
 export interface PolicyNeeds {
@@ -62,24 +59,6 @@ export const NO_OBSERVER: PolicyObserver = {
   stickyEntries: () => {},
   keySource: () => {},
 };
-
-/** What a policy factory hands every policy. */
-export interface PolicyDeps {
-  /** Seeded randomness. */
-  random: Random;
-  /** Clock reading in ms (the same clock as `WorkerView.loadAt`). */
-  now: () => number;
-  /** Logger (module `policy`). */
-  log: Logger;
-  /** The gateway configuration; a policy reads its own section. */
-  config: GatewayConfig;
-  /** Decision reporting (default: none). */
-  observer?: PolicyObserver;
-  /** Where shared state registers for the mesh (default: none, nothing shared). */
-  replicas?: PolicyReplicas;
-  /** Which of the router's policies this is, for tree sync (default `main`; PD legs). */
-  role?: TreeRole;
-}
 
 /** Declares that a policy reads neither text nor loads. */
 export const NEEDS_NOTHING: PolicyNeeds = { requestText: false, backendLoads: false };

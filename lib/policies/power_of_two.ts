@@ -10,12 +10,12 @@
  * second random one), the other the next worker of a rotating probe (from a seeded random
  * start, skipping the remembered one), so every worker is looked at once every n requests where
  * uniform draws can leave an idle worker unseen for many (BENCHMARKS.md, "Routing quality, round
- * two", measures both); with `smg` both are uniform, as upstream samples them. SMG's formula always
- * uses least_load's default tuning, never the `--least-load-*` flags (upstream behaviour, which
- * the seed keeps), and nominal throughput is taken over the pair only; both sampled workers
- * dark → join-shortest-queue on in-flight. Reports older than three
- * load-monitor intervals count as absent (upstream keeps them forever). One candidate is
- * returned without sampling, but is still credited (upstream skips the credit).
+ * two", measures both); with `smg` both are uniform, as SMG samples them. SMG's formula always
+ * uses least_load's default tuning, never the `--least-load-*` flags (as SMG does), and nominal
+ * throughput is taken over the pair only; both sampled workers dark → join-shortest-queue on
+ * in-flight. Reports older than three load-monitor intervals count as absent (SMG keeps them
+ * forever). One candidate is returned without sampling, but is still credited (SMG skips the
+ * credit).
  */
 
 import { randomIndex } from "../core/clock.ts";
@@ -30,7 +30,8 @@ import {
   requestTokens,
   SinceReportCredit,
 } from "./expected_wait.ts";
-import type { Policy, PolicyDeps, PolicyNeeds } from "./policy.ts";
+import type { Policy, PolicyNeeds } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 
 /** The better of two candidates by expected wait. */
 export class PowerOfTwoPolicy implements Policy {

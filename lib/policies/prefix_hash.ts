@@ -1,10 +1,10 @@
 /**
- * `prefix_hash` (reference/policies.md §5.5): requests sharing a prompt prefix go to the same
+ * `prefix_hash`: requests sharing a prompt prefix go to the same
  * worker, found on the hash ring (`hash_ring.ts`) by a hash of the prefix, unless that worker
  * is too busy; then to the least loaded candidate.
  *
  * Key candidates, tried in order (deepest first):
- * 1. `request.routingKey` (configured routing-key headers only, as upstream): one key.
+ * 1. `request.routingKey` (configured routing-key headers only, as in SMG): one key.
  * 2. Token ids: with `--cache-boundaries`, one key per boundary b ≤ token count, deepest first,
  *    over tokens[0..b]; else one key over the first `--prefix-token-count` tokens.
  * 3. Text: the same with 4 characters per token (code points, so a cut never splits one).
@@ -17,17 +17,18 @@
  * `loadOk` wins (it always does: the minimum is below the average), else the deepest target.
  *
  * Prefix hashes are computed incrementally in one pass over the deepest prefix, so boundaries
- * cost O(deepest depth), not the sum of depths. Unlike upstream, the policy declares that it
- * needs request text (upstream says no, so HTTP PD routed it without a prefix: §12.10).
+ * cost O(deepest depth), not the sum of depths. Unlike SMG, the policy declares that it
+ * needs request text (SMG's says no, so its HTTP PD routing had no prefix to hash).
  * Branches: no_healthy_workers, no_routing_key, ring_hit, load_balance_walk, fallback_least_load.
  */
 
 import type { PrefixHashConfig } from "../config/config.ts";
 import type { RouteRequest, WorkerView } from "../core/types.ts";
 import { CandidateRing, hash53, PrefixHasher } from "./hash_ring.ts";
-import type { Policy, PolicyDeps, PolicyNeeds } from "./policy.ts";
+import type { Policy, PolicyNeeds } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 
-/** Characters per token when keying on text (upstream's `CHARS_PER_TOKEN`). */
+/** Characters per token when keying on text (SMG's `CHARS_PER_TOKEN`). */
 export const CHARS_PER_TOKEN = 4;
 
 // Separate hash domains, so a routing key never collides with a prompt by construction.

@@ -2,7 +2,8 @@
 
 import { randomIndex } from "../core/clock.ts";
 import type { RouteRequest, WorkerView } from "../core/types.ts";
-import { NEEDS_NOTHING, type Policy, type PolicyDeps } from "./policy.ts";
+import { NEEDS_NOTHING, type Policy } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 
 /** Uniform random over the candidates. */
 export class RandomPolicy implements Policy {

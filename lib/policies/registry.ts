@@ -1,7 +1,7 @@
 /**
  * Which policy routes which model. The default policy (`--policy`) serves every model, except a
  * model whose first registered worker carries a `policy` label naming another policy: that model
- * gets its own instance, built with the operator's tuning (upstream builds it with library
+ * gets its own instance, built with the operator's tuning (SMG builds it with library
  * defaults, which differ from the CLI's), kept while the model has workers. Models without a
  * label share the default instance (one cache-aware policy keeps per-model trees inside it).
  *
@@ -54,7 +54,7 @@ export class PolicyRegistry {
 
   /**
    * A worker joined or learned its models. The first worker of a model decides its policy
-   * through `label` (its `policy` label); later workers' labels are ignored, as upstream.
+   * through `label` (its `policy` label); later workers' labels are ignored, as in SMG.
    */
   workerModels(
     workerId: string,

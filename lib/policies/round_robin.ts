@@ -1,6 +1,6 @@
 /**
  * `round_robin`: a separate rotation for each set of candidate workers (each model, each pool),
- * so every worker in a set gets an even share, as the seed describes. Upstream keeps one counter
+ * so every worker in a set gets an even share. SMG keeps one counter
  * per policy instance, so models sharing the default policy skew each other's rotation.
  *
  * Sets are keyed by a hash of their workers' sequence numbers in order (O(n) integer work, no

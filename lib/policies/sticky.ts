@@ -6,7 +6,7 @@
  * to the inner policy untouched. `manual` and `consistent_hashing` honour keys themselves and
  * are never wrapped (`stickyAppliesTo`).
  *
- * Per-key in-flight cap (upstream's `select_sticky`): while the pinned worker already has
+ * Per-key in-flight cap (SMG's `select_sticky`): while the pinned worker already has
  * `STICKY_INFLIGHT_CAP` requests of this key in flight, the request respills: the inner policy
  * (or the `--assignment-mode`, when one is set) picks again among all candidates, and the pin
  * moves only when that pick is another worker still under the cap (`cap_respill`). Other traffic
@@ -24,7 +24,8 @@
 import type { AssignmentMode, PolicyName } from "../config/config.ts";
 import type { RouteRequest, SelectionNote, WorkerView } from "../core/types.ts";
 import { assignWorker } from "./assignment.ts";
-import { NO_OBSERVER, type Policy, type PolicyDeps, type PolicyObserver } from "./policy.ts";
+import { NO_OBSERVER, type Policy, type PolicyObserver } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 import { sharedStickyMap, type StickyMap, stickyMapKey } from "./sticky_map.ts";
 
 /** Requests of one key in flight on its pinned worker before the next one respills. */

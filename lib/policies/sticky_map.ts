@@ -9,8 +9,8 @@
  * exact: `peek` treats an entry idle for `maxIdleSecs` or more as vacant even before a sweep,
  * and `sweep` only reclaims memory. Entries are kept in access order (a touch moves an entry to
  * the back), so a sweep stops at the first live entry and costs O(expired), assuming a
- * monotonic clock (the gateway's is). Upstream keys the map by routing key alone, so a key used
- * for two models re-pins on every switch; `stickyMapKey` scopes keys by model. Upstream's map is
+ * monotonic clock (the gateway's is). SMG keys the map by routing key alone, so a key used
+ * for two models re-pins on every switch; `stickyMapKey` scopes keys by model. SMG's map is
  * unbounded; this one drops the least recently used entry past `maxEntries`.
  *
  * Entries name workers by `refOf` (the policies use URLs, what every router of a mesh knows a
@@ -20,10 +20,11 @@
  */
 
 import type { WorkerView } from "../core/types.ts";
-import type { Policy, PolicyDeps } from "./policy.ts";
+import type { Policy } from "./policy.ts";
+import type { PolicyDeps } from "./policy_deps.ts";
 import { pinScope } from "./replicas.ts";
 
-/** Workers remembered per key (primary first), as upstream. */
+/** Workers remembered per key (primary first), as in SMG. */
 export const MAX_PINNED_WORKERS = 2;
 
 /** Default bound on keys held; past it the least recently used key is forgotten. */

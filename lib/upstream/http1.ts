@@ -4,8 +4,8 @@
  * pipelining), the request head and body written at once, the response head parsed from the
  * connection's byte buffer, bodies sized, chunked or delimited by close, read as they arrive.
  *
- * Connections and the pool are in `http1_conn.ts`, bodies in `http1_body.ts`, parsing in
- * `http1_parse.ts`.
+ * Connections and the pool are in `http1_conn.ts`, bodies in `http1_body.ts`, the response head
+ * in `http1_response.ts`, the parsing shared with the front in `lib/http1/`.
  *
  * Why our own parser: `fetch` costs 85-103 µs of CPU per tiny proxied request on this machine
  * and a bare keep-alive client on `Deno.connect` about a third of that (24-35 µs, measured under
@@ -14,7 +14,8 @@
  * `node:http` and npm `undici` under Deno cost as much as `fetch` or more (79 and 86 µs per
  * request against `fetch`'s 67 µs in an earlier comparison of the three), and no other well-kept
  * HTTP/1.1 parser runs on Deno without Node's streams in between. Response parsing is a few
- * hundred lines (`http1_parse.ts`) and strict where leniency would smuggle.
+ * hundred lines (`http1_response.ts`, `lib/http1/`) and strict where leniency would
+ * smuggle.
  *
  * - Pool: idle connections per origin, most recent first, at most `maxIdlePerHost`; one idle
  *   longer than `idleTimeoutMs` (`--upstream-pool-idle-timeout-secs`) is closed, not reused.
@@ -43,7 +44,8 @@ import {
   parseOrigin,
   Pool,
 } from "./http1_conn.ts";
-import { bodiless, headEnd, parseHead } from "./http1_parse.ts";
+import { headEnd } from "../http1/head.ts";
+import { bodiless, parseHead } from "./http1_response.ts";
 import {
   type Cancel,
   type Upstream,

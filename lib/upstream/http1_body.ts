@@ -6,7 +6,8 @@
  */
 
 import { closedError, type Conn } from "./http1_conn.ts";
-import { ChunkedDecoder, type ResponseHead } from "./http1_parse.ts";
+import { ChunkedDecoder } from "../http1/chunked.ts";
+import { protocolError, type ResponseHead } from "./http1_response.ts";
 import { type UpstreamBody, UpstreamError } from "./types.ts";
 
 const EMPTY = new Uint8Array(0);
@@ -24,7 +25,7 @@ export class Http1Body implements UpstreamBody {
   constructor(conn: Conn, head: ResponseHead, empty: boolean) {
     this.#conn = conn;
     this.#keepAlive = head.keepAlive;
-    this.#chunks = !empty && head.chunked ? new ChunkedDecoder() : null;
+    this.#chunks = !empty && head.chunked ? new ChunkedDecoder(protocolError) : null;
     this.#remaining = empty ? 0 : head.chunked ? -1 : head.length;
     if (this.#remaining === 0) {
       this.whole = EMPTY as Uint8Array<ArrayBuffer>;

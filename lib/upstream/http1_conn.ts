@@ -5,7 +5,7 @@
  * (`ConnOwner`).
  */
 
-import { READ_BUFFER, readSpace } from "./http1_parse.ts";
+import { READ_BUFFER, readSpace } from "../http1/read_buffer.ts";
 import { type Cancel, type HeaderList, UpstreamError, type UpstreamRequest } from "./types.ts";
 
 /** What a connection asks of the client that owns its pool. */

@@ -6,8 +6,10 @@
  * HTTP/2 workers).
  */
 
-/** Header name/value pairs; names lower-case. */
-export type HeaderList = [string, string][];
+import type { HeaderList } from "../http1/head.ts";
+
+/** Header name/value pairs; names lower-case (defined with the HTTP/1.1 parsing). */
+export type { HeaderList };
 
 /** A response body, read in order. */
 export interface UpstreamBody {

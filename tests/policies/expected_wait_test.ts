@@ -1,5 +1,5 @@
 /**
- * The expected-wait model shared by least_load and power_of_two: each term against upstream's
+ * The expected-wait model shared by least_load and power_of_two: each term against SMG's
  * worked numbers, the fallbacks for missing data, stale-report expiry, the tie-break and the
  * since-report credit.
  */
@@ -34,9 +34,9 @@ const close = (got: number, want: number, what: string) =>
 Deno.test("expected_wait: KV pressure λ·k/(1−k) with k clamped to [0, 0.999]", () => {
   const table: [usage: number, lambda: number, want: number][] = [
     [0, 0.15, 0],
-    [0.2, 0.15, 0.0375], // upstream's worked number
+    [0.2, 0.15, 0.0375], // SMG's worked number
     [0.9, 0.15, 1.35],
-    [0.98, 2, 98], // upstream: the barrier at λ = 2
+    [0.98, 2, 98], // SMG: the barrier at λ = 2
     [1, 0.15, 0.15 * 0.999 / 0.001], // full cache: finite, ≈ 150 s
     [7, 0.15, 0.15 * 0.999 / 0.001],
     [-0.5, 0.15, 0],

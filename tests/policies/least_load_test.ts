@@ -1,7 +1,7 @@
 /**
  * least_load: one-pick scenario tables (reports, in-flight, staleness → expected worker and
  * branch), then sequences for the since-report credit, the waiting-queue cap and its 503, the
- * tuning flags and worker removal. Covers upstream's least_load test list.
+ * tuning flags and worker removal. Covers SMG's least_load test list.
  */
 
 import assert from "node:assert/strict";

@@ -1,7 +1,7 @@
 /**
  * power_of_two: pair scenarios with two candidates (the pair is the whole list, so picks are
  * deterministic), sampling statistics with more, the credit, staleness, the default-tuning rule,
- * and a seeded balls-into-bins property against random. Covers upstream's power_of_two tests.
+ * and a seeded balls-into-bins property against random. Covers SMG's power_of_two tests.
  */
 
 import assert from "node:assert/strict";

@@ -6,7 +6,7 @@
 import { type Random, seededRandom } from "../../lib/core/clock.ts";
 import { createLogger } from "../../lib/core/log.ts";
 import type { LoadSnapshot, RouteRequest, WorkerView } from "../../lib/core/types.ts";
-import type { PolicyDeps } from "../../lib/policies/policy.ts";
+import type { PolicyDeps } from "../../lib/policies/policy_deps.ts";
 import { defaultConfig } from "../../lib/config/config.ts";
 
 const seqs = new Map<string, number>();

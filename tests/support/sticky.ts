@@ -6,7 +6,8 @@
 
 import type { PolicyName } from "../../lib/config/config.ts";
 import type { RouteRequest, WorkerView } from "../../lib/core/types.ts";
-import type { Policy, PolicyDeps, PolicyObserver } from "../../lib/policies/policy.ts";
+import type { Policy, PolicyObserver } from "../../lib/policies/policy.ts";
+import type { PolicyDeps } from "../../lib/policies/policy_deps.ts";
 import { deps, request, view } from "./policies.ts";
 
 /** A PolicyObserver that keeps what it was told. */

@@ -1,18 +1,18 @@
 /**
- * The answering side of cache-aware tree repair (`tree_sync.ts`): a peer's request for one
- * tree (role, model, kind) from a cursor is answered with pages of at most `pageEntries`
- * entries, about `pageBytes` bytes (paths front-coded against the previous one) and
- * `pageUnits` path units, built in slices of `sliceMs` of work so request handling never waits
- * long, and sent only while the stream to the requester holds fewer than `maxQueued` frames.
- * A newer request from the same peer for the same tree cancels the earlier answer; at most two
- * answers per peer and `maxResponses` in all run at once (more are refused: the requester
- * retries).
+ * The answering side of cache-aware tree repair (`tree_requester.ts` asks, `tree_sync.ts` runs
+ * both): a peer's request for one tree (role, model, kind) from a cursor is answered with pages
+ * of at most `pageEntries` entries, about `pageBytes` bytes (paths front-coded against the
+ * previous one) and `pageUnits` path units, built in slices of `sliceMs` of work so request
+ * handling never waits long, and sent only while the stream to the requester holds fewer than
+ * `maxQueued` frames. A newer request from the same peer for the same tree cancels the earlier
+ * answer; at most two answers per peer and `maxResponses` in all run at once (more are refused:
+ * the requester retries).
  */
 
 import type { PolicyReplicas, TreeEntry } from "../../policies/replicas.ts";
 import type { Scheduler } from "../scheduler.ts";
-import type { StreamPort } from "../store/store_sync.ts";
-import type { TreeCounter } from "./tree_sync.ts";
+import type { StreamPort } from "../streams.ts";
+import type { TreeCounter } from "./tree_sync_options.ts";
 import * as codec from "./tree_codec.ts";
 
 /** What the responder needs. */

@@ -1,5 +1,5 @@
 /**
- * Worker registry sync (the seed's "Worker Registry Sync"): each router publishes the workers
+ * Worker registry sync: each router publishes the workers
  * it registered itself under `workers/<its worker id>` in the replicated store, on add, status
  * change and removal, without the API key; peers import them into their own registries and
  * health-check them there. Rules, each one a code path below:
@@ -279,7 +279,7 @@ export class WorkerSync {
   /**
    * An import left the registry. If its owner meanwhile published the URL again under a new key
    * (removed and re-added while this router drained the old import), import that at once; a
-   * local delete or a claim of the same key waits for the reconcile, as the seed says.
+   * local delete or a claim of the same key waits for the reconcile (the rules above).
    */
   #reimport(gone: Worker): void {
     if (this.#stopped) return;

@@ -29,6 +29,9 @@ export interface Digest {
   reply: boolean;
 }
 
+/** Largest batch or digest payload (keeps envelopes far below the 10 MiB message cap). */
+export const BATCH_BYTES = 1 << 20;
+
 /** A decode result. */
 export type Decoded<T> = { ok: true; value: T } | { ok: false; detail: string };
 

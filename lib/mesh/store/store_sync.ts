@@ -2,46 +2,29 @@
  * Replication of the store over the sync streams. Each router pushes its own writes to every
  * open stream as they happen (batched per tick), and resends those not acknowledged within
  * `resendMs`. Everything else (writes a router missed while it was away, partitioned or not yet
- * started, and writes relayed from a router it cannot reach) arrives by anti-entropy: when a
- * stream opens, and every `antiEntropyMs` with one random peer, the two sides compare per-bucket
- * hashes of their stores and exchange exactly the writes the other lacks. So a router that
- * joins late or returns from a partition converges without waiting for new writes, and a
- * quiet mesh costs one 64-hash summary per router per interval.
+ * started, and writes relayed from a router it cannot reach) arrives by anti-entropy
+ * (`anti_entropy.ts`): when a stream opens, and every `antiEntropyMs` with one random peer, the
+ * two sides compare per-bucket hashes of their stores and exchange exactly the writes the other
+ * lacks. So a router that joins late or returns from a partition converges without waiting for
+ * new writes, and a quiet mesh costs one 64-hash summary per router per interval.
  *
  * Writes learned from a peer are passed on to the other open peers at once (with the same
  * ack and resend), so a router whose stream to the writer is down still hears within a tick.
- * Tombstones are collected (upstream keeps them forever) once older than `tombstoneGraceMs`
- * and held by every member: a bucket of a peer's summary that matches ours proves the peer
- * holds every tombstone of that bucket we stored before that moment (a summary that asks for a
- * reply is answered with ours, so both sides learn it). A member that cannot be reached blocks
- * collection until the membership forgets it. A router that returns after that, with a live
- * copy of a removed key, meets the store's collection horizon: its op is refused as
- * `collected`, the ack says so, and it drops its copy (or rewrites it, if it is its own write
- * and it still holds it).
+ * Tombstones are collected (SMG keeps them forever) once older than `tombstoneGraceMs` and held
+ * by every member, as anti-entropy proves. A router that returns after that, with a live copy
+ * of a removed key, meets the store's collection horizon: its op is refused as `collected`, the
+ * ack says so, and it drops its copy (or rewrites it, if it is its own write and it still holds
+ * it).
  */
 
 import type { Logger } from "../../core/log.ts";
 import type { Scheduler } from "../scheduler.ts";
+import type { StreamPort } from "../streams.ts";
 import type { EnvelopeType } from "../wire.ts";
-import { LwwStore, type Op } from "./lww_store.ts";
+import { AntiEntropy, keyId } from "./anti_entropy.ts";
+import type { LwwStore, Op } from "./lww_store.ts";
 import * as codec from "./store_codec.ts";
 import { compareVersions } from "./version.ts";
-
-/** Buckets of the anti-entropy summary. */
-export const BUCKETS = 64;
-
-/** Largest batch payload (keeps envelopes far below the 10 MiB message cap). */
-const BATCH_BYTES = 1 << 20;
-
-/** What the sync needs from the sync streams. */
-export interface StreamPort {
-  /** Queues an envelope; false when there is no stream or its queue is full. */
-  send(peer: string, type: EnvelopeType, payload: Uint8Array): boolean;
-  /** Peers with an open stream. */
-  openPeers(): string[];
-  /** Frames waiting to go to `peer` (a sender of bulk data waits while it is high). */
-  queued?(peer: string): number;
-}
 
 /** Counters the sync reports (per namespace where it applies). */
 export interface StoreSyncStats {
@@ -101,8 +84,7 @@ export class StoreSync {
   readonly #o: Required<StoreSyncOptions>;
   #port: StreamPort | null = null;
   readonly #peers = new Map<string, PeerState>();
-  /** Per peer and bucket, when its summary last matched ours (it held all we stored before). */
-  readonly #inSyncAt = new Map<string, number[]>();
+  readonly #antiEntropy: AntiEntropy;
   #flushQueued = false;
   #cancelTimer: () => void = () => {};
   #lastAntiEntropy: number;
@@ -120,6 +102,20 @@ export class StoreSync {
       ...o,
     };
     this.#lastAntiEntropy = o.scheduler.now();
+    this.#antiEntropy = new AntiEntropy({
+      store: o.store,
+      scheduler: o.scheduler,
+      log: o.log,
+      tombstoneGraceMs: this.#o.tombstoneGraceMs,
+      port: () => this.#port,
+      members: () => this.#o.members(),
+      sendOps: (peer, ops) => this.#sendOps(peer, this.#peers.get(peer) ?? null, ops),
+      malformed: (peer, detail) => this.#malformed(peer, detail),
+      started: () => {
+        this.stats.antiEntropy++;
+        this.#o.count("anti_entropy", "");
+      },
+    });
     o.store.onChange((_e, origin) => {
       if (origin === "local") this.#queueFlush();
     });
@@ -135,14 +131,14 @@ export class StoreSync {
   peerChanged(peer: string, open: boolean): void {
     if (!open) return void this.#peers.delete(peer);
     this.#peers.set(peer, { cursor: this.#o.store.seq, inflight: new Map() });
-    this.#sendSummary(peer);
+    this.#antiEntropy.sendSummary(peer);
   }
 
   /** An envelope from `peer`. */
   onEnvelope(peer: string, type: EnvelopeType, payload: Uint8Array): void {
     if (type === "crdt_batch") return this.#onBatch(peer, payload);
     if (type === "crdt_ack") return this.#onAck(peer, payload);
-    if (type === "digest") return this.#onDigest(peer, payload);
+    if (type === "digest") return this.#antiEntropy.onDigest(peer, payload);
   }
 
   /** Stops the timer. */
@@ -186,8 +182,10 @@ export class StoreSync {
     if (now - this.#lastAntiEntropy >= this.#o.antiEntropyMs) {
       this.#lastAntiEntropy = now;
       const open = [...this.#peers.keys()];
-      if (open.length > 0) this.#sendSummary(open[Math.floor(this.#o.random() * open.length)]);
-      this.#collect(now);
+      if (open.length > 0) {
+        this.#antiEntropy.sendSummary(open[Math.floor(this.#o.random() * open.length)]);
+      }
+      this.#antiEntropy.collect(now);
     }
     this.#cancelTimer = this.#o.scheduler.after(1000, () => this.#tick());
   }
@@ -203,14 +201,14 @@ export class StoreSync {
       for (const op of batch) {
         if (taken) this.#bump("sent", op.ns);
         // Refused by a full queue or sent: either way it waits for an ack, and is resent.
-        st?.inflight.set(id(op), { op, sentAt: now });
+        st?.inflight.set(keyId(op), { op, sentAt: now });
       }
       batch = [];
       bytes = 0;
     };
     for (const op of ops) {
       const size = op.key.length + op.ns.length + op.replica.length + (op.value?.length ?? 0) + 24;
-      if (bytes + size > BATCH_BYTES) ship();
+      if (bytes + size > codec.BATCH_BYTES) ship();
       batch.push(op);
       bytes += size;
     }
@@ -259,9 +257,9 @@ export class StoreSync {
     for (const v of d.value.collected) this.#missedCollection(v, true);
     for (const v of d.value.belowHorizon) this.#missedCollection(v, false);
     for (const v of d.value.versions) {
-      const f = st.inflight.get(id(v));
+      const f = st.inflight.get(keyId(v));
       if (f && compareVersions(f.op, v) <= 0) {
-        st.inflight.delete(id(v));
+        st.inflight.delete(keyId(v));
         this.#o.lag(this.#o.scheduler.now() - f.sentAt);
       }
     }
@@ -289,90 +287,6 @@ export class StoreSync {
     else if (keyCollected) store.forget(v.ns, v.key, v);
   }
 
-  /** Collects the tombstones every member holds (see the module comment). */
-  #collect(now: number): void {
-    const members = this.#o.members();
-    for (const p of this.#inSyncAt.keys()) if (!members.includes(p)) this.#inSyncAt.delete(p);
-    const n = this.#o.store.collect(
-      now,
-      this.#o.tombstoneGraceMs,
-      (e) => {
-        const b = bucketOf(id(e));
-        return members.every((m) => (this.#inSyncAt.get(m)?.[b] ?? -Infinity) > e.storedAt);
-      },
-    );
-    if (n > 0) this.#o.log.debug("collected tombstones", { count: n });
-  }
-
-  /** A summary of the store; `reply` asks a peer whose store matches to answer with its own. */
-  #sendSummary(peer: string, reply = true): void {
-    this.stats.antiEntropy++;
-    this.#o.count("anti_entropy", "");
-    const digest = {
-      buckets: summary(this.#o.store),
-      versions: [],
-      versionBuckets: [],
-      reply,
-    };
-    this.#port?.send(peer, "digest", codec.encodeDigest(digest));
-  }
-
-  #onDigest(peer: string, payload: Uint8Array): void {
-    const d = codec.decodeDigest(payload);
-    if (!d.ok) return this.#malformed(peer, d.detail);
-    const store = this.#o.store;
-    const m = d.value;
-    if (m.buckets.length > 0) {
-      // A summary: answer the buckets that differ with what this router holds there.
-      const ours = summary(store);
-      const differ = ours.flatMap((h, i) => (h !== m.buckets[i] ? [i] : []));
-      const now = this.#o.scheduler.now();
-      let synced = this.#inSyncAt.get(peer);
-      if (!synced) this.#inSyncAt.set(peer, synced = new Array<number>(BUCKETS).fill(-Infinity));
-      for (let i = 0; i < BUCKETS; i++) if (ours[i] === m.buckets[i]) synced[i] = now;
-      if (m.reply) this.#sendSummary(peer, false);
-      if (differ.length === 0) return;
-      return this.#sendVersions(peer, differ, true);
-    }
-    // Versions: send what the peer lacks in those buckets, and ours in return if asked.
-    const buckets = new Set(m.versionBuckets.filter((b) => b >= 0 && b < BUCKETS));
-    const theirs = new Map(m.versions.map((v) => [id(v), v]));
-    const lacking: Op[] = [];
-    for (const e of store.all()) {
-      if (!buckets.has(bucketOf(id(e)))) continue;
-      const t = theirs.get(id(e));
-      if (!t || compareVersions(e, t) > 0) lacking.push(e);
-    }
-    this.#sendOps(peer, this.#peers.get(peer) ?? null, lacking);
-    if (m.reply) this.#sendVersions(peer, [...buckets], false);
-  }
-
-  /** This router's versions in `buckets`, in messages of at most about 1 MiB. */
-  #sendVersions(peer: string, buckets: number[], reply: boolean): void {
-    const per = new Map<number, codec.KeyVersion[]>(buckets.map((b) => [b, []]));
-    for (const e of this.#o.store.all()) {
-      per.get(bucketOf(id(e)))?.push({ ns: e.ns, key: e.key, clock: e.clock, replica: e.replica });
-    }
-    let versions: codec.KeyVersion[] = [];
-    let covered: number[] = [];
-    let bytes = 0;
-    const ship = () => {
-      const digest = { buckets: [], versions, versionBuckets: covered, reply };
-      this.#port?.send(peer, "digest", codec.encodeDigest(digest));
-      versions = [];
-      covered = [];
-      bytes = 0;
-    };
-    for (const [b, list] of per) {
-      const size = list.reduce((n, v) => n + v.ns.length + v.key.length + v.replica.length + 16, 0);
-      if (covered.length > 0 && bytes + size > BATCH_BYTES) ship();
-      versions.push(...list);
-      covered.push(b);
-      bytes += size;
-    }
-    if (covered.length > 0) ship();
-  }
-
   #bump(what: "sent" | "received" | "applied" | "dropped", ns: string): void {
     bump(this.stats[what], ns);
     this.#o.count(what, ns);
@@ -386,33 +300,4 @@ export class StoreSync {
 
 function bump(m: Map<string, number>, k: string): void {
   m.set(k, (m.get(k) ?? 0) + 1);
-}
-
-function id(v: { ns: string; key: string }): string {
-  return `${v.ns}\u0000${v.key}`;
-}
-
-/** FNV-1a, 32 bits. */
-function fnv(s: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < s.length; i++) {
-    h ^= s.charCodeAt(i);
-    h = Math.imul(h, 0x01000193) >>> 0;
-  }
-  return h >>> 0;
-}
-
-/** The bucket of a key id. */
-export function bucketOf(keyId: string): number {
-  return fnv(keyId) % BUCKETS;
-}
-
-/** Per-bucket XOR of (key, version) hashes, tombstones included. */
-export function summary(store: LwwStore): number[] {
-  const out = new Array<number>(BUCKETS).fill(0);
-  for (const e of store.all()) {
-    const k = id(e);
-    out[bucketOf(k)] = (out[bucketOf(k)] ^ fnv(`${k}\u0000${e.clock}\u0000${e.replica}`)) >>> 0;
-  }
-  return out;
 }

@@ -1,7 +1,7 @@
 /**
  * cache_aware's hash index (`--cache-index hash`): instead of a radix tree, the head of each
  * request is hashed at every configured boundary (`--cache-boundaries`, in tokens; text requests
- * use 4 characters per token, as prefix_hash does — upstream keys only token requests, so plain
+ * use 4 characters per token, as prefix_hash does — SMG keys only token requests, so plain
  * HTTP chat was pure min-load in this mode), and each (boundary, head hash) remembers up to three
  * holders with their last use. Lookup probes the deepest boundary first; placements unused for
  * `--cache-ttl-secs` expire (lazily on read, and in `sweep`).

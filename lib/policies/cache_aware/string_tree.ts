@@ -1,12 +1,12 @@
 /**
  * `StringTree`: cache_aware's approximate record of which tenants (worker ids) were sent which
- * text prefixes, as a compressed character radix tree (SMG's kv_index `Tree`, policies.md
- * §5.1.7). In: request texts and the tenant chosen for each; out: `PrefixMatch`es (matched
- * characters, tenants of the deepest matched node), sizes, and tenant-leaf entries for the mesh.
+ * text prefixes, as a compressed character radix tree (SMG's kv_index `Tree`). In: request texts
+ * and the tenant chosen for each; out: `PrefixMatch`es (matched characters, tenants of the
+ * deepest matched node), sizes, and tenant-leaf entries for the mesh.
  *
  * `matchAndInsert` is one descent: walk, let the policy choose, insert from where the walk
- * stopped. Every node on an inserted path gets a fresh stamp for the tenant (upstream stamps new
- * intermediates 0 and refreshes matches with probability 1/8; §12 item 9). Lengths are UTF-16
+ * stopped. Every node on an inserted path gets a fresh stamp for the tenant (SMG stamps new
+ * intermediates 0 and refreshes matches only with probability 1/8). Lengths are UTF-16
  * code units; an edge may split inside a surrogate pair, which only matters for display. Labels
  * are copied flat so a node never keeps a whole request body alive through a sliced string.
  */

@@ -1,13 +1,13 @@
 /**
  * `TokenTree`: cache_aware's approximate record of which tenants (worker ids) were sent which
- * token-id prefixes, as a page-aligned radix tree (SMG's kv_index `TokenTree`, policies.md
- * §5.1.7), mirroring an engine's paged KV cache. In: token ids and the tenant chosen for each;
+ * token-id prefixes, as a page-aligned radix tree (SMG's kv_index `TokenTree`), mirroring an
+ * engine's paged KV cache. In: token ids and the tenant chosen for each;
  * out: `PrefixMatch`es in tokens rounded down to whole pages, sizes, tenant-leaf entries.
  *
  * Inputs are truncated to whole pages (`pageSize`, `--block-size`); an input shorter than one
  * page matches nothing and is never inserted. Edges are whole pages; children are keyed by a
  * 30-bit hash of their first page, verified id by id on lookup (colliding pages chain through
- * `next`). Labels are `Uint32Array` copies (ids are taken as unsigned 32-bit, as upstream).
+ * `next`). Labels are `Uint32Array` copies (ids are taken as unsigned 32-bit, as in SMG).
  * Stamping, eviction and purge are `StringTree`'s (shared in tree_core.ts).
  */
 

@@ -4,7 +4,7 @@
  * what a tree exports for the mesh to rebuild it elsewhere.
  */
 
-/** Most tenants a `PrefixMatch` lists (upstream's `matched_tenants` cap). */
+/** Most tenants a `PrefixMatch` lists (SMG's `matched_tenants` cap). */
 export const MAX_MATCHED_TENANTS = 8;
 
 /** How much of an input a tree already holds, and who holds it. */

@@ -4,7 +4,8 @@ import assert from "node:assert/strict";
 import { seededRandom } from "../../../lib/core/clock.ts";
 import { silentLogger } from "../../../lib/core/log.ts";
 import { LwwStore } from "../../../lib/mesh/store/lww_store.ts";
-import { bucketOf, StoreSync, summary } from "../../../lib/mesh/store/store_sync.ts";
+import { bucketOf, summary } from "../../../lib/mesh/store/anti_entropy.ts";
+import { StoreSync } from "../../../lib/mesh/store/store_sync.ts";
 import { Cluster } from "../../../bench/mesh/cluster.ts";
 
 const bytes = (s: string) => new TextEncoder().encode(s);

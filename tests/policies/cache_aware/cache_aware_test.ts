@@ -20,7 +20,7 @@ interface Seen {
   trees: [string, string, number, number][];
 }
 
-/** SMG's gate and formula unless `tune` picks ours (most tests here check upstream's behaviour). */
+/** SMG's gate and formula unless `tune` picks ours (most tests here check SMG's behaviour). */
 function policy(tune: (c: GatewayConfig) => void = () => {}, clock = { t: 0 }) {
   const config = defaultConfig();
   config.leastLoad.waitModel = "smg";

@@ -4,7 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import { READ_BUFFER, type ReadBuffer, readSpace } from "../../lib/upstream/http1_parse.ts";
+import { READ_BUFFER, type ReadBuffer, readSpace } from "../../lib/http1/read_buffer.ts";
 
 const buffer = (size: number, start: number, end: number): ReadBuffer => {
   const buf = new Uint8Array(size);

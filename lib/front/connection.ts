@@ -1,0 +1,202 @@
+/**
+ * One client connection of the own HTTP/1.1 front (`server.ts`): requests read from its buffer
+ * and answered in order (pipelined ones wait in the buffer), each head found within the front's
+ * bound and parsed (`request.ts`), handed to the gateway's entry as a `FrontInbound`, and its
+ * `Reply` written (`response.ts`). While a request is handled, a read stays posted, so a client
+ * that leaves is seen at once and its request's `gone` fires. A body the handler did not read
+ * closes the connection after the answer; so does a draining front.
+ */
+
+import type { Reply } from "../core/http.ts";
+import type { Logger } from "../core/log.ts";
+import { headEnd } from "../http1/head.ts";
+import { READ_BUFFER, readSpace } from "../http1/read_buffer.ts";
+import { type BodySource, FrontError, FrontInbound, parseRequestHead } from "./request.ts";
+import { errorResponse, writeReply } from "./response.ts";
+
+/** The gateway's entry, as the front calls it. */
+export type FrontHandler = (inb: FrontInbound, completed: Promise<unknown>) => Promise<Reply>;
+
+/** What a connection reads from the front that accepted it. */
+export interface ConnectionHost {
+  /** The gateway's entry. */
+  readonly handler: FrontHandler;
+  /** The front's address for building URLs ("127.0.0.1:30080"). */
+  readonly authority: string;
+  /** Largest request head. */
+  readonly maxHead: number;
+  /** The largest body of a `Request` for a non-inference handler, and the logger. */
+  readonly opts: { readonly maxBody: number; readonly log: Logger };
+  /** The front is shutting down: idle connections close, busy ones after their answer. */
+  readonly draining: boolean;
+}
+
+/** Unread bytes a connection reads ahead while its request is handled (then it is not watched). */
+const WATCH_AHEAD = 64 * 1024;
+
+/** One client connection: requests read from its buffer and answered in order. */
+export class Connection implements BodySource {
+  readonly socket: Deno.TcpConn;
+  readonly server: ConnectionHost;
+  buf = new Uint8Array(READ_BUFFER);
+  start = 0;
+  end = 0;
+  /** Waiting for a request head (idle between requests). */
+  waiting = true;
+  waitingSince = Date.now();
+  closed = false;
+  /** The client closed its side or the socket failed. */
+  peerGone = false;
+  /** The read in flight; its completion appends to the buffer. */
+  #reading: Promise<void> | null = null;
+  /** Bytes read so far (tells `fill` whether its wait brought any). */
+  #received = 0;
+  /** The request being handled. */
+  #current: FrontInbound | null = null;
+
+  constructor(socket: Deno.TcpConn, server: ConnectionHost) {
+    this.socket = socket;
+    this.server = server;
+  }
+
+  get authority(): string {
+    return this.server.authority;
+  }
+
+  get maxBody(): number {
+    return this.server.opts.maxBody;
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    try {
+      this.socket.close();
+    } catch { /* closed */ }
+  }
+
+  /**
+   * Reads more into the buffer; false at end of stream (or when closed). It waits for the read
+   * already posted, if any: one read at a time, and only the read's completion moves `end`.
+   */
+  async fill(): Promise<boolean> {
+    if (this.peerGone || this.closed) return false;
+    const seen = this.#received;
+    await (this.#reading ??= this.#post());
+    return this.#received > seen;
+  }
+
+  /** Posts a read into the buffer (none may be pending: `readSpace` may move the bytes). */
+  #post(): Promise<void> {
+    return this.socket.read(readSpace(this)).then(this.#onRead, this.#onReadError);
+  }
+
+  /**
+   * A read came back. While a request is handled (`#current`), another is posted at once, up to
+   * `WATCH_AHEAD` unread bytes: the client leaving is then seen whatever it sent before (a
+   * pipelined request, a stray CRLF), and its request's `gone` fires.
+   */
+  readonly #onRead = (n: number | null): void => {
+    this.#reading = null;
+    if (n === null || this.closed) return this.#onReadError();
+    this.end += n;
+    this.#received += n;
+    if (this.#current && this.end - this.start < WATCH_AHEAD) this.#reading = this.#post();
+  };
+
+  readonly #onReadError = (): void => {
+    this.#reading = null;
+    this.peerGone = true;
+    this.#current?.gone.cancel(new Error("the client closed the connection"));
+  };
+
+  /** Starts watching the connection for the client leaving while `inb` is handled. */
+  #watch(inb: FrontInbound): void {
+    this.#current = inb;
+    if (!this.#reading && !this.peerGone && this.end - this.start < WATCH_AHEAD) {
+      this.#reading = this.#post();
+    }
+  }
+
+  async write(b: Uint8Array): Promise<void> {
+    let off = 0;
+    while (off < b.length) off += await this.socket.write(off ? b.subarray(off) : b);
+  }
+
+  /** Serves requests until the connection closes. */
+  async run(): Promise<void> {
+    try {
+      for (;;) {
+        const he = await this.#nextHead();
+        if (he < 0 || !(await this.#serveOne(he))) return;
+      }
+    } catch (e) {
+      if (e instanceof FrontError && !this.peerGone) {
+        try {
+          await this.write(errorResponse(e.status, e.message));
+        } catch { /* gone */ }
+      }
+    } finally {
+      this.close();
+    }
+  }
+
+  /** Where the next request head ends in the buffer; -1 when the connection ends first. */
+  async #nextHead(): Promise<number> {
+    const max = this.server.maxHead;
+    this.waiting = true;
+    this.waitingSince = Date.now();
+    // Bytes already searched, relative to `start` (the buffer may move under a read).
+    let scanned = 0;
+    for (;;) {
+      // Empty lines before a request line are ignored (RFC 9112 §2.2).
+      while (
+        this.start < this.end && (this.buf[this.start] === 10 || this.buf[this.start] === 13)
+      ) {
+        this.start++;
+      }
+      const from = this.start + Math.max(0, scanned - 3);
+      const he = headEnd(this.buf, from, this.end);
+      if (he >= 0) {
+        if (he - this.start > max) throw new FrontError(431, "request head too large");
+        this.waiting = false;
+        return he;
+      }
+      scanned = this.end - this.start;
+      if (scanned > max) throw new FrontError(431, "request head too large");
+      if (this.closed || (this.server.draining && this.end === this.start)) return -1;
+      if (!(await this.fill())) return -1;
+    }
+  }
+
+  /**
+   * Serves the request whose head ends at `he`; whether the connection carries another. (Its own
+   * frame, so nothing of the request stays referenced while the connection waits for the next.)
+   */
+  async #serveOne(he: number): Promise<boolean> {
+    const s = this.server;
+    const head = parseRequestHead(this.buf, this.start, he);
+    this.start = he;
+    const inb = new FrontInbound(head, this);
+    this.#watch(inb);
+    const done = Promise.withResolvers<void>();
+    let reply: Reply;
+    try {
+      reply = await s.handler(inb, done.promise);
+    } catch (e) {
+      s.opts.log.error("unhandled error in request handler", { err: e });
+      reply = { status: 500, headers: [], body: null };
+    }
+    // An HTTP/1.0 client learns where a streamed body ends only from the close.
+    const sized = reply.body === null || reply.body instanceof Uint8Array;
+    const keep = head.keepAlive && inb.consumed && !s.draining && !this.peerGone &&
+      (sized || !head.http10);
+    try {
+      await writeReply(this, reply, head.method === "HEAD", head.http10, keep, inb.gone);
+    } finally {
+      this.#current = null;
+      done.resolve();
+    }
+    return keep && !this.peerGone && !this.closed;
+  }
+}
