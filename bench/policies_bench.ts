@@ -8,7 +8,7 @@ import { seededRandom } from "../lib/core/clock.ts";
 import { silentLogger } from "../lib/core/log.ts";
 import type { RouteRequest, WorkerView } from "../lib/core/types.ts";
 import { AVAILABLE_POLICIES, createPolicy } from "../lib/policies/mod.ts";
-import { extractRouteRequest } from "../lib/routing/route_request.ts";
+import { extractRouteRequest } from "../lib/requests/route_request.ts";
 
 const request: RouteRequest = {
   endpoint: "chat",

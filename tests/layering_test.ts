@@ -1,6 +1,6 @@
 /**
  * Dependencies point one way: the bottom (core, config, metrics) imports nothing above it;
- * policies and workers import only the bottom; routing only core; proxy uses those; the HTTP/1.1
+ * policies and workers import only the bottom; requests only core; proxy uses those; the HTTP/1.1
  * parsing (http1) sits under both the worker client (upstream) and the front; discovery turns
  * pods into workers; only server wires the gateway; the simulator (sim) stands apart on core;
  * commands sit on top. And no two files under lib/ import each other, directly or around a loop.
@@ -14,7 +14,7 @@ const ALLOWED: Record<string, string[]> = {
   core: ["core"],
   config: ["core", "config"],
   metrics: ["metrics"],
-  routing: ["core", "routing"],
+  requests: ["core", "requests"],
   policies: ["core", "config", "policies"],
   workers: ["core", "config", "workers"],
   // HTTP/1.1 parsing shared by the worker client and the front: heads, chunked bodies, the read
@@ -33,7 +33,7 @@ const ALLOWED: Record<string, string[]> = {
     "config",
     "metrics",
     "policies",
-    "routing",
+    "requests",
     "workers",
     "upstream",
     "tokenizer",
@@ -45,7 +45,7 @@ const ALLOWED: Record<string, string[]> = {
     "config",
     "metrics",
     "policies",
-    "routing",
+    "requests",
     "workers",
     "proxy",
     "upstream",

@@ -23,7 +23,7 @@ import { type Inbound, type Reply, replyHeader } from "../core/http.ts";
 import { Tasks } from "../core/tasks.ts";
 import type { ConnectionMode, Endpoint } from "../core/types.ts";
 import type { Worker } from "../workers/worker.ts";
-import { extractRouteRequest } from "../routing/route_request.ts";
+import { extractRouteRequest } from "../requests/route_request.ts";
 import { runAttempts } from "./attempts.ts";
 import { parseJson } from "./body.ts";
 import { Call, Holds } from "./call.ts";

@@ -12,7 +12,7 @@
 import type { HealthConfig } from "../config/config.ts";
 import { type Clock, pause } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
-import { discoverModels } from "./discovery.ts";
+import { discoverModels } from "./model_discovery.ts";
 import { applyProbe } from "./health_state.ts";
 import { type FetchFn, getText } from "./http.ts";
 import type { WorkerRegistry } from "./registry.ts";

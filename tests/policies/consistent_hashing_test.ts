@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import type { RouteRequest, WorkerView } from "../../lib/core/types.ts";
 import { GatewayError } from "../../lib/core/errors.ts";
 import { ConsistentHashingPolicy, sessionKey } from "../../lib/policies/consistent_hashing.ts";
-import { routingKeyFrom } from "../../lib/routing/route_request.ts";
+import { routingKeyFrom } from "../../lib/requests/route_request.ts";
 import { deps, request, tally, view, views } from "../support/policies.ts";
 
 /** A policy whose decisions are recorded in `branches`. */

@@ -3,7 +3,7 @@ import { defaultConfig } from "../../lib/config/config.ts";
 import type { WorkerView } from "../../lib/core/types.ts";
 import { createPolicy } from "../../lib/policies/factory.ts";
 import { ManualPolicy } from "../../lib/policies/manual.ts";
-import { extractRouteRequest } from "../../lib/routing/route_request.ts";
+import { extractRouteRequest } from "../../lib/requests/route_request.ts";
 import { tally, view, views } from "../support/policies.ts";
 import { keyed, stickyDeps, tracked } from "../support/sticky.ts";
 

@@ -4,7 +4,7 @@ import type { WorkerView } from "../../lib/core/types.ts";
 import { AVAILABLE_POLICIES, createPolicy } from "../../lib/policies/factory.ts";
 import { RoundRobinPolicy } from "../../lib/policies/round_robin.ts";
 import { STICKY_INFLIGHT_CAP, stickyAppliesTo, StickySessions } from "../../lib/policies/sticky.ts";
-import { extractRouteRequest } from "../../lib/routing/route_request.ts";
+import { extractRouteRequest } from "../../lib/requests/route_request.ts";
 import { view, views } from "../support/policies.ts";
 import { keyed, ScriptedPolicy, stickyDeps, tracked } from "../support/sticky.ts";
 

@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { discoverModels } from "../../lib/workers/discovery.ts";
+import { discoverModels } from "../../lib/workers/model_discovery.ts";
 import type { FetchFn } from "../../lib/workers/http.ts";
 
 type Route = () => Response | Promise<Response>;

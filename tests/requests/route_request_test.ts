@@ -5,7 +5,7 @@ import {
   extractRouteRequest,
   parseRoutingTokens,
   routingKeyFrom,
-} from "../../lib/routing/route_request.ts";
+} from "../../lib/requests/route_request.ts";
 
 const OPTS = { routingKeyHeaders: ["x-smg-routing-key"] };
 
