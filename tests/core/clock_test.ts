@@ -1,13 +1,13 @@
 /**
- * Injectable time and randomness: the seeded generator is reproducible and in range, the manual
- * clock moves only when told, `sleep` rejects on abort, and `pause` ends on timeout, wake or
- * abort without ever rejecting. Timers are checked by the op sanitizer (turned on here because
+ * Injectable time and randomness: the seeded generator is reproducible and in range, the fake
+ * clock moves only when told and runs its timers in order, `sleep` rejects on abort, and `pause`
+ * ends on timeout, wake or abort without ever rejecting. Timers are checked by the op sanitizer (turned on here because
  * Deno 2.9 no longer does by default), so every path must clear its timer.
  */
 
 import assert from "node:assert/strict";
 import {
-  ManualClock,
+  FakeClock,
   osRandom,
   pause,
   randomIndex,
@@ -77,15 +77,90 @@ test("osRandom: values in [0, 1)", () => {
   }
 });
 
-test("ManualClock: starts where told and moves only on advance", () => {
-  const c = new ManualClock(500);
+test("FakeClock: starts where told and moves only on advance", () => {
+  const c = new FakeClock(500);
   assert.equal(c.now(), 500);
   assert.equal(c.now(), 500);
   c.advance(250);
   assert.equal(c.now(), 750);
   c.advance(0.5);
   assert.equal(c.now(), 750.5);
-  assert.equal(new ManualClock().now(), 0);
+  assert.equal(new FakeClock().now(), 0);
+});
+
+test("FakeClock: timers run in time order inside advance, each at its due time", () => {
+  const c = new FakeClock(100);
+  const ran: string[] = [];
+  c.after(30, () => ran.push(`c@${c.now()}`));
+  c.after(10, () => ran.push(`a@${c.now()}`));
+  c.after(20, () => ran.push(`b@${c.now()}`));
+  c.after(10, () => ran.push(`a2@${c.now()}`)); // a tie runs in the order it was set
+  assert.equal(c.pending, 4);
+  assert.deepEqual(ran, [], "nothing runs before advance");
+  c.advance(20);
+  assert.deepEqual(ran, ["a@110", "a2@110", "b@120"]);
+  assert.equal(c.now(), 120);
+  assert.equal(c.pending, 1);
+  c.advance(100);
+  assert.deepEqual(ran, ["a@110", "a2@110", "b@120", "c@130"]);
+  assert.equal(c.now(), 220, "time ends where advance said, past the last timer");
+});
+
+test("FakeClock: a timer set by a timer runs in the same advance when it falls due", () => {
+  const c = new FakeClock();
+  const ran: number[] = [];
+  const tick = () => {
+    ran.push(c.now());
+    if (ran.length < 5) c.after(10, tick);
+  };
+  c.after(10, tick);
+  c.advance(35);
+  assert.deepEqual(ran, [10, 20, 30]);
+  c.after(0, () => ran.push(-1)); // due now: runs in the next advance, even of 0
+  assert.deepEqual(ran, [10, 20, 30]);
+  c.advance(0);
+  assert.deepEqual(ran, [10, 20, 30, -1]);
+});
+
+test("FakeClock: a cancelled timer never runs and is not pending", () => {
+  const c = new FakeClock();
+  const ran: string[] = [];
+  const cancelA = c.after(10, () => ran.push("a"));
+  c.after(10, () => ran.push("b"));
+  const cancelC = c.after(5, () => cancelA()); // cancelled by an earlier timer
+  assert.equal(c.pending, 3);
+  cancelC();
+  assert.equal(c.pending, 2);
+  cancelA();
+  assert.equal(c.pending, 1);
+  c.advance(100);
+  assert.deepEqual(ran, ["b"]);
+  assert.equal(c.pending, 0);
+  cancelA(); // cancelling twice, or after running, is harmless
+});
+
+test("FakeClock: advanceUntil stops as soon as the condition holds, or at the limit", () => {
+  const c = new FakeClock();
+  let fired = false;
+  c.after(35, () => (fired = true));
+  assert.equal(c.advanceUntil(() => fired, 1000), true);
+  assert.equal(c.now(), 40, "in steps of 10 by default");
+  assert.equal(c.advanceUntil(() => fired, 1000), true);
+  assert.equal(c.now(), 40, "already true: no time passes");
+  assert.equal(c.advanceUntil(() => false, 25, 10), false);
+  assert.equal(c.now(), 65, "the last step is cut to the limit");
+  assert.equal(c.advanceUntil(() => c.now() >= 66, 100, 1), true);
+  assert.equal(c.now(), 66);
+});
+
+test("systemClock: after runs the timer, and its cancel stops it", async () => {
+  const ran = Promise.withResolvers<void>();
+  systemClock.after(1, () => ran.resolve());
+  await ran.promise;
+  let late = false;
+  const cancel = systemClock.after(60_000, () => (late = true));
+  cancel(); // the op sanitizer fails this test if the timer were left running
+  assert.equal(late, false);
 });
 
 test("systemClock: monotonic", () => {

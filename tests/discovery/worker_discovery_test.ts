@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import { defaultConfig, type DiscoveryConfig } from "../../lib/config/config.ts";
-import { ManualClock } from "../../lib/core/clock.ts";
+import { FakeClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import { podWorker } from "../../lib/discovery/pods.ts";
 import { WorkerDiscovery } from "../../lib/discovery/worker_discovery.ts";
@@ -31,7 +31,7 @@ function setup(over: Partial<DiscoveryConfig> = {}, pd = false) {
     registry,
     health: c.health,
     circuitBreaker: c.circuitBreaker,
-    clock: new ManualClock(),
+    clock: new FakeClock(),
     log: silentLogger,
   });
   const counts: string[] = [];

@@ -1,5 +1,5 @@
 /**
- * Request deadlines on one shared timer, driven by a ManualClock: a sweep aborts exactly the
+ * Request deadlines on one shared timer, driven by a FakeClock: a sweep aborts exactly the
  * requests past their deadline, each once; a finished request's deadline never fires; the
  * interval timer runs while something is registered and stops at the first sweep that finds the
  * set empty (or at stop()). Deno 2.9 turned the op sanitizer off by default, so these tests turn
@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { ManualClock } from "../../lib/core/clock.ts";
+import { FakeClock } from "../../lib/core/clock.ts";
 import { type DeadlineEntry, Deadlines } from "../../lib/proxy/deadlines.ts";
 
 /** `Deno.test` with the op and resource sanitizers on whatever the CLI says. */
@@ -19,7 +19,7 @@ function test(name: string, fn: () => void | Promise<void>): void {
 const NEVER = 3_600_000;
 
 test("deadlines: sweep expires only the deadlines that have passed", () => {
-  const clock = new ManualClock(1000);
+  const clock = new FakeClock(1000);
   const d = new Deadlines(clock, NEVER);
   const fired: string[] = [];
   const a = d.add(1100, () => fired.push("a"));
@@ -47,7 +47,7 @@ test("deadlines: sweep expires only the deadlines that have passed", () => {
 });
 
 test("deadlines: each deadline expires once, however often the sweep runs", () => {
-  const clock = new ManualClock(0);
+  const clock = new FakeClock(0);
   const d = new Deadlines(clock, NEVER);
   let n = 0;
   d.add(10, () => n++);
@@ -61,7 +61,7 @@ test("deadlines: each deadline expires once, however often the sweep runs", () =
 });
 
 test("deadlines: a removed deadline never expires", () => {
-  const clock = new ManualClock(0);
+  const clock = new FakeClock(0);
   const d = new Deadlines(clock, NEVER);
   const fired: string[] = [];
   const done = d.add(10, () => fired.push("done"));
@@ -74,7 +74,7 @@ test("deadlines: a removed deadline never expires", () => {
 });
 
 test("deadlines: removing the same entry twice is harmless", () => {
-  const d = new Deadlines(new ManualClock(0), NEVER);
+  const d = new Deadlines(new FakeClock(0), NEVER);
   const e = d.add(10, () => assert.fail("removed deadline fired"));
   d.remove(e);
   d.remove(e);
@@ -83,7 +83,7 @@ test("deadlines: removing the same entry twice is harmless", () => {
 });
 
 test("deadlines: the timer restarts when a deadline is added after it stopped", () => {
-  const clock = new ManualClock(0);
+  const clock = new FakeClock(0);
   const d = new Deadlines(clock, NEVER);
   const fired: number[] = [];
   d.add(5, () => fired.push(1));
@@ -98,7 +98,7 @@ test("deadlines: the timer restarts when a deadline is added after it stopped", 
 });
 
 test("deadlines: the shared timer sweeps on its own", async () => {
-  const clock = new ManualClock(0);
+  const clock = new FakeClock(0);
   const d = new Deadlines(clock, 1);
   const late = Promise.withResolvers<void>();
   const pending: string[] = [];
@@ -114,7 +114,7 @@ test("deadlines: the shared timer sweeps on its own", async () => {
 });
 
 test("deadlines: an expire callback may remove a later entry during the sweep", () => {
-  const clock = new ManualClock(0);
+  const clock = new FakeClock(0);
   const d = new Deadlines(clock, NEVER);
   const fired: string[] = [];
   const later: DeadlineEntry[] = [];
@@ -130,7 +130,7 @@ test("deadlines: an expire callback may remove a later entry during the sweep", 
 });
 
 test("deadlines: a removal alone keeps the timer until the next sweep finds nothing", async () => {
-  const clock = new ManualClock(0);
+  const clock = new FakeClock(0);
   const d = new Deadlines(clock, 1);
   d.remove(d.add(1_000_000, () => assert.fail("removed deadline fired")));
   // The interval is still armed; its next tick sees an empty set and stops it. The op

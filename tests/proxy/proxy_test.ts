@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { ManualClock, seededRandom } from "../../lib/core/clock.ts";
+import { FakeClock, seededRandom } from "../../lib/core/clock.ts";
 import { createLogger, silentLogger } from "../../lib/core/log.ts";
 import { Metrics } from "../../lib/metrics/metrics.ts";
 import { RoundRobinPolicy } from "../../lib/policies/round_robin.ts";
@@ -22,7 +22,7 @@ type Reply = Response | Error | ((init: RequestInit) => Promise<Response>);
 /** A proxy over fake workers whose replies are scripted per URL. */
 function setup(replies: Record<string, Reply[]>, o: Overrides = {}, log = silentLogger) {
   const config = testConfig(o);
-  const clock = new ManualClock(1000);
+  const clock = new FakeClock(1000);
   const { registry, manager } = workerSetup(clock, {
     health: config.health,
     circuitBreaker: config.circuitBreaker,

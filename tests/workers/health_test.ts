@@ -1,12 +1,12 @@
 /**
- * The health checker against a scripted fake fetch and a manual clock: activation with model
+ * The health checker against a scripted fake fetch and a fake clock: activation with model
  * discovery, taking a worker out after failed probes, bringing it back, the start-up timeout,
  * and workers with probes off.
  */
 
 import assert from "node:assert/strict";
 import { defaultConfig, type HealthConfig } from "../../lib/config/config.ts";
-import { ManualClock } from "../../lib/core/clock.ts";
+import { FakeClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import { HealthChecker } from "../../lib/workers/health.ts";
 import type { FetchFn } from "../../lib/workers/http.ts";
@@ -15,7 +15,7 @@ import { workerSetup } from "../support/workers.ts";
 
 function setup(health: Partial<HealthConfig> = {}) {
   const config = { ...defaultConfig().health, ...health };
-  const clock = new ManualClock(0);
+  const clock = new FakeClock(0);
   const registry = new WorkerRegistry();
   let up = true;
   const paths: string[] = [];

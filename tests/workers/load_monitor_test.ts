@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { defaultConfig, type LoadMonitorConfig } from "../../lib/config/config.ts";
-import { ManualClock } from "../../lib/core/clock.ts";
+import { FakeClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import type { FetchFn } from "../../lib/workers/http.ts";
 import { LoadMonitor } from "../../lib/workers/load_monitor.ts";
@@ -16,7 +16,7 @@ type Routes = Record<string, () => Response>;
 
 function setup(routes: Routes, cfg: Partial<LoadMonitorConfig> = {}) {
   const config = { ...defaultConfig().loadMonitor, ...cfg };
-  const clock = new ManualClock(5);
+  const clock = new FakeClock(5);
   const registry = new WorkerRegistry();
   const hits: string[] = [];
   const fetchFn: FetchFn = (url) => {

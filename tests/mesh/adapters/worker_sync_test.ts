@@ -2,7 +2,7 @@
 
 import assert from "node:assert/strict";
 import { defaultConfig } from "../../../lib/config/config.ts";
-import { ManualClock } from "../../../lib/core/clock.ts";
+import { FakeClock } from "../../../lib/core/clock.ts";
 import { createLogger } from "../../../lib/core/log.ts";
 import { WORKERS_NS, WorkerSync } from "../../../lib/mesh/adapters/worker_sync.ts";
 import { FakeScheduler } from "../../../lib/mesh/scheduler.ts";
@@ -22,7 +22,7 @@ interface Router {
 /** Two routers whose stores replicate to each other at once (the transport is tested elsewhere). */
 function pair() {
   const sched = new FakeScheduler();
-  const clock = new ManualClock();
+  const clock = new FakeClock();
   const make = (name: string): Router => {
     const c = defaultConfig();
     const registry = new WorkerRegistry();
@@ -167,7 +167,7 @@ Deno.test("worker sync: an owner that restarts with new worker ids retires its o
     registry,
     health: c.health,
     circuitBreaker: c.circuitBreaker,
-    clock: new ManualClock(),
+    clock: new FakeClock(),
     log,
   });
   const store = new LwwStore("a#2");
