@@ -191,6 +191,7 @@ export class Gateway {
         manager,
         replicas,
         pinMaxIdleSecs: config.manual.maxIdleSecs,
+        clock,
       })
       : null;
     const mesh = this.mesh;

@@ -1,5 +1,5 @@
 /**
- * Cache-aware tree sync: the seed's three steps over the sync streams.
+ * Cache-aware tree sync: three steps (publish, apply, repair) over the sync streams.
  *
  * 1. Publish: every shared tree's decision (`PolicyReplicas.deltaSink`: role, model, kind, path
  *    hash, worker URL) is buffered; once per round (`roundMs`, the gossip interval) the buffer
@@ -33,7 +33,7 @@
 import type { Logger } from "../../core/log.ts";
 import type { TreeKind } from "../../policies/cache_aware/shared_paths.ts";
 import type { PolicyReplicas, TreeRole } from "../../policies/replicas.ts";
-import type { Scheduler } from "../scheduler.ts";
+import type { Clock } from "../../core/clock.ts";
 import type { StreamPort } from "../store/store_sync.ts";
 import type { EnvelopeType } from "../wire.ts";
 import * as codec from "./tree_codec.ts";
@@ -66,7 +66,7 @@ export interface TreeSyncOptions {
   /** The policies' shared trees. */
   replicas: PolicyReplicas;
   /** Time. */
-  scheduler: Scheduler;
+  clock: Clock;
   /** Logger. */
   log: Logger;
   /** Random number in [0, 1). */
@@ -219,7 +219,7 @@ export class TreeSync {
 
   #schedule(): void {
     if (this.#stopped) return;
-    this.#cancelTimer = this.#o.scheduler.after(this.#o.roundMs, () => {
+    this.#cancelTimer = this.#o.clock.after(this.#o.roundMs, () => {
       this.#round();
       this.#schedule();
     });
@@ -311,7 +311,7 @@ export class TreeSync {
       s.pending.add(from);
       return;
     }
-    const now = this.#o.scheduler.now();
+    const now = this.#o.clock.now();
     const session: Session = {
       id: this.#newId(),
       role,
@@ -346,7 +346,7 @@ export class TreeSync {
   }
 
   #retryScan(): void {
-    const now = this.#o.scheduler.now();
+    const now = this.#o.clock.now();
     const open = this.#port?.openPeers() ?? [];
     for (const [k, s] of this.#sessions) {
       if (now - s.lastProgress < this.#o.progressMs) continue;
@@ -418,7 +418,7 @@ export class TreeSync {
     const trees = this.#o.replicas.treesFor(page.role, page.model);
     if (trees) { for (const e of page.entries) trees.applyEntry(page.model, page.kind, e); }
     s.pages.set(page.index, page.nextCursor);
-    s.lastProgress = this.#o.scheduler.now();
+    s.lastProgress = this.#o.clock.now();
     if (page.last) s.terminal = page.index;
     if (s.terminal === null) return;
     for (let i = 0; i <= s.terminal; i++) if (!s.pages.has(i)) return;

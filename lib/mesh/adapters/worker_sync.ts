@@ -1,8 +1,7 @@
 /**
- * Worker registry sync (the seed's "Worker Registry Sync"): each router publishes the workers
- * it registered itself under `workers/<its worker id>` in the replicated store, on add, status
- * change and removal, without the API key; peers import them into their own registries and
- * health-check them there. Rules, each one a code path below:
+ * Worker registry sync: each router publishes the workers it registered itself under
+ * `workers/<its worker id>` in the replicated store, on add, status change and removal, without
+ * the API key; peers import them into their own registries and health-check them there. Rules, each one a code path below:
  * - an import is rebuilt from the published spec; the owner's health sets its first state
  *   (ready or not_ready) and afterwards only nudges: healthy promotes pending or not_ready to
  *   ready, unhealthy demotes ready to not_ready; failed and draining are left to local probes;
@@ -20,7 +19,7 @@ import type { Logger } from "../../core/log.ts";
 import type { WorkerManager } from "../../workers/manager.ts";
 import type { WorkerRegistry } from "../../workers/registry.ts";
 import type { Worker, WorkerSpec } from "../../workers/worker.ts";
-import type { Scheduler } from "../scheduler.ts";
+import type { Clock } from "../../core/clock.ts";
 import type { LwwStore } from "../store/lww_store.ts";
 import { compareVersions } from "../store/version.ts";
 
@@ -62,7 +61,7 @@ export interface WorkerSyncDeps {
   /** This router's mesh name (published as owner). */
   router: string;
   /** Time, for the reconcile timer. */
-  scheduler: Scheduler;
+  clock: Clock;
   /** Logger. */
   log: Logger;
   /** Reconcile period (30 s). */
@@ -161,7 +160,7 @@ export class WorkerSync {
     this.#unsubscribe = d.registry.subscribe((e) => {
       if (e.kind === "removed" && e.worker.origin === "mesh") return this.#reimport(e.worker);
       if (e.worker.origin !== "local") return;
-      if (e.kind === "removed") d.store.write(WORKERS_NS, e.worker.id, null, d.scheduler.now());
+      if (e.kind === "removed") d.store.write(WORKERS_NS, e.worker.id, null, d.clock.now());
       else this.#publish(e.worker);
     });
     d.store.onChange((e, origin) => {
@@ -196,7 +195,7 @@ export class WorkerSync {
 
   #schedule(): void {
     if (this.#stopped) return;
-    this.#cancel = this.#d.scheduler.after(this.#d.reconcileMs ?? 30_000, () => {
+    this.#cancel = this.#d.clock.after(this.#d.reconcileMs ?? 30_000, () => {
       this.reconcile();
       this.#schedule();
     });
@@ -214,7 +213,7 @@ export class WorkerSync {
         worker: w.url,
       });
     }
-    d.store.write(WORKERS_NS, w.id, enc.encode(value), d.scheduler.now());
+    d.store.write(WORKERS_NS, w.id, enc.encode(value), d.clock.now());
   }
 
   /** Brings the registry in line with the store's current value of `key`. */
@@ -251,7 +250,7 @@ export class WorkerSync {
       // Published by this router's previous life (a restart mints new ids): only the owner
       // removes, and this router is it.
       d.log.info("removing a worker this router published before it restarted", { worker: p.url });
-      d.store.write(WORKERS_NS, key, null, d.scheduler.now());
+      d.store.write(WORKERS_NS, key, null, d.clock.now());
       return;
     }
     const existing = d.registry.byUrl(p.url);
@@ -279,7 +278,7 @@ export class WorkerSync {
   /**
    * An import left the registry. If its owner meanwhile published the URL again under a new key
    * (removed and re-added while this router drained the old import), import that at once; a
-   * local delete or a claim of the same key waits for the reconcile, as the seed says.
+   * local delete or a claim of the same key waits for the reconcile (the rules above).
    */
   #reimport(gone: Worker): void {
     if (this.#stopped) return;
@@ -306,7 +305,7 @@ export class WorkerSync {
       WORKERS_NS,
       w.id,
       enc.encode(JSON.stringify(publishedOf(w, d.router))),
-      d.scheduler.now(),
+      d.clock.now(),
     );
   }
 }

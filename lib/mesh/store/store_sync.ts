@@ -21,7 +21,7 @@
  */
 
 import type { Logger } from "../../core/log.ts";
-import type { Scheduler } from "../scheduler.ts";
+import type { Clock } from "../../core/clock.ts";
 import type { EnvelopeType } from "../wire.ts";
 import { LwwStore, type Op } from "./lww_store.ts";
 import * as codec from "./store_codec.ts";
@@ -62,7 +62,7 @@ export interface StoreSyncOptions {
   /** The local store. */
   store: LwwStore;
   /** Time. */
-  scheduler: Scheduler;
+  clock: Clock;
   /** Logger. */
   log: Logger;
   /** Random number in [0, 1). */
@@ -119,7 +119,7 @@ export class StoreSync {
       tombstoneGraceMs: 3_600_000,
       ...o,
     };
-    this.#lastAntiEntropy = o.scheduler.now();
+    this.#lastAntiEntropy = o.clock.now();
     o.store.onChange((_e, origin) => {
       if (origin === "local") this.#queueFlush();
     });
@@ -154,7 +154,7 @@ export class StoreSync {
   #queueFlush(): void {
     if (this.#flushQueued || this.#stopped) return;
     this.#flushQueued = true;
-    this.#o.scheduler.after(0, () => {
+    this.#o.clock.after(0, () => {
       this.#flushQueued = false;
       this.#flush();
     });
@@ -173,7 +173,7 @@ export class StoreSync {
 
   #tick(): void {
     if (this.#stopped) return;
-    const now = this.#o.scheduler.now();
+    const now = this.#o.clock.now();
     for (const [peer, st] of this.#peers) {
       const again: Op[] = [];
       for (const [id, f] of st.inflight) {
@@ -189,12 +189,12 @@ export class StoreSync {
       if (open.length > 0) this.#sendSummary(open[Math.floor(this.#o.random() * open.length)]);
       this.#collect(now);
     }
-    this.#cancelTimer = this.#o.scheduler.after(1000, () => this.#tick());
+    this.#cancelTimer = this.#o.clock.after(1000, () => this.#tick());
   }
 
   #sendOps(peer: string, st: PeerState | null, ops: readonly Op[]): void {
     if (ops.length === 0 || !this.#port) return;
-    const now = this.#o.scheduler.now();
+    const now = this.#o.clock.now();
     let batch: Op[] = [];
     let bytes = 0;
     const ship = () => {
@@ -220,7 +220,7 @@ export class StoreSync {
   #onBatch(peer: string, payload: Uint8Array): void {
     const d = codec.decodeBatch(payload);
     if (!d.ok) return this.#malformed(peer, d.detail);
-    const now = this.#o.scheduler.now();
+    const now = this.#o.clock.now();
     const held: codec.KeyVersion[] = [];
     const collected: codec.KeyVersion[] = [];
     const belowHorizon: codec.KeyVersion[] = [];
@@ -262,7 +262,7 @@ export class StoreSync {
       const f = st.inflight.get(id(v));
       if (f && compareVersions(f.op, v) <= 0) {
         st.inflight.delete(id(v));
-        this.#o.lag(this.#o.scheduler.now() - f.sentAt);
+        this.#o.lag(this.#o.clock.now() - f.sentAt);
       }
     }
   }
@@ -279,7 +279,7 @@ export class StoreSync {
     const store = this.#o.store;
     const e = store.entry(v.ns, v.key);
     if (!e) return;
-    const now = this.#o.scheduler.now();
+    const now = this.#o.clock.now();
     if (e.value === null) {
       if (keyCollected) store.dropCollected(v.ns, v.key, e, now, this.#o.tombstoneGraceMs);
       return;
@@ -326,7 +326,7 @@ export class StoreSync {
       // A summary: answer the buckets that differ with what this router holds there.
       const ours = summary(store);
       const differ = ours.flatMap((h, i) => (h !== m.buckets[i] ? [i] : []));
-      const now = this.#o.scheduler.now();
+      const now = this.#o.clock.now();
       let synced = this.#inSyncAt.get(peer);
       if (!synced) this.#inSyncAt.set(peer, synced = new Array<number>(BUCKETS).fill(-Infinity));
       for (let i = 0; i < BUCKETS; i++) if (ours[i] === m.buckets[i]) synced[i] = now;
