@@ -6,7 +6,8 @@
  * `Clock` is the one time abstraction: `now()` in milliseconds on a monotonic scale (only
  * differences between two readings mean anything) and `after(ms, fn)`, a one-shot timer. The
  * composition root passes `systemClock` (performance.now and setTimeout); tests pass a
- * `FakeClock`, whose timers run, in order, only inside `advance`.
+ * `FakeClock`, whose timers run, in order, only inside `advance`. `sleep` and `pause` build
+ * loops on top of a clock.
  */
 
 /** A source of the current time and of one-shot timers. */
@@ -129,16 +130,16 @@ export class FakeClock implements Clock {
   }
 }
 
-/** Resolves after `ms`, or rejects with the signal's reason once `signal` aborts. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+/** Resolves once `ms` have passed on `clock`, or rejects with the signal's reason once it aborts. */
+export function sleep(clock: Clock, ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
+    const cancel = clock.after(ms, () => {
       signal?.removeEventListener("abort", onAbort);
       resolve();
-    }, ms);
+    });
     const onAbort = () => {
-      clearTimeout(timer);
+      cancel();
       reject(signal?.reason);
     };
     signal?.addEventListener("abort", onAbort, { once: true });
@@ -146,19 +147,24 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 }
 
 /**
- * Resolves after `ms`, when `signal` aborts, or when the returned `wake` is called, whichever
- * comes first; never rejects. For background loops.
+ * Resolves once `ms` have passed on `clock`, when `signal` aborts, or when the returned `wake` is
+ * called, whichever comes first; never rejects. For background loops.
  */
-export function pause(ms: number, signal: AbortSignal): { done: Promise<void>; wake: () => void } {
+export function pause(
+  clock: Clock,
+  ms: number,
+  signal: AbortSignal,
+): { done: Promise<void>; wake: () => void } {
   let wake = () => {};
   const done = new Promise<void>((resolve) => {
     if (signal.aborted) return resolve();
-    const timer = setTimeout(finish, ms);
-    function finish() {
-      clearTimeout(timer);
+    let cancel = () => {};
+    const finish = () => {
+      cancel();
       signal.removeEventListener("abort", finish);
       resolve();
-    }
+    };
+    cancel = clock.after(ms, finish);
     wake = finish;
     signal.addEventListener("abort", finish, { once: true });
   });

@@ -191,7 +191,7 @@ export class WorkerManager {
     const settleMs = d.health.drainSettleSecs * 1000;
     const until = d.clock.now() + settleMs;
     while (wasReady && w.inFlight > 0 && d.clock.now() < until && !this.#stop.signal.aborted) {
-      await pause(Math.min(100, until - d.clock.now()), this.#stop.signal).done;
+      await pause(d.clock, Math.min(100, until - d.clock.now()), this.#stop.signal).done;
     }
     if (d.registry.remove(w.id)) {
       d.log.info("worker removed", { worker: w.url, id: w.id });
