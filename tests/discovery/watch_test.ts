@@ -10,6 +10,7 @@ import { silentLogger } from "../../lib/core/log.ts";
 import type { Pod } from "../../lib/discovery/pods.ts";
 import { ApiStatusError, PodWatch, type WatchSource } from "../../lib/discovery/watch.ts";
 import { FakeKube, pod } from "../support/fake_kube.ts";
+import { Waiters } from "../support/wait.ts";
 
 /** A source over plain fetch, paging by 2 so lists take several pages. */
 function fetchSource(k: FakeKube, selector: string): WatchSource {
@@ -45,7 +46,7 @@ class Seen {
   readonly pods = new Map<string, Pod>();
   errors = 0;
   bookmark = "";
-  #waiters: { cond: () => boolean; resolve: () => void }[] = [];
+  readonly #waiters = new Waiters();
   readonly handlers = {
     onList: (pods: Pod[]) => {
       this.pods.clear();
@@ -70,14 +71,10 @@ class Seen {
     return [...this.pods.keys()].sort();
   }
   wait(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-    if (cond()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
-      this.#waiters.push({ cond, resolve: () => (clearTimeout(t), resolve()) });
-    });
+    return this.#waiters.wait(cond, what, ms);
   }
   #check(): void {
-    this.#waiters = this.#waiters.filter((w) => (w.cond() ? (w.resolve(), false) : true));
+    this.#waiters.poke();
   }
 }
 

@@ -12,6 +12,7 @@ import { startSimWorker } from "../../lib/sim/worker.ts";
 import { Http1Client } from "../../lib/upstream/http1.ts";
 import { Cancel, header, readAll, type UpstreamResponse } from "../../lib/upstream/types.ts";
 import { freePort, hasCommand, openssl } from "../support/process.ts";
+import { poll } from "../support/wait.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -153,16 +154,22 @@ async function daemon(cmd: string, args: string[], port: number) {
     await proc.status;
     await drain;
   };
-  for (let i = 0; i < 500; i++) {
-    try {
-      (await Deno.connect({ hostname: "127.0.0.1", port })).close();
-      return { stop };
-    } catch {
-      await new Promise((r) => setTimeout(r, 10));
-    }
+  try {
+    // Another process: nothing but its port says when it listens.
+    await poll(
+      async () => {
+        (await Deno.connect({ hostname: "127.0.0.1", port })).close();
+        return true;
+      },
+      `${cmd} listening on ${port}`,
+      5000,
+      10,
+    );
+  } catch (e) {
+    await stop();
+    throw new Error(`${(e as Error).message}: ${log}`);
   }
-  await stop();
-  throw new Error(`${cmd} did not listen on ${port}: ${log}`);
+  return { stop };
 }
 
 function haproxyCfg(port: number, origin: string, keepAliveMs: number) {
