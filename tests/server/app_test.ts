@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { FakeWorker, GarbageServer } from "../support/fake_worker.ts";
 import { startGateway, type TestGateway } from "../support/gateway.ts";
+import { until } from "../support/wait.ts";
 
 const chat = { model: "test-model", messages: [{ role: "user", content: "hello" }] };
 
@@ -402,9 +403,8 @@ Deno.test("app: worker API adds, shows, refuses duplicates and removes workers",
     const del = await fetch(`${g.url}/workers/${added.worker_id}`, { method: "DELETE" });
     assert.equal(del.status, 202);
     await del.body?.cancel();
-    for (let i = 0; i < 100 && g.gw.registry.size > 1; i++) {
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    const registry = g.gw.registry;
+    await until(() => registry.size === 1, (l) => registry.subscribe(l), "the removal");
     const gone = await fetch(`${g.url}/workers/${added.worker_id}`);
     assert.equal(gone.status, 404);
     assert.equal((await gone.json()).code, "WORKER_NOT_FOUND");

@@ -117,3 +117,19 @@ Deno.test("worker: spec defaults", () => {
   assert.equal(w.models, null);
   assert.equal(w.healthCheckDisabled, false);
 });
+
+Deno.test("worker: idle() resolves when the last request in flight ends, at once when none is", async () => {
+  const w = worker();
+  await w.idle();
+  w.inFlight++;
+  w.inFlight++;
+  let idle = false;
+  const p = w.idle().then(() => (idle = true));
+  assert.equal(w.idle(), w.idle(), "one promise for every waiter");
+  w.inFlight--;
+  await Promise.resolve();
+  assert.equal(idle, false, "one request still in flight");
+  w.inFlight--;
+  await p;
+  assert.equal(idle, true);
+});
