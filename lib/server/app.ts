@@ -242,7 +242,7 @@ export class Gateway {
       clock,
       random,
       upstream,
-      admission: new Admission(config.admission, metrics),
+      admission: new Admission(config.admission, metrics, clock),
       pd,
       grpc: opts.grpc ? grpcBackend(grpcWorkers, opts.grpc.tokenizer) : undefined,
     });
