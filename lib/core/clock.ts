@@ -6,8 +6,8 @@
  * `Clock` is the one time abstraction: `now()` in milliseconds on a monotonic scale (only
  * differences between two readings mean anything) and `after(ms, fn)`, a one-shot timer. The
  * composition root passes `systemClock` (performance.now and setTimeout); tests pass a
- * `FakeClock`, whose timers run, in order, only inside `advance`. `sleep` and `pause` build
- * loops on top of a clock.
+ * `FakeClock`, whose timers run, in order, only inside `advance`. `sleep`, `pause` and `every`
+ * build loops on top of a clock.
  */
 
 /** A source of the current time and of one-shot timers. */
@@ -169,6 +169,22 @@ export function pause(
     signal.addEventListener("abort", finish, { once: true });
   });
   return { done, wake };
+}
+
+/** Runs `fn` every `ms` on `clock` until the returned function is called. */
+export function every(clock: Clock, ms: number, fn: () => void): () => void {
+  let stopped = false;
+  let cancel = () => {};
+  const tick = () => {
+    if (stopped) return;
+    cancel = clock.after(ms, tick);
+    fn();
+  };
+  cancel = clock.after(ms, tick);
+  return () => {
+    stopped = true;
+    cancel();
+  };
 }
 
 /** A uniform random number in [0, 1). */

@@ -200,6 +200,7 @@ export class Gateway {
         registry,
         manager,
         routers: mesh ? (n, a, st) => mesh.node.discovered(n, a, st) : undefined,
+        clock,
       })
       : null;
     registry.subscribe((e) => {

@@ -7,6 +7,7 @@
 
 import assert from "node:assert/strict";
 import {
+  every,
   FakeClock,
   osRandom,
   pause,
@@ -249,5 +250,24 @@ test("pause: an already-aborted signal ends it at once", async () => {
   ac.abort();
   const { done } = pause(c, 60_000, ac.signal);
   assert.equal(await settledNow(done), true, "still waiting on a 60 s timer");
+  assert.equal(c.pending, 0);
+});
+
+test("every: runs on each period until stopped, even when the callback stops it", () => {
+  const c = new FakeClock();
+  const at: number[] = [];
+  const stop = every(c, 100, () => at.push(c.now()));
+  c.advance(350);
+  assert.deepEqual(at, [100, 200, 300]);
+  stop();
+  assert.equal(c.pending, 0);
+  c.advance(1000);
+  assert.deepEqual(at, [100, 200, 300]);
+  let n = 0;
+  const self = every(c, 10, () => {
+    if (++n === 2) self();
+  });
+  c.advance(100);
+  assert.equal(n, 2);
   assert.equal(c.pending, 0);
 });

@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { parseGatewayArgs } from "../../lib/config/cli.ts";
 import { validateConfig } from "../../lib/config/validate.ts";
+import { systemClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import { connectPods } from "../../lib/discovery/kube.ts";
 import type { Pod } from "../../lib/discovery/pods.ts";
@@ -45,6 +46,7 @@ Deno.test({
         name: "test",
         source: api.source("app=sglang"),
         log: silentLogger,
+        clock: systemClock,
         backoffMs: 20,
         handlers: {
           onList: (l) => {

@@ -6,6 +6,7 @@
  */
 
 import assert from "node:assert/strict";
+import { FakeClock, systemClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import type { Pod } from "../../lib/discovery/pods.ts";
 import { ApiStatusError, PodWatch, type WatchSource } from "../../lib/discovery/watch.ts";
@@ -90,6 +91,7 @@ async function setup() {
     source: fetchSource(k, "app=sglang"),
     handlers: seen.handlers,
     log: silentLogger,
+    clock: systemClock,
     backoffMs: 20,
     maxBackoffMs: 100,
   });
@@ -161,6 +163,7 @@ Deno.test("pod watch: an API server down at start is retried; the list comes onc
     source: fetchSource(k, "app=sglang"),
     handlers: seen.handlers,
     log: silentLogger,
+    clock: systemClock,
     backoffMs: 10,
     maxBackoffMs: 40,
   });
@@ -182,6 +185,7 @@ Deno.test("pod watch: a watch that delivers nothing for idleMs is dropped and wa
     source: fetchSource(k, "app=sglang"),
     handlers: seen.handlers,
     log: silentLogger,
+    clock: systemClock,
     idleMs: 50,
     backoffMs: 10,
   });
@@ -213,6 +217,7 @@ Deno.test("pod watch: a bookmark moves the resume point, so a reset after compac
 
 Deno.test("pod watch: a server whose watches end at once, or answer 410 at once, is retried with backoff", async () => {
   for (const answer of [() => new Response(""), () => new Response("{}", { status: 410 })]) {
+    const clock = new FakeClock();
     let watches = 0;
     let lists = 0;
     const seen = new Seen();
@@ -226,10 +231,19 @@ Deno.test("pod watch: a server whose watches end at once, or answer 410 at once,
       },
       handlers: seen.handlers,
       log: silentLogger,
+      clock,
       backoffMs: 20,
       maxBackoffMs: 40,
     });
     watch.start();
+    // Each failure waits its backoff (doubling to the cap, jittered by ±20 %) on the clock.
+    for (const [i, delay] of [20, 40, 40].entries()) {
+      await seen.wait(() => seen.errors === i + 1, `failure ${i + 1}`);
+      const tries = watches + lists;
+      clock.advance(0.8 * delay - 0.001);
+      assert.equal(watches + lists, tries, `no retry before ${0.8 * delay} ms`); // none fired
+      clock.advance(0.4 * delay);
+    }
     await seen.wait(() => seen.errors >= 4, "four failed watches");
     await watch.stop();
     // Four failures with backoff between them, not thousands of requests.
