@@ -1,8 +1,9 @@
 /**
- * Dependencies point one way (CONVENTIONS.md "Shape"): the bottom (core, config, metrics)
- * imports nothing above it; policies and workers import only the bottom; routing only core;
- * proxy uses those; discovery turns pods into workers; only server wires the gateway; the simulator (sim) stands apart on core;
- * commands sit on top. Read from `deno info --json`.
+ * Dependencies point one way: the bottom (core, config, metrics) imports nothing above it;
+ * policies and workers import only the bottom; routing only core; the upstream client only
+ * core's clock; proxy uses those; discovery turns pods into workers; only server wires the
+ * gateway; the simulator (sim) stands apart on core; commands sit on top. Read from
+ * `deno info --json`.
  */
 
 import assert from "node:assert/strict";
@@ -15,7 +16,8 @@ const ALLOWED: Record<string, string[]> = {
   routing: ["core", "routing"],
   policies: ["core", "config", "policies"],
   workers: ["core", "config", "workers"],
-  upstream: ["upstream"],
+  // The HTTP/1.1 client toward workers; its pool sweeps and timeouts run on core's Clock.
+  upstream: ["core", "upstream"],
   // The gateway-side tokenizer, cache and detokenizer: npm tokenizers and jinja over core.
   tokenizer: ["core", "tokenizer"],
   // sglang's scheduler service over gRPC: the proto codec and the client of one worker.

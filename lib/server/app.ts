@@ -127,6 +127,7 @@ export class Gateway {
       (opts.fetch ? new FetchUpstream(opts.fetch) : new Http1Client({
         idleTimeoutMs: config.upstreamPoolIdleTimeoutSecs * 1000,
         onResend: () => resends.inc(),
+        clock,
       }));
     this.#closeClient = () => {
       upstream.close();

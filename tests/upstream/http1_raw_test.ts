@@ -8,9 +8,11 @@
 
 import assert from "node:assert/strict";
 import net from "node:net";
+import { FakeClock } from "../../lib/core/clock.ts";
 import { Http1Client, type Http1Options } from "../../lib/upstream/http1.ts";
 import { Cancel, readAll, UpstreamError, type UpstreamResponse } from "../../lib/upstream/types.ts";
 import { type RawConn, RawServer, sized } from "../support/raw_server.ts";
+import { Waiters } from "../support/wait.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -327,18 +329,49 @@ Deno.test("http1: a reset mid-stream rejects the read after the bytes that arriv
 });
 
 Deno.test("http1: head and body-idle timeouts close the connection", async () => {
+  const received = new Waiters();
+  let requests = 0;
   const s = new RawServer(async (k) => {
     const req = await k.request();
+    requests++;
+    received.poke();
     if (req?.includes("stall-body")) {
       await k.send("HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc");
     }
     await k.closedByPeer();
   });
-  const { c } = client({ headTimeoutMs: 50, bodyIdleTimeoutMs: 50 });
+  const clock = new FakeClock();
+  const { c } = client({ headTimeoutMs: 50, bodyIdleTimeoutMs: 50, clock });
   await with_(s, c, async () => {
-    await rejectsWith(post(c, s.url, "stall-head"), "timeout", /response head/);
+    const head = post(c, s.url, "stall-head");
+    await received.wait(() => requests === 1, "the first request at the worker");
+    clock.advance(50);
+    await rejectsWith(head, "timeout", /response head/);
     const r = await post(c, s.url, "stall-body");
-    await rejectsWith(readAll(r.body), "timeout", /more body bytes/);
+    const body = readAll(r.body);
+    clock.advance(50);
+    await rejectsWith(body, "timeout", /more body bytes/);
+  });
+});
+
+Deno.test("http1: a head that arrives before the head timeout is not cut", async () => {
+  const received = Promise.withResolvers<void>();
+  const answer = Promise.withResolvers<void>();
+  const s = new RawServer(async (k) => {
+    await k.request();
+    received.resolve();
+    await answer.promise;
+    await k.send(sized("late but in time"));
+    await k.closedByPeer();
+  });
+  const clock = new FakeClock();
+  const { c } = client({ headTimeoutMs: 50, clock });
+  await with_(s, c, async () => {
+    const p = post(c, s.url);
+    await received.promise;
+    clock.advance(49); // the sweeps at 12.5, 25 and 37.5 ms leave it
+    answer.resolve();
+    assert.equal(await text(await p), "late but in time");
   });
 });
 
@@ -402,17 +435,37 @@ Deno.test("http1: chunks already queued come out of one read", async () => {
 });
 
 Deno.test("http1: idle connections past the idle timeout are not reused", async () => {
-  let now = 0;
+  const clock = new FakeClock();
   const s = serve(() => sized("ok"));
-  const { c } = client({ idleTimeoutMs: 1000, now: () => now });
+  const { c } = client({ idleTimeoutMs: 1000, clock });
   await with_(s, c, async () => {
     await text(await post(c, s.url));
-    now = 999;
+    clock.advance(999);
     await text(await post(c, s.url));
     assert.equal(s.accepted, 1);
-    now = 2000;
+    clock.advance(1001);
     await text(await post(c, s.url));
     assert.equal(s.accepted, 2, "the connection idle for 1 s was closed, not reused");
+  });
+});
+
+Deno.test("http1: the idle sweep closes idle connections with no request coming; close() stops it", async () => {
+  const clock = new FakeClock();
+  const s = serve(() => sized("ok"));
+  const { c } = client({ idleTimeoutMs: 1000, clock });
+  await with_(s, c, async () => {
+    await text(await post(c, s.url));
+    assert.equal(c.idleCount, 1);
+    assert.equal(clock.pending, 1, "the idle sweep is armed");
+    clock.advance(999);
+    assert.equal(c.idleCount, 1);
+    clock.advance(1);
+    assert.equal(c.idleCount, 0, "closed by the sweep");
+    assert.equal(clock.pending, 0, "nothing idle: no sweep armed");
+    await text(await post(c, s.url));
+    assert.equal(s.accepted, 2);
+    c.close();
+    assert.equal(clock.pending, 0);
   });
 });
 
