@@ -135,7 +135,7 @@ Deno.test("http1: chunked bodies with extensions and trailers, split at every by
       for (let req = await k.request(); req !== null; req = await k.request()) {
         for (let i = 0; i < bytes.length; i += step) {
           await k.send(bytes.subarray(i, i + step));
-          await new Promise((r) => setTimeout(r, 0));
+          await k.readTurn();
         }
       }
     });
@@ -182,20 +182,22 @@ Deno.test("http1: 204 and 304 have no body and keep the connection", async () =>
 });
 
 Deno.test("http1: a worker that closed an idle connection is seen at once; the next request opens a fresh one", async () => {
-  const served = Promise.withResolvers<void>();
+  const dropped = Promise.withResolvers<void>();
   const s = new RawServer(async (k) => {
     await k.request();
     await k.send(sized("first"));
     if (k.index === 0) {
-      k.close();
-      served.resolve();
+      // Closes its side; the client's idle read sees the end at once, and the client closes
+      // its side as it drops the connection from the pool, which ends this read.
+      await k.conn.closeWrite();
+      await k.closedByPeer();
+      dropped.resolve();
     }
   });
   const { c, counts } = client();
   await with_(s, c, async () => {
     assert.equal(await text(await post(c, s.url)), "first");
-    await served.promise;
-    for (let i = 0; i < 1000 && c.idleCount > 0; i++) await new Promise((r) => setTimeout(r, 1));
+    await dropped.promise;
     assert.equal(c.idleCount, 0, "the closed connection left the pool");
     assert.equal(await text(await post(c, s.url)), "first");
     assert.equal(counts.resends, 0, "nothing was sent on the closed connection");
@@ -308,11 +310,11 @@ Deno.test("http1: bad chunk framing is a protocol error on read", async () => {
 });
 
 Deno.test("http1: a reset mid-stream rejects the read after the bytes that arrived", async () => {
+  const socket = Promise.withResolvers<net.Socket>();
   const server = net.createServer((sock) => {
     sock.once("data", () => {
-      sock.write("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n8\r\ndata: 1\n\r\n", () => {
-        setTimeout(() => sock.resetAndDestroy(), 20);
-      });
+      sock.write("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n8\r\ndata: 1\n\r\n");
+      socket.resolve(sock);
     });
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
@@ -321,6 +323,7 @@ Deno.test("http1: a reset mid-stream rejects the read after the bytes that arriv
   try {
     const r = await post(c, `http://127.0.0.1:${port}`);
     assert.equal(dec.decode((await r.body.read())!), "data: 1\n");
+    (await socket.promise).resetAndDestroy(); // once the client has read what was sent
     await rejectsWith(r.body.read(), "closed", /broke off|reset/i);
   } finally {
     c.close();
@@ -376,9 +379,11 @@ Deno.test("http1: a head that arrives before the head timeout is not cut", async
 });
 
 Deno.test("http1: cancelling a request waiting for its head closes the connection; the worker sees it", async () => {
+  const received = Promise.withResolvers<void>();
   const gone = Promise.withResolvers<void>();
   const s = new RawServer(async (k) => {
     await k.request();
+    received.resolve();
     await k.closedByPeer();
     gone.resolve();
   });
@@ -386,7 +391,8 @@ Deno.test("http1: cancelling a request waiting for its head closes the connectio
   await with_(s, c, async () => {
     const cancel = new Cancel();
     const p = post(c, s.url, "x", cancel);
-    setTimeout(() => cancel.cancel(new Error("client gone")), 10);
+    await received.promise; // the request is at the worker: the client waits for the head
+    cancel.cancel(new Error("client gone"));
     await rejectsWith(p, "aborted");
     await gone.promise;
   });
@@ -506,7 +512,7 @@ Deno.test("http1: an interim response, then the final head in a later packet aft
   const s = new RawServer(async (k) => {
     await k.request();
     await k.send(`HTTP/1.1 103 Early Hints\r\nlink: <${"/a".repeat(120)}>\r\n\r\n`);
-    await new Promise((r) => setTimeout(r, 20));
+    await k.readTurn(20);
     // A final head shorter than the interim one: found only if the scan restarts where the
     // buffer's bytes now are.
     await k.send("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");
