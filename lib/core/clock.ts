@@ -43,6 +43,7 @@ export class FakeClock implements Clock {
   #now: number;
   #heap: Timer[] = [];
   #order = 0;
+  readonly #listeners = new Set<() => void>();
 
   /** Starts at `start` ms (default 0). */
   constructor(start = 0) {
@@ -63,7 +64,17 @@ export class FakeClock implements Clock {
       cancelled: false,
     };
     this.#push(t);
+    for (const l of this.#listeners) l();
     return () => (t.cancelled = true);
+  }
+
+  /**
+   * Calls `listener` after each timer is set (a loop went to sleep on this clock, so a test
+   * knows when advancing wakes it); returns its removal.
+   */
+  subscribe(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
   }
 
   /** Timers not yet run or cancelled. */

@@ -140,6 +140,18 @@ test("FakeClock: a cancelled timer never runs and is not pending", () => {
   cancelA(); // cancelling twice, or after running, is harmless
 });
 
+test("FakeClock: subscribe hears each timer set, until removed", () => {
+  const c = new FakeClock();
+  let sets = 0;
+  const off = c.subscribe(() => sets++);
+  c.after(10, () => {});
+  c.after(0, () => {});
+  assert.equal(sets, 2);
+  off();
+  c.after(5, () => {});
+  assert.equal(sets, 2);
+});
+
 test("FakeClock: advanceUntil stops as soon as the condition holds, or at the limit", () => {
   const c = new FakeClock();
   let fired = false;

@@ -1,9 +1,11 @@
 /**
- * Waiting in tests without sleeping: on an event (`until`, `Waiters`, `within`), each bounded by
- * a timeout that fails the test with what it waited for instead of hanging it; and, only where
- * the answer lives in another process or in a socket's state with no event to hear, one shared
- * poll (`poll`), the one fixed wait here.
+ * Waiting in tests without sleeping: on an event (`until`, `Waiters`, `within`, `timerSet`),
+ * each bounded by a timeout that fails the test with what it waited for instead of hanging it;
+ * and, only where the answer lives in another process with no event to hear, one shared poll
+ * (`poll`), the one fixed wait here.
  */
+
+import type { FakeClock } from "../../lib/core/clock.ts";
 
 /** Rejects naming `what` if `p` has not settled within `ms` (default 10 s). */
 export function within<T>(p: Promise<T>, what: string, ms = 10_000): Promise<T> {
@@ -55,9 +57,16 @@ export async function until(
 }
 
 /**
- * Checks `check` every `everyMs` until it holds, failing after `ms`. The one fixed wait left
- * in the tests: for what only another process (a daemon's port, Prometheus's API) or a socket's
- * own state (a pooled connection the peer closed) can tell, with no event to wait on.
+ * Resolves once `clock` has `n` timers pending (default 1), checked at each timer set: a loop on
+ * the clock has gone to sleep, so advancing the clock now wakes it.
+ */
+export function timerSet(clock: FakeClock, what: string, n = 1): Promise<void> {
+  return until(() => clock.pending >= n, (l) => clock.subscribe(l), what);
+}
+
+/**
+ * Checks `check` every `everyMs` until it holds, failing after `ms`. A fixed wait, for what
+ * only another process can tell (a daemon's port, Prometheus's API), with no event to wait on.
  */
 export async function poll(
   check: () => boolean | Promise<boolean>,
