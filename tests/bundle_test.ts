@@ -53,13 +53,11 @@ Deno.test("bundle: the single file serves from an empty directory and drains on 
         ["solo", "ALIVE"],
       ],
     );
-    // The worker is probed at start; wait for readiness rather than sleeping blindly.
-    for (let i = 0; i < 100; i++) {
-      const r = await fetch(`${gw.url}/readiness`);
-      await r.body?.cancel();
-      if (r.status === 200) break;
-      await new Promise((r) => setTimeout(r, 20));
-    }
+    // The worker is probed at start; its activation is logged.
+    await gw.waitForOutput(/msg="worker ready"/);
+    const ready = await fetch(`${gw.url}/readiness`);
+    await ready.body?.cancel();
+    assert.equal(ready.status, 200);
     const res = await fetch(`${gw.url}/v1/chat/completions`, {
       method: "POST",
       headers: { "content-type": "application/json" },

@@ -20,7 +20,8 @@ const ALLOWED: Record<string, string[]> = {
   // HTTP/1.1 parsing shared by the worker client and the front: heads, chunked bodies, the read
   // buffer. Pure functions over bytes; imports nothing.
   http1: ["http1"],
-  upstream: ["http1", "upstream"],
+  // The HTTP/1.1 client toward workers; its pool sweeps and timeouts run on core's Clock.
+  upstream: ["core", "http1", "upstream"],
   // The gateway-side tokenizer, cache and detokenizer: npm tokenizers and jinja over core.
   tokenizer: ["core", "tokenizer"],
   // sglang's scheduler service over gRPC: the proto codec and the client of one worker.

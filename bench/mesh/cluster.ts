@@ -8,7 +8,7 @@ import { createLogger, type Logger, silentLogger } from "../../lib/core/log.ts";
 import type { MemberStatus } from "../../lib/mesh/member.ts";
 import { MeshMetrics } from "../../lib/mesh/mesh_metrics.ts";
 import { MeshNode } from "../../lib/mesh/node.ts";
-import { FakeScheduler } from "../../lib/mesh/scheduler.ts";
+import { FakeClock } from "../../lib/core/clock.ts";
 import { defaultSwimConfig, type SwimConfig } from "../../lib/mesh/swim_config.ts";
 import { MemoryNetwork } from "../../lib/mesh/transport/memory.ts";
 
@@ -48,7 +48,7 @@ export interface ClusterOptions {
 
 /** A fake-time mesh. */
 export class Cluster {
-  readonly sched = new FakeScheduler(0);
+  readonly clock = new FakeClock(0);
   readonly net: MemoryNetwork;
   readonly nodes = new Map<string, ClusterNode>();
   readonly #opts: ClusterOptions;
@@ -58,7 +58,7 @@ export class Cluster {
   /** An empty cluster. */
   constructor(opts: ClusterOptions = {}) {
     this.#opts = opts;
-    this.net = new MemoryNetwork(this.sched, opts.seed ?? 7);
+    this.net = new MemoryNetwork(this.clock, opts.seed ?? 7);
     this.#log = opts.log ? createLogger({ level: "debug" }) : silentLogger;
   }
 
@@ -73,7 +73,7 @@ export class Cluster {
       swim: { ...defaultSwimConfig(), ...this.#opts.swim },
       streams: TEST_STREAMS,
       transport: this.net.transport(address),
-      scheduler: this.sched,
+      clock: this.clock,
       log: this.#log.child({ node: name }),
       metrics,
       randomSeed: 1000 + this.#seq++,
@@ -143,8 +143,8 @@ export class Cluster {
 
   /** Runs fake time until `cond` or `limitMs`; returns the elapsed ms, or null if it never held. */
   waitFor(cond: () => boolean, limitMs: number, step = 10): number | null {
-    const t0 = this.sched.now();
-    return this.sched.advanceUntil(cond, limitMs, step) ? this.sched.now() - t0 : null;
+    const t0 = this.clock.now();
+    return this.clock.advanceUntil(cond, limitMs, step) ? this.clock.now() - t0 : null;
   }
 
   /** Stops every router. */

@@ -23,7 +23,7 @@ async function measure(n: number, kills: number, seed: number) {
   const names = await c.grow(n);
   const formed = c.waitFor(() => c.converged(), 600_000, 100);
   if (formed === null) throw new Error(`N=${n}: the cluster did not form`);
-  c.sched.advance(10_000);
+  c.clock.advance(10_000);
   const rows: Record<string, { suspected: number[]; down: number[] }> = {
     reset: { suspected: [], down: [] },
     silent: { suspected: [], down: [] },
@@ -44,7 +44,7 @@ async function measure(n: number, kills: number, seed: number) {
         120_000,
         5,
       );
-      const t0 = c.sched.now() - (susp ?? 0);
+      const t0 = c.clock.now() - (susp ?? 0);
       const down = c.waitFor(
         () => others.every((x) => x.node.statusOf(victim) === "DOWN"),
         300_000,
@@ -54,7 +54,7 @@ async function measure(n: number, kills: number, seed: number) {
         throw new Error(`N=${n} ${kind}: ${victim} never detected`);
       }
       rows[kind].suspected.push(susp);
-      rows[kind].down.push(c.sched.now() - t0);
+      rows[kind].down.push(c.clock.now() - t0);
       if (kind === "reset") {
         await c.restart(victim, [
           names[(pick + 1) % n] === victim ? names[(pick + 2) % n] : names[(pick + 1) % n],
@@ -67,14 +67,14 @@ async function measure(n: number, kills: number, seed: number) {
       if (c.waitFor(() => c.converged(), 300_000, 50) === null) {
         throw new Error(`N=${n}: no rejoin`);
       }
-      c.sched.advance(5000);
+      c.clock.advance(5000);
     }
   }
   // Idle traffic over 60 s.
   const before = c.live().map((x) =>
     c.net.stats(x.address).bytesSent + c.net.stats(x.address).bytesReceived
   );
-  c.sched.advance(60_000);
+  c.clock.advance(60_000);
   const after = c.live().map((x) =>
     c.net.stats(x.address).bytesSent + c.net.stats(x.address).bytesReceived
   );

@@ -13,11 +13,10 @@
 
 import { parseArgs } from "node:util";
 import { defaultConfig } from "../../lib/config/config.ts";
-import { seededRandom } from "../../lib/core/clock.ts";
+import { seededRandom, systemClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import type { WorkerView } from "../../lib/core/types.ts";
 import { type TreeCounter, TreeSync } from "../../lib/mesh/adapters/tree_sync.ts";
-import { systemScheduler } from "../../lib/mesh/scheduler.ts";
 import { CacheAwarePolicy } from "../../lib/policies/cache_aware/cache_aware.ts";
 import { PolicyReplicas } from "../../lib/policies/replicas.ts";
 import { request, view } from "../../tests/support/policies.ts";
@@ -58,7 +57,7 @@ function router(name: string) {
   const counts = new Map<TreeCounter, number>();
   const sync = new TreeSync({
     replicas,
-    scheduler: systemScheduler,
+    clock: systemClock,
     log: silentLogger,
     random: seededRandom(7),
     name,

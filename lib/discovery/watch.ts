@@ -14,6 +14,7 @@
  * (`kube.ts` uses client-node).
  */
 
+import { type Clock, pause } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { Pod } from "./pods.ts";
 
@@ -64,6 +65,8 @@ export interface WatchOptions {
   source: WatchSource;
   handlers: WatchHandlers;
   log: Logger;
+  /** The gateway's clock: backoff, the stall timer, "at once". */
+  clock: Clock;
   /** A watch that delivers nothing (not even a bookmark) this long is dropped (330 s). */
   idleMs?: number;
   /** First retry delay, doubling (500 ms). */
@@ -110,7 +113,7 @@ export class PodWatch {
     while (!this.#stop.signal.aborted) {
       try {
         if (rv === null) rv = await this.#list();
-        const started = Date.now();
+        const started = o.clock.now();
         let events = 0;
         const end = await this.#watch(rv, (v) => {
           rv = v;
@@ -119,8 +122,8 @@ export class PodWatch {
         if (end === "gone") {
           // Relist, but never in a tight loop: a server that keeps answering 410 waits too.
           rv = null;
-          if (Date.now() - started < 1000) throw new Error("watch: 410 Gone at once");
-        } else if (events === 0 && Date.now() - started < 1000 && !this.#stop.signal.aborted) {
+          if (o.clock.now() - started < 1000) throw new Error("watch: 410 Gone at once");
+        } else if (events === 0 && o.clock.now() - started < 1000 && !this.#stop.signal.aborted) {
           // A watch that ends at once with nothing (a proxy, a server shutting down): back off.
           throw new Error("watch: ended at once with no events");
         }
@@ -139,7 +142,7 @@ export class PodWatch {
           { watch: o.name, err, retry_ms: Math.round(delay) },
         );
         failing = true;
-        await this.#sleep(delay * (0.8 + 0.4 * Math.random()));
+        await pause(o.clock, delay * (0.8 + 0.4 * Math.random()), this.#stop.signal).done;
         delay = Math.min(delay * 2, o.maxBackoffMs);
       }
     }
@@ -174,10 +177,10 @@ export class PodWatch {
     const onStop = () => abort.abort();
     if (this.#stop.signal.aborted) return "ended"; // stopped while listing
     this.#stop.signal.addEventListener("abort", onStop, { once: true });
-    let idle: ReturnType<typeof setTimeout> | undefined;
+    let cancelIdle = () => {};
     const arm = () => {
-      clearTimeout(idle);
-      idle = setTimeout(() => abort.abort(new Error("watch stalled")), o.idleMs);
+      cancelIdle();
+      cancelIdle = o.clock.after(o.idleMs, () => abort.abort(new Error("watch stalled")));
     };
     try {
       arm();
@@ -213,7 +216,7 @@ export class PodWatch {
       if (abort.signal.aborted && abort.signal.reason instanceof Error) throw abort.signal.reason;
       throw e;
     } finally {
-      clearTimeout(idle);
+      cancelIdle();
       this.#stop.signal.removeEventListener("abort", onStop);
       abort.abort();
     }
@@ -248,18 +251,5 @@ export class PodWatch {
       default:
         return null;
     }
-  }
-
-  #sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const t = setTimeout(done, ms);
-      const signal = this.#stop.signal;
-      function done() {
-        clearTimeout(t);
-        signal.removeEventListener("abort", done);
-        resolve();
-      }
-      signal.addEventListener("abort", done, { once: true });
-    });
   }
 }

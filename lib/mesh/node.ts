@@ -8,7 +8,7 @@
 import type { Logger } from "../core/log.ts";
 import { MEMBER_STATUSES, type MemberStatus } from "./member.ts";
 import type { MeshMetrics } from "./mesh_metrics.ts";
-import type { Scheduler } from "./scheduler.ts";
+import type { Clock } from "../core/clock.ts";
 import { type StreamConfig, StreamManager } from "./streams.ts";
 import { step } from "./swim.ts";
 import type { SwimConfig } from "./swim_config.ts";
@@ -39,7 +39,7 @@ export interface MeshNodeOptions {
   /** Network. */
   transport: MeshTransport;
   /** Time (real or fake). */
-  scheduler: Scheduler;
+  clock: Clock;
   /** Logger. */
   log: Logger;
   /** Metrics. */
@@ -97,12 +97,12 @@ export class MeshNode {
       address: o.address,
       seeds: o.seeds,
       seed: o.randomSeed,
-      now: o.scheduler.now(),
+      now: o.clock.now(),
     });
     this.streams = new StreamManager({
       self: o.name,
       transport: o.transport,
-      scheduler: o.scheduler,
+      clock: o.clock,
       log: o.log,
       metrics: o.metrics,
       config: { ...o.streams, roundMs: o.swim.probeIntervalMs },
@@ -184,7 +184,7 @@ export class MeshNode {
     const done = new Promise<void>((resolve) => (this.#leaveDone = resolve));
     this.#leaveWait = new Set();
     this.#dispatch({ type: "leave" });
-    const cap = this.#o.scheduler.after(this.#o.swim.broadcastTimeoutMs, () => this.#leaveDone?.());
+    const cap = this.#o.clock.after(this.#o.swim.broadcastTimeoutMs, () => this.#leaveDone?.());
     if (this.#leaveWait.size === 0) this.#leaveDone?.();
     await done;
     cap();
@@ -226,7 +226,7 @@ export class MeshNode {
     try {
       while (this.#queue.length > 0 && !this.#stopped) {
         const next = this.#queue.shift()!;
-        const out = step(this.#state, next, this.#o.scheduler.now());
+        const out = step(this.#state, next, this.#o.clock.now());
         for (const e of out.effects) {
           // One failing effect (a throwing listener) must not lose the rest, nor the timer.
           try {
@@ -248,13 +248,13 @@ export class MeshNode {
     this.#cancelWake();
     this.#wakeAt = at;
     if (!Number.isFinite(at)) return;
-    const now = this.#o.scheduler.now();
+    const now = this.#o.clock.now();
     const due = Math.max(at, now);
-    this.#cancelWake = this.#o.scheduler.after(due - now, () => {
+    this.#cancelWake = this.#o.clock.after(due - now, () => {
       this.#wakeAt = Infinity;
       // A wake-up far past its time means this process was paused or starved: deadlines move
       // back first, so replies waiting in the sockets are not taken for silence.
-      const late = this.#o.scheduler.now() - due;
+      const late = this.#o.clock.now() - due;
       if (late > this.#o.swim.probeTimeoutMs) {
         this.#o.log.warn("mesh timers ran late; this router was stalled", {
           late_ms: Math.round(late),
@@ -340,13 +340,13 @@ export class MeshNode {
    */
   #statusLog(): void {
     if (this.#stopped) return;
-    const now = this.#o.scheduler.now();
+    const now = this.#o.clock.now();
     const every = this.#o.statusLogMs ?? 30_000;
     const since = now - this.#lastStatusLog;
     if (!this.#changed && since < every) return;
     if (since < 1000) {
       if (!this.#statusTimer) {
-        this.#statusTimer = this.#o.scheduler.after(1000 - since, () => {
+        this.#statusTimer = this.#o.clock.after(1000 - since, () => {
           this.#statusTimer = null;
           this.#statusLog();
         });

@@ -10,7 +10,7 @@
 import type { Logger } from "../core/log.ts";
 import { compareNames } from "./member.ts";
 import type { MeshMetrics } from "./mesh_metrics.ts";
-import type { Scheduler } from "./scheduler.ts";
+import type { Clock } from "../core/clock.ts";
 import type { FrameConn, MeshTransport } from "./transport/transport.ts";
 import type { EnvelopeType, FrameBody, StreamFrame } from "./wire.ts";
 
@@ -68,7 +68,7 @@ export interface StreamDeps {
   /** Transport to open streams on. */
   transport: MeshTransport;
   /** Time. */
-  scheduler: Scheduler;
+  clock: Clock;
   /** Logger (module mesh). */
   log: Logger;
   /** Metrics. */
@@ -133,7 +133,7 @@ export class StreamManager implements StreamPort {
   ensure(peer: string, address: string): void {
     if (this.#stopped || this.#byPeer.has(peer) || compareNames(this.#d.self, peer) >= 0) return;
     const b = this.#backoff.get(peer);
-    if (b && this.#d.scheduler.now() < b.nextAt) return;
+    if (b && this.#d.clock.now() < b.nextAt) return;
     this.#open(peer, address);
   }
 
@@ -186,7 +186,7 @@ export class StreamManager implements StreamPort {
   }
 
   #stream(peer: string, role: Stream["role"], conn: FrameConn): Stream {
-    const now = this.#d.scheduler.now();
+    const now = this.#d.clock.now();
     const s: Stream = {
       peer,
       role,
@@ -221,7 +221,7 @@ export class StreamManager implements StreamPort {
       s.out.push(frame);
       return true;
     }
-    s.lastOut = this.#d.scheduler.now();
+    s.lastOut = this.#d.clock.now();
     if (!s.conn.send(frame)) s.blocked = true;
     return true;
   }
@@ -229,14 +229,14 @@ export class StreamManager implements StreamPort {
   #onDrain(s: Stream): void {
     s.blocked = false;
     while (s.out.length > 0 && !s.blocked && !s.closed) {
-      s.lastOut = this.#d.scheduler.now();
+      s.lastOut = this.#d.clock.now();
       if (!s.conn.send(s.out.shift()!)) s.blocked = true;
     }
   }
 
   #onFrame(s: Stream, f: StreamFrame): void {
     if (s.closed) return;
-    s.lastIn = this.#d.scheduler.now();
+    s.lastIn = this.#d.clock.now();
     if (s.peer === "") return this.#bind(s, f);
     if (f.from !== s.peer) return this.#reject(s, "identity", `frame from '${f.from}'`);
     if (!s.confirmed) {
@@ -309,7 +309,7 @@ export class StreamManager implements StreamPort {
     s.inbox.push({ type, payload });
     if (s.draining) return;
     s.draining = true;
-    this.#d.scheduler.after(0, () => {
+    this.#d.clock.after(0, () => {
       s.draining = false;
       const batch = s.inbox.splice(0);
       if (s.closed) return;
@@ -351,7 +351,7 @@ export class StreamManager implements StreamPort {
       const delay = Math.min(30_000, this.#d.config.reopenBackoffMs * 2 ** b.attempt);
       this.#backoff.set(s.peer, {
         attempt: b.attempt + 1,
-        nextAt: this.#d.scheduler.now() + delay,
+        nextAt: this.#d.clock.now() + delay,
       });
     }
     this.#d.log.info("mesh sync stream lost", { peer: s.peer, role: s.role, reason });
@@ -359,7 +359,7 @@ export class StreamManager implements StreamPort {
   }
 
   #scheduleRound(): void {
-    this.#cancelRound = this.#d.scheduler.after(this.#d.config.roundMs, () => {
+    this.#cancelRound = this.#d.clock.after(this.#d.config.roundMs, () => {
       this.#round();
       if (!this.#stopped) this.#scheduleRound();
     });
@@ -368,7 +368,7 @@ export class StreamManager implements StreamPort {
   /** Heartbeats, idle timeouts and reopens, once per round. */
   #round(): void {
     const c = this.#d.config;
-    const now = this.#d.scheduler.now();
+    const now = this.#d.clock.now();
     for (const s of [...this.#byPeer.values()]) {
       const t0 = performance.now();
       if (now - s.lastIn >= c.idleTimeoutMs) {

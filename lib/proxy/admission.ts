@@ -6,6 +6,7 @@
  */
 
 import type { AdmissionConfig } from "../config/config.ts";
+import { type Clock, systemClock } from "../core/clock.ts";
 import { GatewayError } from "../core/errors.ts";
 import type { Abortable } from "../core/http.ts";
 import type { Metrics } from "../metrics/metrics.ts";
@@ -24,13 +25,15 @@ interface Waiter {
 export class Admission {
   readonly #cfg: AdmissionConfig;
   readonly #metrics: Metrics;
+  readonly #clock: Clock;
   readonly #queue: Waiter[] = [];
   #inUse = 0;
 
-  /** A limiter; off when `maxConcurrentRequests` is -1. */
-  constructor(cfg: AdmissionConfig, metrics: Metrics) {
+  /** A limiter; off when `maxConcurrentRequests` is -1. Queue timeouts run on `clock` (system). */
+  constructor(cfg: AdmissionConfig, metrics: Metrics, clock: Clock = systemClock) {
     this.#cfg = cfg;
     this.#metrics = metrics;
+    this.#clock = clock;
   }
 
   /** Slots held now. */
@@ -71,19 +74,19 @@ export class Admission {
         const i = this.#queue.indexOf(waiter);
         if (i >= 0) this.#queue.splice(i, 1);
         this.#metrics.queueDepth.with().set(this.#queue.length);
-        clearTimeout(timer);
+        cancelTimer();
         signal?.off(onAbort);
         reject(e);
       };
       const waiter: Waiter = {
         grant: (r) => {
-          clearTimeout(timer);
+          cancelTimer();
           signal?.off(onAbort);
           resolve(r);
         },
         fail: leave,
       };
-      const timer = setTimeout(() => {
+      const cancelTimer = this.#clock.after(this.#cfg.queueTimeoutSecs * 1000, () => {
         this.#reject("timeout");
         leave(
           new GatewayError(
@@ -95,7 +98,7 @@ export class Admission {
             },
           ),
         );
-      }, this.#cfg.queueTimeoutSecs * 1000);
+      });
       const onAbort = () =>
         leave(new GatewayError(499, "client_closed", "client closed the request"));
       signal?.on(onAbort);

@@ -7,6 +7,7 @@
  * The last failure is returned as the worker sent it, or as the gateway's error.
  */
 
+import type { Clock } from "../core/clock.ts";
 import { GatewayError } from "../core/errors.ts";
 import type { Reply } from "../core/http.ts";
 import type { Cancel } from "../upstream/types.ts";
@@ -16,18 +17,18 @@ import { type AttemptPlan, type CallContext, type Failure, type ProxyDeps } from
 
 const NONE: ReadonlySet<string> = new Set();
 
-/** Waits `ms`; false as soon as `cancel` fires. */
-function pause(ms: number, cancel: Cancel): Promise<boolean> {
+/** Waits `ms` on `clock` (no backoff: not at all); false as soon as `cancel` fires. */
+function pause(clock: Clock, ms: number, cancel: Cancel): Promise<boolean> {
   return new Promise((resolve) => {
-    if (cancel.aborted) return resolve(false);
+    if (cancel.aborted || ms <= 0) return resolve(!cancel.aborted);
     const stop = () => {
-      clearTimeout(timer);
+      cancelTimer();
       resolve(false);
     };
-    const timer = setTimeout(() => {
+    const cancelTimer = clock.after(ms, () => {
       cancel.off(stop);
       resolve(true);
-    }, ms);
+    });
     cancel.on(stop);
   });
 }
@@ -49,7 +50,7 @@ export async function runAttempts<C, P>(
       const delay = backoffMs(attempt - 1, d.config.retry, d.random);
       d.metrics.retries.with(plan.label, ep).inc();
       d.metrics.retryBackoff.with(String(attempt)).observe(delay / 1000);
-      if (!(await pause(delay, c.cancel))) break;
+      if (!(await pause(d.clock, delay, c.cancel))) break;
     }
     const pick = plan.pick(c, cands, failed ?? NONE, last !== null);
     if (pick === null) break;

@@ -1,8 +1,8 @@
 /**
- * Request deadlines with one shared timer instead of a `setTimeout` per request (measured at
- * about 6 µs per request with `AbortSignal.any`). Each in-flight request registers its abort
- * function and deadline; a sweep every `tickMs` aborts the expired ones. The timer runs while
- * something is registered, and until the first sweep after that.
+ * Request deadlines with one shared timer instead of a timer per request (one per request with
+ * `AbortSignal.any` measured about 6 µs per request). Each in-flight request registers its abort
+ * function and deadline; a sweep every `tickMs` on the clock aborts the expired ones. The timer
+ * runs while something is registered, and until the first sweep after that.
  */
 
 import type { Clock } from "../core/clock.ts";
@@ -25,7 +25,8 @@ export class Deadlines {
   readonly #entries: DeadlineEntry[] = [];
   readonly #clock: Clock;
   readonly #tickMs: number;
-  #timer: ReturnType<typeof setInterval> | undefined;
+  /** Cancels the armed sweep timer; null while none is armed. */
+  #cancel: (() => void) | null = null;
 
   /** Sweeps every `tickMs` (the deadline's resolution). */
   constructor(clock: Clock, tickMs: number) {
@@ -48,11 +49,19 @@ export class Deadlines {
     if (e.slot >= 0) return e;
     e.slot = this.#entries.length;
     this.#entries.push(e);
-    if (this.#timer === undefined) {
-      this.#timer = setInterval(() => this.sweep(), this.#tickMs);
-    }
+    if (this.#cancel === null) this.#arm();
     return e;
   }
+
+  #arm(): void {
+    this.#cancel = this.#clock.after(this.#tickMs, this.#onTimer);
+  }
+
+  readonly #onTimer = (): void => {
+    this.#cancel = null;
+    this.sweep();
+    if (this.#entries.length > 0 && this.#cancel === null) this.#arm();
+  };
 
   /** Forgets a deadline (the request finished). */
   remove(e: DeadlineEntry): void {
@@ -86,9 +95,7 @@ export class Deadlines {
 
   /** Stops the timer now (shutdown); deadlines added later start it again. */
   stop(): void {
-    if (this.#timer !== undefined) {
-      clearInterval(this.#timer);
-      this.#timer = undefined;
-    }
+    this.#cancel?.();
+    this.#cancel = null;
   }
 }

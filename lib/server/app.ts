@@ -3,7 +3,10 @@
  * manager, health checker, load monitor, policy, admission, proxy and routes from a
  * `GatewayConfig`, owns the background loops (started by `start()`, stopped by `stop()`), and
  * exposes the main-port entry and the metrics rendering. Listening and signals live in
- * `serve.ts`.
+ * `serve.ts`. One `Clock` (`systemClock`, or a test's `FakeClock`) is handed to every loop and
+ * timer: health, loads, drains, admission, deadlines, retry backoff, the upstream pool, the
+ * mesh, discovery and shutdown. Known gap: the gRPC request timeout and the PD prefill drain
+ * (`proxy/grpc_attempt.ts`, `proxy/pd.ts`) still set real timers.
  */
 
 import type { GatewayConfig } from "../config/config.ts";
@@ -51,7 +54,7 @@ export interface GatewayOptions {
   fetch?: FetchFn;
   /** Inference client toward workers (default: `Http1Client`). */
   upstream?: Upstream;
-  /** Clock (default: performance.now). */
+  /** The clock of every loop and timer (default `systemClock`; tests pass a `FakeClock`). */
   clock?: Clock;
   /** Randomness (default: seeded from `--random-seed` or the OS). */
   random?: Random;
@@ -103,8 +106,9 @@ export class Gateway {
   readonly discovery: Discovery | null;
   /** The main port's entry over the gateway's exchange types (the own front calls it). */
   readonly entry: Entry;
+  /** The one clock every loop and timer of this gateway runs on. */
+  readonly clock: Clock;
   readonly #log: Logger;
-  readonly #clock: Clock;
   readonly #loops = new AbortController();
   #tasks: Promise<void>[] = [];
   #draining = false;
@@ -115,7 +119,7 @@ export class Gateway {
   constructor(opts: GatewayOptions) {
     const config = this.config = opts.config;
     const log = this.#log = opts.log;
-    const clock = this.#clock = opts.clock ?? systemClock;
+    const clock = this.clock = opts.clock ?? systemClock;
     const random = opts.random ??
       (config.randomSeed === null ? osRandom() : seededRandom(config.randomSeed));
     const httpFetch = opts.fetch ?? workerFetch(config);
@@ -128,6 +132,7 @@ export class Gateway {
       (opts.fetch ? new FetchUpstream(opts.fetch) : new Http1Client({
         idleTimeoutMs: config.upstreamPoolIdleTimeoutSecs * 1000,
         onResend: () => resends.inc(),
+        clock,
       }));
     this.#closeClient = () => {
       upstream.close();
@@ -192,6 +197,7 @@ export class Gateway {
         manager,
         replicas,
         pinMaxIdleSecs: config.manual.maxIdleSecs,
+        clock,
       })
       : null;
     const mesh = this.mesh;
@@ -200,6 +206,7 @@ export class Gateway {
         registry,
         manager,
         routers: mesh ? (n, a, st) => mesh.node.discovered(n, a, st) : undefined,
+        clock,
       })
       : null;
     registry.subscribe((e) => {
@@ -242,7 +249,7 @@ export class Gateway {
       clock,
       random,
       upstream,
-      admission: new Admission(config.admission, metrics),
+      admission: new Admission(config.admission, metrics, clock),
       pd,
       grpc: opts.grpc ? grpcBackend(grpcWorkers, opts.grpc.tokenizer) : undefined,
     });
@@ -431,7 +438,7 @@ export class Gateway {
   /** Refreshes the per-worker gauges and renders the Prometheus text. */
   renderMetrics(): Promise<string> {
     const m = this.metrics;
-    const now = this.#clock.now();
+    const now = this.clock.now();
     m.workerHealth.reset();
     m.routingKeysActive.reset();
     m.cbState.reset();

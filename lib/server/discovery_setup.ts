@@ -8,6 +8,7 @@
  */
 
 import type { GatewayConfig } from "../config/config.ts";
+import { type Clock, every } from "../core/clock.ts";
 import { ConfigError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { connectPods, type PodApi } from "../discovery/kube.ts";
@@ -77,6 +78,8 @@ export function createDiscovery(
     manager: WorkerManager;
     /** The mesh's membership, for `--router-selector`. */
     routers?: RouterSink;
+    /** The gateway's clock: the watches' timers and the resync. */
+    clock: Clock;
   },
 ): Discovery {
   const d = c.discovery;
@@ -109,7 +112,7 @@ export function createDiscovery(
   // what is known) does not forget the other's.
   const legs: Map<string, Pod>[] = [];
   const allPods = () => legs.flatMap((m) => [...m.values()]);
-  let resync: ReturnType<typeof setInterval> | undefined;
+  let stopResync = () => {};
   const selectors = c.pd.enabled
     ? [d.prefillSelector, d.decodeSelector]
     : Object.keys(d.selector).length > 0
@@ -138,6 +141,7 @@ export function createDiscovery(
           name: `router pods ${selectorQuery(d.routerSelector)}`,
           source: api.source(selectorQuery(d.routerSelector)),
           log: dlog,
+          clock: state.clock,
           handlers: {
             onList: (list) => routers.onList(list),
             onEvent: (type, p) => routers.onEvent(type, p),
@@ -152,6 +156,7 @@ export function createDiscovery(
           name: `pods ${selectorQuery(sel)}`,
           source: api.source(selectorQuery(sel)),
           log: dlog,
+          clock: state.clock,
           handlers: {
             onList: (list) => {
               pods.clear();
@@ -177,10 +182,10 @@ export function createDiscovery(
         watches.push(w);
         w.start();
       }
-      if (selectors.length > 0) resync = setInterval(() => reconciler.resync(), 10_000);
+      if (selectors.length > 0) stopResync = every(state.clock, 10_000, () => reconciler.resync());
     },
     async stop() {
-      clearInterval(resync);
+      stopResync();
       await Promise.all(watches.map((w) => w.stop()));
       api?.close();
     },

@@ -10,7 +10,6 @@ import { ConfigError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { MeshMetrics } from "../mesh/mesh_metrics.ts";
 import { MeshNode } from "../mesh/node.ts";
-import { systemScheduler } from "../mesh/scheduler.ts";
 import { swimConfigOf } from "../mesh/swim_config.ts";
 import type { MeshTls } from "../mesh/transport/grpc.ts";
 import type {
@@ -27,7 +26,7 @@ import { PINS_NS, PinSync } from "../mesh/adapters/pin_sync.ts";
 import type { PolicyReplicas } from "../policies/replicas.ts";
 import { LwwStore } from "../mesh/store/lww_store.ts";
 import { StoreSync } from "../mesh/store/store_sync.ts";
-import { seededRandom } from "../core/clock.ts";
+import { type Clock, seededRandom } from "../core/clock.ts";
 import type { WorkerManager } from "../workers/manager.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 
@@ -116,6 +115,8 @@ export interface MeshState {
   replicas: PolicyReplicas;
   /** `--max-idle-secs`: pins idle this long leave the store. */
   pinMaxIdleSecs: number;
+  /** The gateway's clock: the mesh's timers run on it. */
+  clock: Clock;
 }
 
 /** Tree-sync counters as metric series. */
@@ -160,7 +161,7 @@ export function createMesh(
       reopenBackoffMs: 1000,
     },
     transport,
-    scheduler: systemScheduler,
+    clock: state.clock,
     log: mlog,
     metrics: mm,
     randomSeed: seed,
@@ -171,7 +172,7 @@ export function createMesh(
   });
   const storeSync = new StoreSync({
     store,
-    scheduler: systemScheduler,
+    clock: state.clock,
     log: mlog,
     random: seededRandom(seed ^ 0x5bd1e995),
     count: (what, ns) => {
@@ -183,7 +184,7 @@ export function createMesh(
   });
   const trees = new TreeSync({
     replicas: state.replicas,
-    scheduler: systemScheduler,
+    clock: state.clock,
     log: mlog,
     random: seededRandom(seed ^ 0x27d4eb2f),
     name,
@@ -209,13 +210,13 @@ export function createMesh(
     manager: state.manager,
     store,
     router: name,
-    scheduler: systemScheduler,
+    clock: state.clock,
     log: mlog,
   });
   const pins = new PinSync({
     replicas: state.replicas,
     store,
-    scheduler: systemScheduler,
+    clock: state.clock,
     log: mlog,
     maxIdleMs: state.pinMaxIdleSecs * 1000,
   });

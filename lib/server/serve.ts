@@ -2,9 +2,11 @@
  * Puts a `Gateway` on the network: the main port and the metrics port, the background loops,
  * and graceful shutdown on SIGTERM/SIGINT: readiness turns 503 at once, the listener stays open
  * for a settle window (half the grace period, at most 5 s) so load balancers notice, then new
- * connections are refused and in-flight requests and streams get the rest of the grace period.
+ * connections are refused and in-flight requests and streams get the rest of the grace period,
+ * both on the gateway's clock.
  */
 
+import { sleep } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import { serveFront } from "../front/server.ts";
 import type { Gateway } from "./app.ts";
@@ -89,13 +91,13 @@ export function serveGateway(gw: Gateway, log: Logger, opts: ServeOptions = {}):
       await gw.leaveMesh();
       log.info("shutting down: draining", { settle_ms: settleMs, grace_ms: graceMs });
       gw.drain();
-      await new Promise((r) => setTimeout(r, settleMs));
-      let timer: ReturnType<typeof setTimeout> | undefined;
+      if (settleMs > 0) await sleep(gw.clock, settleMs);
+      let cancelGrace = () => {};
       const graceOver = new Promise<"timeout">((r) => {
-        timer = setTimeout(() => r("timeout"), graceMs - settleMs);
+        cancelGrace = gw.clock.after(graceMs - settleMs, () => r("timeout"));
       });
       const how = await Promise.race([server.shutdown().then(() => "drained" as const), graceOver]);
-      clearTimeout(timer);
+      cancelGrace();
       if (how === "timeout") {
         log.warn("grace period over; closing remaining requests");
         server.close();

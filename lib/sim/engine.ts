@@ -51,6 +51,7 @@ export class SimEngine {
   #throughput = new RateMeter();
   #hitRate: number | null = null;
   #totals = { requests: 0, promptTokens: 0, cachedTokens: 0, generatedTokens: 0, aborted: 0 };
+  readonly #finished = new Set<() => void>();
 
   /** An idle engine; throws a RangeError on an invalid config. */
   constructor(cfg: EngineConfig, deps: EngineDeps) {
@@ -133,6 +134,12 @@ export class SimEngine {
       maxRunning: this.#cfg.maxRunning,
       totals: { ...this.#totals },
     };
+  }
+
+  /** Calls `listener` after each request ends (finished or aborted); returns its removal. */
+  onFinish(listener: () => void): () => void {
+    this.#finished.add(listener);
+    return () => this.#finished.delete(listener);
   }
 
   /** Drops every cached block, as sglang's /flush_cache: false (and nothing done) while busy. */
@@ -287,6 +294,7 @@ export class SimEngine {
       ttftMs: s.firstTokenAt === null ? null : s.firstTokenAt - s.submitAt,
       queueMs: (s.admitAt ?? now) - s.submitAt,
     });
+    for (const l of this.#finished) l();
   }
 }
 

@@ -3,7 +3,7 @@
  * Used by `smg sim-worker` and by `smg serve --backend sim` (in-process workers) and tests.
  */
 
-import { seededRandom, sleep } from "../core/clock.ts";
+import { seededRandom, sleep, systemClock } from "../core/clock.ts";
 import { type EngineDeps, SimEngine } from "./engine.ts";
 import { BootstrapRooms } from "./pd.ts";
 import { SimServer, type SimServerOptions } from "./server.ts";
@@ -48,7 +48,7 @@ export interface SimWorker {
 /** Starts a simulated worker and resolves once it listens. */
 export function startSimWorker(o: SimWorkerOptions): SimWorker {
   const scale = o.engine.timeScale;
-  const simSleep = (ms: number) => sleep(ms * scale);
+  const simSleep = (ms: number) => sleep(systemClock, ms * scale);
   const engine = new SimEngine(o.engine, simDeps(o.seed));
   const rooms = o.server.role === "prefill"
     ? new BootstrapRooms(o.host, o.bootstrapPort)
@@ -74,7 +74,13 @@ export function startSimWorker(o: SimWorkerOptions): SimWorker {
   };
 }
 
+/** The engine's clock and sleeper in wall time (the engine applies `timeScale` itself). */
+export const realTime: Pick<EngineDeps, "now" | "sleep"> = {
+  now: () => systemClock.now(),
+  sleep: (ms, signal) => sleep(systemClock, ms, signal),
+};
+
 /** Engine dependencies in wall time; the engine applies `timeScale` itself. */
 export function simDeps(seed: number): EngineDeps {
-  return { now: () => performance.now(), sleep, random: seededRandom(seed) };
+  return { ...realTime, random: seededRandom(seed) };
 }

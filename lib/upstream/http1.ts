@@ -33,8 +33,11 @@
  * - Bounds: the response head (`maxHeadBytes`, 64 KiB), the connect time (`connectTimeoutMs`,
  *   10 s), the time to the head (`headTimeoutMs`) and between body bytes (`bodyIdleTimeoutMs`),
  *   both off by default: the gateway's own deadline covers those.
+ * - Time: pool ages, the idle sweep and the head and body-idle timeouts read and run on the
+ *   given `Clock`; the connect timeout is the socket's own (`AbortSignal.timeout`).
  */
 
+import { type Clock, every, systemClock } from "../core/clock.ts";
 import { Http1Body } from "./http1_body.ts";
 import {
   closedError,
@@ -72,8 +75,8 @@ export interface Http1Options {
   onResend?: () => void;
   /** Extra CA certificates (PEM) trusted for `https://` workers, besides the system's. */
   caCerts?: string[];
-  /** Clock in ms (default `Date.now`; tests). */
-  now?: () => number;
+  /** The gateway's clock: pool ages, sweeps and timeouts (default `systemClock`). */
+  clock?: Clock;
 }
 
 /** The keep-alive HTTP/1.1 client (see the module comment). */
@@ -93,14 +96,18 @@ export class Http1Client implements Upstream, ConnOwner {
   readonly #caCerts: string[] | undefined;
   /** Connections with a request in progress, when a head or body timeout is set. */
   readonly #active = new Set<Conn>();
-  #timer: ReturnType<typeof setInterval> | undefined;
+  readonly #clock: Clock;
+  /** Stops the active sweep's timer; null while none runs. */
+  #stopActiveSweep: (() => void) | null = null;
   #lastSweep = 0;
-  #idleTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Cancels the idle sweep's timer; null while none is armed. */
+  #cancelIdleSweep: (() => void) | null = null;
   #closed = false;
 
   /** A client; nothing connects until the first request. */
   constructor(o: Http1Options) {
-    this.now = o.now ?? Date.now;
+    const clock = this.#clock = o.clock ?? systemClock;
+    this.now = () => clock.now();
     this.#idleTimeoutMs = o.idleTimeoutMs;
     this.#maxIdle = o.maxIdlePerHost ?? 500;
     this.#maxHead = o.maxHeadBytes ?? 64 * 1024;
@@ -260,15 +267,17 @@ export class Http1Client implements Upstream, ConnOwner {
     this.#armIdleTimer();
   }
 
-  /** Closes idle connections once they pass the idle timeout, also when no request comes. */
+  /**
+   * Closes idle connections once they pass the idle timeout, also when no request comes. Armed
+   * only while connections are idle; `close()` cancels it.
+   */
   #armIdleTimer(): void {
-    if (this.#idleTimer !== undefined || this.#closed) return;
-    const timer = this.#idleTimer = setTimeout(() => {
-      this.#idleTimer = undefined;
+    if (this.#cancelIdleSweep !== null || this.#closed) return;
+    this.#cancelIdleSweep = this.#clock.after(Math.max(10, this.#idleTimeoutMs), () => {
+      this.#cancelIdleSweep = null;
       this.#sweepIdle(this.now());
       if (this.idleCount > 0) this.#armIdleTimer();
-    }, Math.max(10, this.#idleTimeoutMs));
-    Deno.unrefTimer(timer); // never what keeps the process alive
+    });
   }
 
   /** Closes idle connections past the idle timeout; drops empty pools. */
@@ -287,12 +296,12 @@ export class Http1Client implements Upstream, ConnOwner {
     if (!this.timed) return;
     c.activeAt = this.now();
     this.#active.add(c);
-    if (this.#timer === undefined) {
+    if (this.#stopActiveSweep === null) {
       const tick = Math.max(
         10,
         Math.min(this.#headTimeoutMs || Infinity, this.#bodyIdleTimeoutMs || Infinity) / 4,
       );
-      this.#timer = setInterval(() => this.#sweepActive(), tick);
+      this.#stopActiveSweep = every(this.#clock, tick, () => this.#sweepActive());
     }
   }
 
@@ -313,16 +322,14 @@ export class Http1Client implements Upstream, ConnOwner {
   }
 
   #stopTimer(): void {
-    if (this.#timer !== undefined) {
-      clearInterval(this.#timer);
-      this.#timer = undefined;
-    }
+    this.#stopActiveSweep?.();
+    this.#stopActiveSweep = null;
   }
 
   close(): void {
     this.#closed = true;
-    if (this.#idleTimer !== undefined) clearTimeout(this.#idleTimer);
-    this.#idleTimer = undefined;
+    this.#cancelIdleSweep?.();
+    this.#cancelIdleSweep = null;
     for (const p of this.#pools.values()) {
       for (const c of [...p.idle]) c.destroy();
     }

@@ -137,7 +137,7 @@ export class HealthChecker {
       const now = this.#d.clock.now();
       let next = now + 1000;
       for (const w of this.#d.registry.all()) next = Math.min(next, w.nextProbeAt);
-      const p = pause(Math.max(10, next - now), signal);
+      const p = pause(this.#d.clock, Math.max(10, next - now), signal);
       this.#wake = p.wake;
       await p.done;
       this.#wake = null;

@@ -134,7 +134,7 @@ export class LoadMonitor {
           this.#d.log.error("load poll failed", { err: e });
         }
       }
-      await pause(ms, signal).done;
+      await pause(this.#d.clock, ms, signal).done;
     }
   }
 }

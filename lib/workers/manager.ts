@@ -189,9 +189,11 @@ export class WorkerManager {
   async #drainThenRemove(w: Worker, wasReady: boolean): Promise<void> {
     const d = this.#d;
     const settleMs = d.health.drainSettleSecs * 1000;
-    const until = d.clock.now() + settleMs;
-    while (wasReady && w.inFlight > 0 && d.clock.now() < until && !this.#stop.signal.aborted) {
-      await pause(Math.min(100, until - d.clock.now()), this.#stop.signal).done;
+    if (wasReady && w.inFlight > 0 && settleMs > 0) {
+      // Until its last request is done, the settle time is over, or shutdown, whichever first.
+      const settle = pause(d.clock, settleMs, this.#stop.signal);
+      void w.idle().then(settle.wake);
+      await settle.done;
     }
     if (d.registry.remove(w.id)) {
       d.log.info("worker removed", { worker: w.url, id: w.id });

@@ -74,8 +74,6 @@ export class Worker implements WorkerView {
   readonly registeredAt: number;
   /** Served model ids; null means not known yet, so any model may go to it. */
   models: string[] | null;
-  /** Requests in flight from this gateway. */
-  inFlight = 0;
   /** Prompt tokens sent that have not produced a first token yet (see `WorkerView`). */
   prefillTokens = 0;
   /** Requests this gateway sent to the worker, ever. */
@@ -94,6 +92,8 @@ export class Worker implements WorkerView {
   /** The worker's circuit breaker. */
   readonly breaker: CircuitBreaker;
   #status: WorkerStatus;
+  #inFlight = 0;
+  #idle: PromiseWithResolvers<void> | null = null;
   readonly #apiKey: string | null;
   readonly #onStatus?: StatusListener;
 
@@ -121,6 +121,26 @@ export class Worker implements WorkerView {
     this.#status = status;
     this.#apiKey = spec.apiKey ?? null;
     this.#onStatus = onStatus;
+  }
+
+  /** Requests in flight from this gateway. */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  /** Sets the in-flight count; reaching 0 resolves `idle()`. */
+  set inFlight(n: number) {
+    this.#inFlight = n;
+    if (n === 0 && this.#idle) {
+      this.#idle.resolve();
+      this.#idle = null;
+    }
+  }
+
+  /** Resolves once no request from this gateway is in flight on the worker (at once if none is). */
+  idle(): Promise<void> {
+    if (this.#inFlight === 0) return Promise.resolve();
+    return (this.#idle ??= Promise.withResolvers<void>()).promise;
   }
 
   /** Requests in flight carrying sticky key `key`. */

@@ -5,6 +5,7 @@
  */
 
 import assert from "node:assert/strict";
+import { Waiters } from "../support/wait.ts";
 
 const main = new URL("../../main.ts", import.meta.url).pathname;
 const FLAGS = [
@@ -19,6 +20,10 @@ interface Served {
   out: () => string;
   err: () => string;
   exited: Promise<number>;
+  /** Poked after each chunk of output and at exit. */
+  output: Waiters;
+  /** Whether the process has exited and its output is read. */
+  done: () => boolean;
 }
 
 function spawnServe(args: string[]): Served {
@@ -31,32 +36,37 @@ function spawnServe(args: string[]): Served {
   let out = "";
   let err = "";
   const dec = new TextDecoder();
+  const output = new Waiters();
   const pumps = [
     (async () => {
-      for await (const c of child.stdout) out += dec.decode(c);
+      for await (const c of child.stdout) {
+        out += dec.decode(c);
+        output.poke();
+      }
     })(),
     (async () => {
       for await (const c of child.stderr) err += dec.decode(c);
     })(),
   ];
+  let done = false;
   const exited = child.status.then(async (s) => {
     await Promise.all(pumps);
+    done = true;
+    output.poke();
     return s.code;
   });
-  return { child, out: () => out, err: () => err, exited };
+  return { child, out: () => out, err: () => err, exited, output, done: () => done };
 }
+
+const BANNER = /smg is ready on (http:\/\/\S+) with/;
 
 /** Waits for the banner; returns the gateway URL. */
 async function banner(s: Served): Promise<string> {
-  let done = false;
-  s.exited.then(() => (done = true));
-  for (let i = 0; i < 600; i++) {
-    const m = /smg is ready on (http:\/\/\S+) with/.exec(s.out());
-    if (m) return m[1];
-    if (done) throw new Error(`serve exited early:\n${s.err()}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`no banner:\n${s.out()}\n${s.err()}`);
+  await s.output.wait(() => BANNER.test(s.out()) || s.done(), "the banner", 30_000)
+    .catch((e) => Promise.reject(new Error(`${e.message}:\n${s.out()}\n${s.err()}`)));
+  const m = BANNER.exec(s.out());
+  if (!m) throw new Error(`serve exited early:\n${s.err()}`);
+  return m[1];
 }
 
 async function reachable(url: string): Promise<boolean> {

@@ -1,9 +1,9 @@
 /**
- * deploy/prometheus/mesh-alerts.yml against a real Prometheus (Debian's `prometheus`, which
- * .ci/run installs), started on loopback to scrape three mesh routers every second:
- * `SMGMeshStreamsMissing` (its `for:` shortened to 0s in the test's copy) does not fire with all
- * three up and streaming, and fires once one router is killed. Waits by polling Prometheus's
- * API, a bounded number of times.
+ * The mesh alert of `deploy/prometheus/mesh-alerts.yml` against a real Prometheus (Debian's
+ * `prometheus`, which .ci/run installs), started on loopback to scrape three mesh routers every
+ * second: `SMGMeshStreamsMissing` (its `for:` shortened to 0s in the test's copy) does not fire
+ * with all three up and streaming, and fires once one router is killed. Waits by polling Prometheus's API (`poll`): its answers
+ * change inside another process, with no event this test could hear.
  */
 
 import assert from "node:assert/strict";
@@ -14,20 +14,12 @@ import {
   meshRouterArgs,
   spawnGateway,
 } from "../support/process.ts";
+import { poll } from "../support/wait.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const RULES = new URL("../../deploy/prometheus/mesh-alerts.yml", import.meta.url).pathname;
 
 const hasPrometheus = hasCommand("prometheus");
-
-/** Polls `check` every 250 ms until it returns true, at most `ms`. */
-async function until(what: string, check: () => Promise<boolean>, ms = 60_000): Promise<void> {
-  for (const end = Date.now() + ms; Date.now() < end;) {
-    if (await check().catch(() => false)) return;
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
 
 Deno.test({
   name: "deploy: a real Prometheus fires SMGMeshStreamsMissing only once a router is gone",
@@ -83,16 +75,22 @@ scrape_configs:
       const firing = async () =>
         (await query('ALERTS{alertname="SMGMeshStreamsMissing",alertstate="firing"}')).length > 0;
       // All three scraped, three streams counted, and the alert (evaluated since) quiet.
-      await until("three streams in Prometheus", async () => {
-        const r = await query('count(router_mesh_peer_connections{peer!=""} == 1)');
-        return r.length === 1 && r[0].value[1] === "3";
-      });
+      const every = 250; // Prometheus scrapes and evaluates every second
+      await poll(
+        async () => {
+          const r = await query('count(router_mesh_peer_connections{peer!=""} == 1)');
+          return r.length === 1 && r[0].value[1] === "3";
+        },
+        "three streams in Prometheus",
+        60_000,
+        every,
+      );
       // It may have fired while the mesh formed; with every stream up it resolves and stays so.
-      await until("the alert quiet", async () => !(await firing()));
+      await poll(async () => !(await firing()), "the alert quiet", 60_000, every);
       const streams = await query('count(router_mesh_peer_connections{peer!=""} == 1)');
       assert.equal(streams[0]?.value[1], "3", "quiet with every stream up");
       routers[2].child.kill("SIGKILL");
-      await until("the alert firing", firing);
+      await poll(firing, "the alert firing", 60_000, every);
     } finally {
       try {
         prom?.kill("SIGKILL");

@@ -8,25 +8,14 @@
 import assert from "node:assert/strict";
 import { parseGatewayArgs } from "../../lib/config/cli.ts";
 import { validateConfig } from "../../lib/config/validate.ts";
+import { systemClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import { connectPods } from "../../lib/discovery/kube.ts";
 import type { Pod } from "../../lib/discovery/pods.ts";
 import { PodWatch } from "../../lib/discovery/watch.ts";
 import { Gateway } from "../../lib/server/app.ts";
 import { FakeKube, pod } from "../support/fake_kube.ts";
-
-/** Resolves when `cond` holds after one of `subscribe`'s callbacks, or fails after `ms`. */
-function waiter() {
-  let waiters: { cond: () => boolean; resolve: () => void }[] = [];
-  return {
-    poke: () => (waiters = waiters.filter((w) => (w.cond() ? (w.resolve(), false) : true))),
-    wait: (cond: () => boolean, what: string, ms = 15_000) =>
-      cond() ? Promise.resolve() : new Promise<void>((resolve, reject) => {
-        const t = setTimeout(() => reject(new Error(`timed out: ${what}`)), ms);
-        waiters.push({ cond, resolve: () => (clearTimeout(t), resolve()) });
-      }),
-  };
-}
+import { Waiters } from "../support/wait.ts";
 
 async function withKubeconfig<T>(k: FakeKube, fn: () => Promise<T>): Promise<T> {
   const path = k.kubeconfig();
@@ -52,11 +41,12 @@ Deno.test({
       const api = await connectPods("default");
       assert.equal(api.origin, "kubeconfig");
       const pods = new Map<string, Pod>();
-      const w = waiter();
+      const w = new Waiters();
       const watch = new PodWatch({
         name: "test",
         source: api.source("app=sglang"),
         log: silentLogger,
+        clock: systemClock,
         backoffMs: 20,
         handlers: {
           onList: (l) => {
@@ -111,7 +101,7 @@ Deno.test({
         "default",
       ]));
       const g = new Gateway({ config, log: silentLogger });
-      const w = waiter();
+      const w = new Waiters();
       g.registry.subscribe(() => w.poke());
       const urls = () =>
         g.registry.all().filter((x) => x.status !== "draining").map((x) => x.url).sort();

@@ -6,10 +6,12 @@
  */
 
 import assert from "node:assert/strict";
+import { FakeClock, systemClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import type { Pod } from "../../lib/discovery/pods.ts";
 import { ApiStatusError, PodWatch, type WatchSource } from "../../lib/discovery/watch.ts";
 import { FakeKube, pod } from "../support/fake_kube.ts";
+import { Waiters } from "../support/wait.ts";
 
 /** A source over plain fetch, paging by 2 so lists take several pages. */
 function fetchSource(k: FakeKube, selector: string): WatchSource {
@@ -45,7 +47,7 @@ class Seen {
   readonly pods = new Map<string, Pod>();
   errors = 0;
   bookmark = "";
-  #waiters: { cond: () => boolean; resolve: () => void }[] = [];
+  readonly #waiters = new Waiters();
   readonly handlers = {
     onList: (pods: Pod[]) => {
       this.pods.clear();
@@ -70,14 +72,10 @@ class Seen {
     return [...this.pods.keys()].sort();
   }
   wait(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-    if (cond()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), ms);
-      this.#waiters.push({ cond, resolve: () => (clearTimeout(t), resolve()) });
-    });
+    return this.#waiters.wait(cond, what, ms);
   }
   #check(): void {
-    this.#waiters = this.#waiters.filter((w) => (w.cond() ? (w.resolve(), false) : true));
+    this.#waiters.poke();
   }
 }
 
@@ -93,6 +91,7 @@ async function setup() {
     source: fetchSource(k, "app=sglang"),
     handlers: seen.handlers,
     log: silentLogger,
+    clock: systemClock,
     backoffMs: 20,
     maxBackoffMs: 100,
   });
@@ -164,6 +163,7 @@ Deno.test("pod watch: an API server down at start is retried; the list comes onc
     source: fetchSource(k, "app=sglang"),
     handlers: seen.handlers,
     log: silentLogger,
+    clock: systemClock,
     backoffMs: 10,
     maxBackoffMs: 40,
   });
@@ -185,6 +185,7 @@ Deno.test("pod watch: a watch that delivers nothing for idleMs is dropped and wa
     source: fetchSource(k, "app=sglang"),
     handlers: seen.handlers,
     log: silentLogger,
+    clock: systemClock,
     idleMs: 50,
     backoffMs: 10,
   });
@@ -216,6 +217,7 @@ Deno.test("pod watch: a bookmark moves the resume point, so a reset after compac
 
 Deno.test("pod watch: a server whose watches end at once, or answer 410 at once, is retried with backoff", async () => {
   for (const answer of [() => new Response(""), () => new Response("{}", { status: 410 })]) {
+    const clock = new FakeClock();
     let watches = 0;
     let lists = 0;
     const seen = new Seen();
@@ -229,10 +231,19 @@ Deno.test("pod watch: a server whose watches end at once, or answer 410 at once,
       },
       handlers: seen.handlers,
       log: silentLogger,
+      clock,
       backoffMs: 20,
       maxBackoffMs: 40,
     });
     watch.start();
+    // Each failure waits its backoff (doubling to the cap, jittered by ±20 %) on the clock.
+    for (const [i, delay] of [20, 40, 40].entries()) {
+      await seen.wait(() => seen.errors === i + 1, `failure ${i + 1}`);
+      const tries = watches + lists;
+      clock.advance(0.8 * delay - 0.001);
+      assert.equal(watches + lists, tries, `no retry before ${0.8 * delay} ms`); // none fired
+      clock.advance(0.4 * delay);
+    }
     await seen.wait(() => seen.errors >= 4, "four failed watches");
     await watch.stop();
     // Four failures with backoff between them, not thousands of requests.

@@ -8,13 +8,14 @@
 
 import assert from "node:assert/strict";
 import { defaultConfig, type DiscoveryConfig } from "../../lib/config/config.ts";
-import { ManualClock } from "../../lib/core/clock.ts";
+import { FakeClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import { podWorker } from "../../lib/discovery/pods.ts";
 import { WorkerDiscovery } from "../../lib/discovery/worker_discovery.ts";
 import { WorkerManager } from "../../lib/workers/manager.ts";
 import { WorkerRegistry } from "../../lib/workers/registry.ts";
 import { pod } from "../support/fake_kube.ts";
+import { until } from "../support/wait.ts";
 
 function setup(over: Partial<DiscoveryConfig> = {}, pd = false) {
   const c = defaultConfig();
@@ -31,7 +32,7 @@ function setup(over: Partial<DiscoveryConfig> = {}, pd = false) {
     registry,
     health: c.health,
     circuitBreaker: c.circuitBreaker,
-    clock: new ManualClock(),
+    clock: new FakeClock(),
     log: silentLogger,
   });
   const counts: string[] = [];
@@ -49,9 +50,12 @@ function setup(over: Partial<DiscoveryConfig> = {}, pd = false) {
     },
   });
   // Removals drain first: let them finish before reading the registry.
-  const settled = async () => {
-    for (let i = 0; i < 5; i++) await new Promise((r) => setTimeout(r, 0));
-  };
+  const settled = () =>
+    until(
+      () => registry.all().every((w) => w.status !== "draining"),
+      (l) => registry.subscribe(l),
+      "the removals",
+    );
   const urls = () =>
     registry.all().filter((w) => w.status !== "draining").map((w) => `${w.url} ${w.type}`).sort();
   return { d, registry, manager, counts, urls, settled };

@@ -17,16 +17,18 @@ import {
 import type { GenerateRequestPb, GenerateResponsePb } from "../../lib/grpc/sglang_proto.ts";
 import { SimEngine } from "../../lib/sim/engine.ts";
 import { type SimGrpcOptions, SimGrpcServer } from "../../lib/sim/grpc_server.ts";
+import { realTime } from "../../lib/sim/worker.ts";
 import { Cancel } from "../../lib/upstream/types.ts";
 import { qwen3 } from "../support/qwen3.ts";
 import { DEFAULTS, prompt } from "../support/sim_engine.ts";
+import { until } from "../support/wait.ts";
 
 /** A real-time engine: `timeScale` 1 with fast steps, so a stream lasts long enough to cancel. */
 function engine(decodeBaseMs = 0.2) {
-  return new SimEngine({ ...DEFAULTS, decodeBaseMs, decodePerReqMs: 0, prefillTps: 1e9 }, {
-    now: () => performance.now(),
-    sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
-  });
+  return new SimEngine(
+    { ...DEFAULTS, decodeBaseMs, decodePerReqMs: 0, prefillTps: 1e9 },
+    realTime,
+  );
 }
 
 async function withWorker(
@@ -138,9 +140,8 @@ Deno.test("grpc: cancelling the stream aborts the engine request; so does Abort 
       s.next(),
       (e: unknown) => (e as GrpcCallError).code === grpc.status.CANCELLED,
     );
-    for (let i = 0; i < 100 && eng.stats().totals.aborted < 1; i++) {
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    const aborted = () => eng.stats().totals.aborted > 0;
+    await until(aborted, (l) => eng.onFinish(l), "the engine to abort the request");
     assert.equal(eng.stats().totals.aborted, 1);
 
     const s2 = client.generate(

@@ -23,7 +23,7 @@ function streamCount(c: Cluster): number {
 
 Deno.test("cluster: 5 routers form a full mesh with one stream per pair", async () => {
   const { c } = await cluster(5);
-  c.sched.advance(3000);
+  c.clock.advance(3000);
   assert.equal(streamCount(c), 10);
   for (const x of c.live()) assert.equal(x.node.streams.openPeers().length, 4);
   await c.stop();
@@ -31,7 +31,7 @@ Deno.test("cluster: 5 routers form a full mesh with one stream per pair", async 
 
 Deno.test("cluster: a crash is suspected within a second and DOWN everywhere in about 4 s", async () => {
   const { c } = await cluster(5);
-  c.sched.advance(3000);
+  c.clock.advance(3000);
   await c.kill("r3");
   const suspected = c.waitFor(
     () => c.live().some((x) => c.statusOf(x.name, "r3") === "SUSPECTED"),
@@ -41,7 +41,7 @@ Deno.test("cluster: a crash is suspected within a second and DOWN everywhere in 
   assert.ok(suspected !== null && suspected < 1000, `first SUSPECTED after ${suspected} ms`);
   const down = c.waitFor(() => c.allSee("r3", "DOWN"), 30_000, 10);
   assert.ok(down !== null && down <= 6000, `DOWN everywhere after ${down} ms`);
-  c.sched.advance(2000);
+  c.clock.advance(2000);
   assert.equal(streamCount(c), 6, "the dead router's streams are gone");
   // r4 accepted r3's stream (r3 < r4): its series drops to 0 and stays after r3 is forgotten;
   // the peer="" series set at accept stays 1, as SMG's does.
@@ -56,7 +56,7 @@ Deno.test("cluster: a crash is suspected within a second and DOWN everywhere in 
   await c.restart("r3", ["r1"]);
   assert.notEqual(c.waitFor(() => c.converged(), 10_000), null, "rejoined");
   assert.ok(c.nodes.get("r0")!.node.members().find((m) => m.name === "r3")!.incarnation > 1);
-  c.sched.advance(5000);
+  c.clock.advance(5000);
   assert.equal(streamCount(c), 10);
   await c.stop();
 });
@@ -76,20 +76,20 @@ Deno.test("cluster: 50 routers detect a crash and nobody else is suspected", asy
 
 Deno.test("cluster: a graceful leave is LEAVING everywhere and nobody suspects it", async () => {
   const { c } = await cluster(5);
-  c.sched.advance(2000);
+  c.clock.advance(2000);
   const leaver = c.nodes.get("r2")!;
   const left = leaver.node.leave();
   assert.notEqual(c.waitFor(() => c.allSee("r2", "LEAVING"), 5000, 1), null);
-  c.sched.advance(3000); // the leaver waits for its announcements to be acked (3 s at most)
+  c.clock.advance(3000); // the leaver waits for its announcements to be acked (3 s at most)
   await left;
   await c.kill("r2");
-  c.sched.advance(20_000);
+  c.clock.advance(20_000);
   assert.ok(c.allSee("r2", "LEAVING"));
   // r3 accepted r2's stream; its series is 0 now and stays 0 after r2 is forgotten.
   const r3 = () =>
     c.nodes.get("r3")!.metrics.peerConnections.get().values.find((v) => v.labels.peer === "r2");
   assert.equal(r3()?.value, 0);
-  c.sched.advance(300_000);
+  c.clock.advance(300_000);
   assert.equal(c.statusOf("r3", "r2"), null, "LEAVING members are reaped");
   assert.equal(r3()?.value, 0);
   for (const x of c.live()) {
@@ -124,7 +124,7 @@ Deno.test("cluster: A cannot reach C but B can: ping-req keeps C ALIVE", async (
   const addr = (n: string) => c.nodes.get(n)!.address;
   c.net.block(addr("r0"), addr("r2"));
   c.net.block(addr("r2"), addr("r0"));
-  c.sched.advance(60_000);
+  c.clock.advance(60_000);
   assert.ok(c.converged(), "everyone still ALIVE everywhere");
   const r0 = c.nodes.get("r0")!.metrics;
   const indirect = r0.probes.get().values.find((v) => v.labels.result === "indirect_ack")?.value ??
@@ -138,7 +138,7 @@ Deno.test("cluster: 10 % message loss for ten minutes brings no false DOWN", asy
   c.net.loss = 0.1;
   let falseDown = 0;
   for (let t = 0; t < 600; t++) {
-    c.sched.advance(1000);
+    c.clock.advance(1000);
     for (const x of c.live()) {
       for (const m of x.node.members()) if (m.status === "DOWN") falseDown++;
     }
@@ -153,7 +153,7 @@ Deno.test("cluster: a slow router does not get healthy peers declared DOWN", asy
   c.net.slow(slow.address, 700); // 1.4 s round trips from and to it: past every probe timeout
   let downs = 0;
   for (let t = 0; t < 120; t++) {
-    c.sched.advance(1000);
+    c.clock.advance(1000);
     for (const x of c.live()) for (const m of x.node.members()) if (m.status === "DOWN") downs++;
   }
   assert.equal(downs, 0, "nobody DOWN, the slow router included");
@@ -172,7 +172,7 @@ Deno.test("cluster: a second router with a taken name is refused and changes not
   const { c } = await cluster(3);
   const before = c.nodes.get("r0")!.node.members().find((m) => m.name === "r1")!;
   const intruder = await c.add("r1", ["r2"], "elsewhere:7946");
-  c.sched.advance(10_000);
+  c.clock.advance(10_000);
   assert.equal(intruder.node.status, "INIT", "it never joined");
   for (const name of ["r0", "r2"]) {
     const m = c.nodes.get(name)!.node.members().find((x) => x.name === "r1")!;
@@ -194,7 +194,7 @@ Deno.test("cluster: a partition longer than the reap interval still heals", asyn
     const a = names.slice(0, split);
     const b = names.slice(split);
     c.net.partition(a.map(addr), b.map(addr));
-    c.sched.advance(400_000); // past the 300 s reap: each side has forgotten the other
+    c.clock.advance(400_000); // past the 300 s reap: each side has forgotten the other
     assert.equal(c.statusOf(a[0], b[0]), null, "forgotten");
     c.net.heal();
     assert.notEqual(c.waitFor(() => c.converged(), 120_000, 100), null, `split ${split}: merged`);

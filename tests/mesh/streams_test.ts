@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import client from "prom-client";
 import { silentLogger } from "../../lib/core/log.ts";
 import { MeshMetrics } from "../../lib/mesh/mesh_metrics.ts";
-import { FakeScheduler } from "../../lib/mesh/scheduler.ts";
+import { FakeClock } from "../../lib/core/clock.ts";
 import { StreamManager } from "../../lib/mesh/streams.ts";
 import type {
   FrameConn,
@@ -39,7 +39,7 @@ class ScriptedConn implements FrameConn {
 }
 
 function setup(self = "a", alive: { name: string; address: string }[] = []) {
-  const sched = new FakeScheduler();
+  const clock = new FakeClock();
   const metrics = new MeshMetrics(new client.Registry());
   const opened: ScriptedConn[] = [];
   const transport = {
@@ -53,7 +53,7 @@ function setup(self = "a", alive: { name: string; address: string }[] = []) {
   const m = new StreamManager({
     self,
     transport,
-    scheduler: sched,
+    clock: clock,
     log: silentLogger,
     metrics,
     config: {
@@ -69,7 +69,7 @@ function setup(self = "a", alive: { name: string; address: string }[] = []) {
     onChange: () => {},
   });
   m.start();
-  return { sched, metrics, opened, lost, m };
+  return { clock, metrics, opened, lost, m };
 }
 
 const series = (fam: { get(): { values: { labels: Record<string, string>; value: number }[] } }) =>
@@ -137,7 +137,7 @@ Deno.test("streams: a full queue drops and counts; drain sends the rest in order
 });
 
 Deno.test("streams: inbound envelopes are delivered in batches and a flood beyond the queue is dropped", () => {
-  const { m, sched, metrics } = setup("b");
+  const { m, clock, metrics } = setup("b");
   const got: number[] = [];
   m.onEnvelope((peer, _t, p) => {
     assert.equal(peer, "a");
@@ -149,7 +149,7 @@ Deno.test("streams: inbound envelopes are delivered in batches and a flood beyon
   for (let i = 0; i < 6; i++) {
     conn.deliver("a", { kind: "envelope", type: "digest", payload: new Uint8Array([i]) });
   }
-  sched.advance(0);
+  clock.advance(0);
   assert.deepEqual(got, [0, 1, 2, 3]);
   assert.deepEqual(series(metrics.droppedFrames), { "a/in": 2 });
   conn.deliver("a", { kind: "unknown" });
@@ -159,28 +159,28 @@ Deno.test("streams: inbound envelopes are delivered in batches and a flood beyon
 
 Deno.test("streams: heartbeats keep an idle stream open; a silent one closes, is reported, and reopens with backoff", () => {
   const peers = [{ name: "b", address: "b:1" }];
-  const { m, sched, opened, lost, metrics } = setup("a", peers);
+  const { m, clock, opened, lost, metrics } = setup("a", peers);
   m.ensure("b", "b:1");
   const c = opened[0];
   c.deliver("b", { kind: "heartbeat" });
   // The peer answers every 15 s: five idle minutes and the stream is still the first one.
   for (let t = 0; t < 20; t++) {
-    sched.advance(15_000);
+    clock.advance(15_000);
     c.deliver("b", { kind: "heartbeat" });
   }
   assert.equal(opened.length, 1);
   assert.ok(c.sent.filter((f) => f.body.kind === "heartbeat").length >= 19, "we heartbeat too");
   // Now the peer goes silent: closed at the idle timeout and reported.
-  sched.advance(60_000);
+  clock.advance(60_000);
   assert.equal(c.closed, true);
   assert.deepEqual(lost, ["b"]);
   assert.equal(opened.length, 1, "no reopen before the backoff");
-  sched.advance(1000);
+  clock.advance(1000);
   assert.equal(opened.length, 2, "reopened once the backoff passed, the peer still ALIVE");
   opened[1].close(); // fails again before the peer answered: the backoff doubles
-  sched.advance(1000);
+  clock.advance(1000);
   assert.equal(opened.length, 2);
-  sched.advance(1000);
+  clock.advance(1000);
   assert.equal(opened.length, 3);
   assert.deepEqual(series(metrics.syncRound).b !== undefined, true);
   m.closeAll();
@@ -197,7 +197,7 @@ Deno.test("streams: closing on purpose (the peer went DOWN) is not reported as l
 });
 
 Deno.test("streams: only live members may bind a stream; a blocked stream queues no heartbeats", () => {
-  const { m, metrics, opened, sched } = setup("b", [{ name: "c", address: "c:1" }]);
+  const { m, metrics, opened, clock } = setup("b", [{ name: "c", address: "c:1" }]);
   const conn = new ScriptedConn();
   m.accept(conn);
   conn.deliver("mallory", { kind: "hello", to: "b" });
@@ -211,7 +211,7 @@ Deno.test("streams: only live members may bind a stream; a blocked stream queues
   m.send("c", "digest", new Uint8Array(1)); // now blocked
   const before = c.sent.length;
   for (let i = 0; i < 10; i++) {
-    sched.advance(15_000);
+    clock.advance(15_000);
     c.deliver("c", { kind: "heartbeat" });
   }
   assert.equal(c.sent.length, before, "nothing written while blocked");

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import type { AdmissionConfig } from "../../lib/config/config.ts";
+import { FakeClock } from "../../lib/core/clock.ts";
 import { GatewayError } from "../../lib/core/errors.ts";
 import { Metrics } from "../../lib/metrics/metrics.ts";
 import { Admission, type Release } from "../../lib/proxy/admission.ts";
@@ -7,11 +8,13 @@ import { Cancel } from "../../lib/upstream/types.ts";
 
 function admission(cfg: Partial<AdmissionConfig> = {}) {
   const metrics = new Metrics();
+  const clock = new FakeClock();
   const a = new Admission(
     { maxConcurrentRequests: 2, queueSize: 3, queueTimeoutSecs: 60, ...cfg },
     metrics,
+    clock,
   );
-  return { a, metrics };
+  return { a, metrics, clock };
 }
 
 /** A slot granted at once; fails the test when the limiter made the caller wait. */
@@ -58,7 +61,7 @@ Deno.test("admission: grants at once under the cap and counts slots", () => {
 });
 
 Deno.test("admission: waiters get slots in FIFO order as slots are released", async () => {
-  const { a } = admission({ maxConcurrentRequests: 1, queueSize: 5 });
+  const { a, clock } = admission({ maxConcurrentRequests: 1, queueSize: 5 });
   const first = now(a.acquire());
   const order: number[] = [];
   const waits = [0, 1, 2].map((i) =>
@@ -78,6 +81,7 @@ Deno.test("admission: waiters get slots in FIFO order as slots are released", as
   const r2 = await waits[2];
   assert.deepEqual(order, [0, 1, 2]);
   assert.equal(a.waiting, 0);
+  assert.equal(clock.pending, 0, "a granted waiter's timeout is cancelled");
   r2();
   assert.equal(a.inUse, 0);
 });
@@ -126,13 +130,17 @@ Deno.test("admission: queue size 0 rejects as soon as the slots are taken", () =
 });
 
 Deno.test("admission: a wait past the timeout answers 503 admission_queue_timeout", async () => {
-  const { a, metrics } = admission({
+  const { a, metrics, clock } = admission({
     maxConcurrentRequests: 1,
     queueSize: 2,
-    queueTimeoutSecs: 0.02,
+    queueTimeoutSecs: 20,
   });
   const held = now(a.acquire());
-  const err = await rejection(queued(a.acquire()));
+  const waiting = queued(a.acquire());
+  clock.advance(19_999);
+  assert.equal(a.waiting, 1, "still waiting just before the timeout");
+  clock.advance(1);
+  const err = await rejection(waiting);
   assert.equal(err.status, 503);
   assert.equal(err.code, "admission_queue_timeout");
   assert.equal(err.retryAfter, 2);

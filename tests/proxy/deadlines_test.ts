@@ -1,13 +1,13 @@
 /**
- * Request deadlines on one shared timer, driven by a ManualClock: a sweep aborts exactly the
+ * Request deadlines on one shared timer, driven by a FakeClock: a sweep aborts exactly the
  * requests past their deadline, each once; a finished request's deadline never fires; the
- * interval timer runs while something is registered and stops at the first sweep that finds the
- * set empty (or at stop()). Deno 2.9 turned the op sanitizer off by default, so these tests turn
- * it on themselves: a test that left the interval running would fail with "Leaks detected".
+ * timer runs while something is registered and stops at the first sweep that finds the set
+ * empty (or at stop()), which `FakeClock.pending` shows. One test runs on the system clock with
+ * the op sanitizer on (Deno 2.9 turned it off by default): a timer left running would fail it.
  */
 
 import assert from "node:assert/strict";
-import { ManualClock } from "../../lib/core/clock.ts";
+import { FakeClock, systemClock } from "../../lib/core/clock.ts";
 import { type DeadlineEntry, Deadlines } from "../../lib/proxy/deadlines.ts";
 
 /** `Deno.test` with the op and resource sanitizers on whatever the CLI says. */
@@ -15,11 +15,11 @@ function test(name: string, fn: () => void | Promise<void>): void {
   Deno.test({ name, fn, sanitizeOps: true, sanitizeResources: true });
 }
 
-/** A tick long enough that the real timer never fires during a test. */
+/** A tick long enough that the timer never fires while a test advances the clock. */
 const NEVER = 3_600_000;
 
 test("deadlines: sweep expires only the deadlines that have passed", () => {
-  const clock = new ManualClock(1000);
+  const clock = new FakeClock(1000);
   const d = new Deadlines(clock, NEVER);
   const fired: string[] = [];
   const a = d.add(1100, () => fired.push("a"));
@@ -47,7 +47,7 @@ test("deadlines: sweep expires only the deadlines that have passed", () => {
 });
 
 test("deadlines: each deadline expires once, however often the sweep runs", () => {
-  const clock = new ManualClock(0);
+  const clock = new FakeClock(0);
   const d = new Deadlines(clock, NEVER);
   let n = 0;
   d.add(10, () => n++);
@@ -61,7 +61,7 @@ test("deadlines: each deadline expires once, however often the sweep runs", () =
 });
 
 test("deadlines: a removed deadline never expires", () => {
-  const clock = new ManualClock(0);
+  const clock = new FakeClock(0);
   const d = new Deadlines(clock, NEVER);
   const fired: string[] = [];
   const done = d.add(10, () => fired.push("done"));
@@ -74,7 +74,7 @@ test("deadlines: a removed deadline never expires", () => {
 });
 
 test("deadlines: removing the same entry twice is harmless", () => {
-  const d = new Deadlines(new ManualClock(0), NEVER);
+  const d = new Deadlines(new FakeClock(0), NEVER);
   const e = d.add(10, () => assert.fail("removed deadline fired"));
   d.remove(e);
   d.remove(e);
@@ -83,38 +83,44 @@ test("deadlines: removing the same entry twice is harmless", () => {
 });
 
 test("deadlines: the timer restarts when a deadline is added after it stopped", () => {
-  const clock = new ManualClock(0);
+  const clock = new FakeClock(0);
   const d = new Deadlines(clock, NEVER);
   const fired: number[] = [];
   d.add(5, () => fired.push(1));
+  assert.equal(clock.pending, 1, "the first deadline starts the timer");
   clock.advance(5);
   d.sweep(); // empties the set: the timer stops
   assert.equal(d.size, 0);
+  assert.equal(clock.pending, 0);
   const e = d.add(50, () => fired.push(2));
   assert.equal(d.size, 1);
+  assert.equal(clock.pending, 1, "started again");
   d.remove(e);
-  d.sweep(); // finds it empty and stops, or the op sanitizer fails this test
+  d.sweep(); // finds it empty and stops
+  assert.equal(clock.pending, 0);
   assert.deepEqual(fired, [1]);
 });
 
-test("deadlines: the shared timer sweeps on its own", async () => {
-  const clock = new ManualClock(0);
-  const d = new Deadlines(clock, 1);
-  const late = Promise.withResolvers<void>();
-  const pending: string[] = [];
-  d.add(10, () => late.resolve());
-  const notYet = d.add(1_000_000, () => pending.push("fired too early"));
-  clock.advance(10);
-  await late.promise; // resolved by the interval, not by us
+test("deadlines: the shared timer sweeps on its own, every tick, while something is registered", () => {
+  const clock = new FakeClock(0);
+  const d = new Deadlines(clock, 5);
+  const fired: string[] = [];
+  d.add(12, () => fired.push(`a@${clock.now()}`));
+  const notYet = d.add(1_000_000, () => fired.push("fired too early"));
+  clock.advance(14);
+  assert.deepEqual(fired, [], "the sweeps at 5 and 10 found nothing due");
+  clock.advance(1);
+  assert.deepEqual(fired, ["a@15"], "the sweep at 15 did, without anyone calling sweep()");
   assert.equal(d.size, 1);
-  assert.deepEqual(pending, []);
+  assert.equal(clock.pending, 1, "the timer goes on for what is left");
   d.remove(notYet);
   assert.equal(d.size, 0);
   d.stop();
+  assert.equal(clock.pending, 0);
 });
 
 test("deadlines: an expire callback may remove a later entry during the sweep", () => {
-  const clock = new ManualClock(0);
+  const clock = new FakeClock(0);
   const d = new Deadlines(clock, NEVER);
   const fired: string[] = [];
   const later: DeadlineEntry[] = [];
@@ -129,12 +135,21 @@ test("deadlines: an expire callback may remove a later entry during the sweep", 
   assert.equal(d.size, 0);
 });
 
-test("deadlines: a removal alone keeps the timer until the next sweep finds nothing", async () => {
-  const clock = new ManualClock(0);
+test("deadlines: a removal alone keeps the timer until the next sweep finds nothing", () => {
+  const clock = new FakeClock(0);
   const d = new Deadlines(clock, 1);
   d.remove(d.add(1_000_000, () => assert.fail("removed deadline fired")));
-  // The interval is still armed; its next tick sees an empty set and stops it. The op
-  // sanitizer fails this test if it did not.
-  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(clock.pending, 1, "still armed after the last removal");
+  clock.advance(1); // its next tick sees an empty set and stops it
+  assert.equal(clock.pending, 0);
   assert.equal(d.size, 0);
+});
+
+test("deadlines: on the system clock, the timer fires, sweeps, and stops once the set is empty", async () => {
+  const d = new Deadlines(systemClock, 1);
+  const fired = Promise.withResolvers<void>();
+  d.add(systemClock.now(), () => fired.resolve());
+  await fired.promise; // expired by the timer; its sweep found the set empty and stopped it
+  assert.equal(d.size, 0);
+  // The op sanitizer fails this test if a timer is still set.
 });

@@ -17,6 +17,7 @@ import { ConfigError } from "../../lib/core/errors.ts";
 import { SimEngine } from "../../lib/sim/engine.ts";
 import { type SimGrpcOptions, SimGrpcServer } from "../../lib/sim/grpc_server.ts";
 import { BootstrapRooms } from "../../lib/sim/pd.ts";
+import { realTime } from "../../lib/sim/worker.ts";
 import { startGateway, type TestGateway } from "../support/gateway.ts";
 import { qwen3 } from "../support/qwen3.ts";
 import { DEFAULTS } from "../support/sim_engine.ts";
@@ -35,7 +36,7 @@ async function leg(role: "prefill" | "decode", o: Partial<SimGrpcOptions> = {}):
   const tok = qwen3();
   const engine = new SimEngine(
     { ...DEFAULTS, decodeBaseMs: 0.2, decodePerReqMs: 0, prefillTps: 1e9 },
-    { now: () => performance.now(), sleep: (ms) => new Promise((r) => setTimeout(r, ms)) },
+    realTime,
   );
   const rooms = role === "prefill" ? new BootstrapRooms("127.0.0.1", 0) : undefined;
   const server = new SimGrpcServer(engine, {

@@ -6,7 +6,7 @@
  */
 
 import assert from "node:assert/strict";
-import { ManualClock, seededRandom } from "../../lib/core/clock.ts";
+import { FakeClock, seededRandom } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import type { RouteRequest, WorkerView } from "../../lib/core/types.ts";
 import type { GenerateStream } from "../../lib/grpc/sglang_client.ts";
@@ -106,7 +106,7 @@ function fakeClient(
 
 function setup(urls: string[], failures = 0, script?: Script) {
   const config = testConfig({ retry: { initialBackoffMs: 0, maxBackoffMs: 0 } });
-  const clock = new ManualClock(1000);
+  const clock = new FakeClock(1000);
   const { registry, manager } = workerSetup(clock, {
     health: config.health,
     circuitBreaker: config.circuitBreaker,

@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { ManualClock, seededRandom } from "../../lib/core/clock.ts";
+import { FakeClock, seededRandom } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import { Metrics } from "../../lib/metrics/metrics.ts";
 import { RoundRobinPolicy } from "../../lib/policies/round_robin.ts";
@@ -23,7 +23,7 @@ const SSE: FakeReply = { status: 200, chunks: ["data: 1\n\n", "data: [DONE]\n\n"
 
 function setup(prefill: Record<string, FakeReply[]>, decode: Record<string, FakeReply[]>) {
   const config = testConfig({});
-  const clock = new ManualClock(1000);
+  const clock = new FakeClock(1000);
   const { registry, manager } = workerSetup(clock, {
     health: config.health,
     circuitBreaker: config.circuitBreaker,

@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { parseSimWorkerArgs } from "../../lib/sim/cli.ts";
 import { type SimWorker, startSimWorker } from "../../lib/sim/worker.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
+import { within } from "../support/wait.ts";
 import { startGateway, type TestGateway } from "../support/gateway.ts";
 
 function sim(role: "prefill" | "decode"): SimWorker {
@@ -177,16 +178,7 @@ Deno.test("pd: a prefill stream that never ends keeps its slot until the request
     assert.match(await r.text(), /\[DONE\]/, "the client got the decode leg's whole answer");
     const pw = g.gw.registry.byUrl(p.url)!;
     assert.equal(pw.inFlight, 1, "the prefill is still being drained");
-    const cut = await new Promise<boolean>((resolve) => {
-      const end = (ok: boolean) => {
-        clearInterval(poll);
-        clearTimeout(bound);
-        resolve(ok);
-      };
-      const poll = setInterval(() => pw.inFlight === 0 && end(true), 20);
-      const bound = setTimeout(() => end(false), 5000);
-    });
-    assert.ok(cut, "cut by the request timeout");
+    await within(pw.idle(), "the prefill cut by the request timeout", 5000);
     assert.equal(pw.breaker.consecutiveFailures, 0, "a cut drain is not the worker's failure");
   } finally {
     await g.close();

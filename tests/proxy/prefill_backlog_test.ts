@@ -11,15 +11,10 @@ import { parseSimWorkerArgs } from "../../lib/sim/cli.ts";
 import { startSimWorker } from "../../lib/sim/worker.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
 import { startGateway } from "../support/gateway.ts";
+import { until, within } from "../support/wait.ts";
 
 const chat = (content: string, extra: Record<string, unknown> = {}) =>
   JSON.stringify({ model: "test-model", messages: [{ role: "user", content }], ...extra });
-
-/** Resolves once `cond` holds, checking after each macrotask (bounded). */
-async function until(cond: () => boolean, what: string): Promise<void> {
-  for (let i = 0; i < 2000 && !cond(); i++) await new Promise((r) => setTimeout(r, 1));
-  assert.ok(cond(), what);
-}
 
 Deno.test("backlog: a request counts its prompt on the worker until the first streamed bytes", async () => {
   const w = new FakeWorker({ chunks: 3 });
@@ -34,17 +29,18 @@ Deno.test("backlog: a request counts its prompt on the worker until the first st
       body: chat("x".repeat(400), { stream: true }),
       signal: leave.signal,
     }).catch(() => null);
-    await until(() => w.seen.requests === 1, "the worker got the request");
+    await until(() => w.seen.requests === 1, (l) => w.subscribe(l), "the worker got the request");
     assert.equal(worker.prefillTokens, 100, "400 characters at 4 a token");
     assert.equal(worker.inFlight, 1);
     leave.abort();
     await pending;
-    await until(() => worker.inFlight === 0, "the client left: the worker is freed");
+    await within(worker.idle(), "the client left: the worker is freed");
     assert.equal(worker.prefillTokens, 0);
 
     // Streaming: the first bytes end the prefill; the stream itself is still in flight.
     w.opts.mode = { kind: "ok" };
-    w.opts.chunkDelayMs = 30;
+    const gate = Promise.withResolvers<void>();
+    w.opts.gate = gate.promise; // the rest of the stream waits for the test
     const r = await fetch(`${g.url}/v1/chat/completions`, {
       method: "POST",
       body: chat("y".repeat(800), { stream: true }),
@@ -52,8 +48,9 @@ Deno.test("backlog: a request counts its prompt on the worker until the first st
     assert.equal(r.status, 200);
     assert.equal(worker.prefillTokens, 0, "the first token arrived");
     assert.equal(worker.inFlight, 1, "the stream goes on");
+    gate.resolve();
     await r.text();
-    await until(() => worker.inFlight === 0, "the stream ended");
+    await within(worker.idle(), "the stream ended");
   } finally {
     await g.close();
     await w.close();

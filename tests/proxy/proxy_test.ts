@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { ManualClock, seededRandom } from "../../lib/core/clock.ts";
+import { FakeClock, seededRandom } from "../../lib/core/clock.ts";
 import { createLogger, silentLogger } from "../../lib/core/log.ts";
 import { Metrics } from "../../lib/metrics/metrics.ts";
 import { RoundRobinPolicy } from "../../lib/policies/round_robin.ts";
@@ -22,7 +22,7 @@ type Reply = Response | Error | ((init: RequestInit) => Promise<Response>);
 /** A proxy over fake workers whose replies are scripted per URL. */
 function setup(replies: Record<string, Reply[]>, o: Overrides = {}, log = silentLogger) {
   const config = testConfig(o);
-  const clock = new ManualClock(1000);
+  const clock = new FakeClock(1000);
   const { registry, manager } = workerSetup(clock, {
     health: config.health,
     circuitBreaker: config.circuitBreaker,
@@ -205,15 +205,19 @@ Deno.test("proxy: every worker overloaded sheds with the load-monitor interval a
 });
 
 Deno.test("proxy: a worker that never answers gets 504 request_timeout", async () => {
-  const hang: Reply = (init) =>
-    new Promise((_, reject) =>
+  const sent = Promise.withResolvers<void>();
+  const hang: Reply = (init) => {
+    sent.resolve();
+    return new Promise((_, reject) =>
       init.signal!.addEventListener("abort", () => reject(init.signal!.reason))
     );
+  };
   const t = setup({ "http://a": [hang], "http://b": [hang] }, {
     requestTimeoutSecs: 0.05 as number,
   });
   const pending = t.send(chat);
-  t.clock.advance(50); // the deadline sweep reads the injected clock
+  await sent.promise; // at the worker: its deadline is registered
+  t.clock.advance(50); // the deadline's sweep timer runs on the injected clock
   const r = await pending;
   assert.equal(r.res.status, 504);
   assert.equal(r.json().error.code, "request_timeout");

@@ -6,8 +6,10 @@
 
 import assert from "node:assert/strict";
 import OpenAI from "openai";
+import { FakeClock } from "../../lib/core/clock.ts";
 import { FakeWorker, GarbageServer } from "../support/fake_worker.ts";
 import { startGateway, type TestGateway } from "../support/gateway.ts";
+import { until, within } from "../support/wait.ts";
 
 const chat = { model: "test-model", messages: [{ role: "user", content: "hello" }] };
 
@@ -24,8 +26,9 @@ async function withFleet(
   workers: FakeWorker[],
   fn: (g: TestGateway) => Promise<void>,
   o: Parameters<typeof startGateway>[1] = {},
+  extra: Parameters<typeof startGateway>[2] = {},
 ) {
-  const g = await startGateway(workers.map((w) => w.url), o);
+  const g = await startGateway(workers.map((w) => w.url), o, extra);
   try {
     await fn(g);
   } finally {
@@ -210,12 +213,23 @@ Deno.test("app: all workers down is 503 no_available_workers", async () => {
 
 Deno.test("app: a hanging worker gets 504 at the request timeout and is told to stop", async () => {
   const w = new FakeWorker({ mode: { kind: "hang" } });
-  await withFleet([w], async (g) => {
-    const r = await post(g, "/v1/chat/completions", chat);
-    assert.equal(r.status, 504);
-    assert.equal((await r.json()).error.code, "request_timeout");
-    assert.equal(g.gw.registry.all()[0].inFlight, 0);
-  }, { requestTimeoutSecs: 1 });
+  const clock = new FakeClock();
+  await withFleet(
+    [w],
+    async (g) => {
+      const pending = post(g, "/v1/chat/completions", chat);
+      await until(() => w.seen.requests > 0, (l) => w.subscribe(l), "the request at the worker");
+      clock.advance(999);
+      assert.equal(w.seen.aborted, 0, "not before the timeout"); // no sweep expired it
+      clock.advance(1);
+      const r = await pending;
+      assert.equal(r.status, 504);
+      assert.equal((await r.json()).error.code, "request_timeout");
+      assert.equal(g.gw.registry.all()[0].inFlight, 0);
+    },
+    { requestTimeoutSecs: 1 },
+    { clock },
+  );
   assert.equal(w.seen.aborted, 1, "the worker saw its request cancelled");
 });
 
@@ -246,12 +260,11 @@ Deno.test("app: the openai client sees a mid-stream worker death as an error, no
   });
 });
 
-/** Waits (2 s at most) until `w` saw its request cancelled and the gateway released it. */
+/** Waits until `w` saw its request cancelled and the gateway released it. */
 async function assertWorkerCancelled(g: TestGateway, w: FakeWorker): Promise<void> {
   const worker = g.gw.registry.all()[0];
-  for (let i = 0; i < 200 && (w.seen.aborted === 0 || worker.inFlight !== 0); i++) {
-    await new Promise((r) => setTimeout(r, 10));
-  }
+  await until(() => w.seen.aborted > 0, (l) => w.subscribe(l), "the worker to see the cancel");
+  await within(worker.idle(), "the gateway to release the worker");
   assert.equal(w.seen.aborted, 1, "worker saw the cancel");
   assert.equal(worker.inFlight, 0, "gateway released the worker");
 }
@@ -266,9 +279,7 @@ for (const httpServer of SERVERS) {
         body: JSON.stringify(chat),
         signal: ac.signal,
       }).catch((e) => e);
-      for (let i = 0; i < 200 && w.seen.requests === 0; i++) {
-        await new Promise((r) => setTimeout(r, 10));
-      }
+      await until(() => w.seen.requests > 0, (l) => w.subscribe(l), "the request at the worker");
       assert.equal(w.seen.requests, 1);
       ac.abort();
       assert.ok((await r) instanceof Error);
@@ -277,7 +288,8 @@ for (const httpServer of SERVERS) {
   });
 
   Deno.test(`app (${httpServer}): a client leaving mid-stream cancels the worker's request`, async () => {
-    const w = new FakeWorker({ chunks: 1000, chunkDelayMs: 5 });
+    // One chunk, then nothing: the stream is under way until the client leaves.
+    const w = new FakeWorker({ mode: { kind: "stall_mid_stream", afterChunks: 1 } });
     await withFleet([w], async (g) => {
       const ac = new AbortController();
       const r = await fetch(`${g.url}/v1/chat/completions`, {
@@ -286,7 +298,6 @@ for (const httpServer of SERVERS) {
         signal: ac.signal,
       });
       const reader = r.body!.getReader();
-      await reader.read();
       await reader.read();
       ac.abort();
       await reader.cancel().catch(() => {});
@@ -338,7 +349,7 @@ Deno.test("app: 1,000 concurrent streams all complete, leave nothing in flight, 
 });
 
 Deno.test("app: admission control answers 429 with Retry-After when slots and queue are full", async () => {
-  const w = new FakeWorker({ chunks: 1000, chunkDelayMs: 5 });
+  const w = new FakeWorker({ mode: { kind: "stall_mid_stream", afterChunks: 1 } });
   await withFleet([w], async (g) => {
     const held = await post(g, "/v1/chat/completions", { ...chat, stream: true });
     const reader = held.body!.getReader();
@@ -402,9 +413,8 @@ Deno.test("app: worker API adds, shows, refuses duplicates and removes workers",
     const del = await fetch(`${g.url}/workers/${added.worker_id}`, { method: "DELETE" });
     assert.equal(del.status, 202);
     await del.body?.cancel();
-    for (let i = 0; i < 100 && g.gw.registry.size > 1; i++) {
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    const registry = g.gw.registry;
+    await until(() => registry.size === 1, (l) => registry.subscribe(l), "the removal");
     const gone = await fetch(`${g.url}/workers/${added.worker_id}`);
     assert.equal(gone.status, 404);
     assert.equal((await gone.json()).code, "WORKER_NOT_FOUND");
@@ -462,8 +472,10 @@ Deno.test("app: metrics use SMG's names and count per-worker requests and TTFT",
 });
 
 Deno.test("app: shutdown turns readiness to 503 and lets an in-flight stream finish", async () => {
-  const w = new FakeWorker({ chunks: 20, chunkDelayMs: 10 });
-  const g = await startGateway([w.url], { shutdownGracePeriodSecs: 2 });
+  const gate = Promise.withResolvers<void>();
+  const w = new FakeWorker({ chunks: 20, gate: gate.promise });
+  const clock = new FakeClock();
+  const g = await startGateway([w.url], { shutdownGracePeriodSecs: 2 }, { clock });
   try {
     const r = await post(g, "/v1/chat/completions", { ...chat, stream: true });
     const body = r.text();
@@ -471,9 +483,12 @@ Deno.test("app: shutdown turns readiness to 503 and lets an in-flight stream fin
     const ready = await fetch(`${g.url}/readiness`);
     assert.equal(ready.status, 503);
     assert.equal((await ready.json()).reason, "draining");
+    clock.advance(1000); // the settle window (half the grace period) is over
+    gate.resolve(); // the worker finishes the stream during the rest of the grace period
     assert.match(await body, /data: \[DONE\]/);
     await done;
   } finally {
+    gate.resolve();
     await w.close();
   }
 });

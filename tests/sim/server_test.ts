@@ -10,8 +10,12 @@ import { SimEngine } from "../../lib/sim/engine.ts";
 import { SimServer, type SimServerOptions } from "../../lib/sim/server.ts";
 import { simDeps } from "../../lib/sim/worker.ts";
 import { DEFAULT_ENGINE } from "../../lib/sim/cli.ts";
+import { until } from "../support/wait.ts";
 
-async function withServer(o: Partial<SimServerOptions>, fn: (s: SimServer) => Promise<void>) {
+async function withServer(
+  o: Partial<SimServerOptions>,
+  fn: (s: SimServer, engine: SimEngine) => Promise<void>,
+) {
   const engine = new SimEngine({ ...DEFAULT_ENGINE, timeScale: 0 }, simDeps(1));
   const server = new SimServer(engine, {
     model: "sim-model",
@@ -28,7 +32,7 @@ async function withServer(o: Partial<SimServerOptions>, fn: (s: SimServer) => Pr
     ...o,
   });
   try {
-    await fn(server);
+    await fn(server, engine);
   } finally {
     await engine.close();
   }
@@ -207,12 +211,16 @@ Deno.test("sim server: --error-rate 1 answers 500s; --die-after stops answering"
 });
 
 Deno.test("sim server: --hang never answers until the client leaves", async () => {
-  await withServer({ hang: true }, async (s) => {
+  // The error-rate draw (never an error here) is the server's last step before it holds the
+  // request: once drawn, only the client leaving (or the worker dying) ends the request.
+  const held = Promise.withResolvers<void>();
+  const random = () => (held.resolve(), 0.5);
+  await withServer({ hang: true, errorRate: 1e-9, random }, async (s) => {
     const ac = new AbortController();
     const pending = post(s, "/v1/chat/completions", chat("a"), ac.signal);
     let settled = false;
     pending.then(() => (settled = true));
-    await new Promise((r) => setTimeout(r, 20));
+    await held.promise;
     assert.equal(settled, false);
     ac.abort();
     const r = await pending;
@@ -221,20 +229,15 @@ Deno.test("sim server: --hang never answers until the client leaves", async () =
 });
 
 Deno.test("sim server: a client leaving a stream aborts its request in the engine", async () => {
-  await withServer({ maxNewTokens: 100000 }, async (s) => {
+  await withServer({ maxNewTokens: 100000 }, async (s, engine) => {
     const ac = new AbortController();
     const res = await post(s, "/v1/chat/completions", chat("long", { stream: true }), ac.signal);
     const reader = res.body!.getReader();
     await reader.read();
     await reader.cancel();
     const metrics = async () => await (await s.handle(new Request("http://sim/metrics"))).text();
-    for (
-      let i = 0;
-      i < 100 && !/num_aborted_requests_total\{[^}]*\} 1/.test(await metrics());
-      i++
-    ) {
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    const aborted = () => engine.stats().totals.aborted > 0;
+    await until(aborted, (l) => engine.onFinish(l), "the engine to abort the request");
     assert.match(await metrics(), /num_aborted_requests_total\{[^}]*\} 1/);
   });
 });

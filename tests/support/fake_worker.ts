@@ -1,8 +1,9 @@
 /**
  * A tiny sglang/OpenAI-compatible worker for tests, on a real loopback port, with knobs for the
- * failures the gateway must survive: error statuses, hanging, dying mid-stream, and counters
- * of what it saw (requests, aborted streams, in-flight). Not the simulated engine: no cache or
- * batching model.
+ * failures the gateway must survive: error statuses, hanging, dying or stalling mid-stream, a
+ * stream held after its first chunk until the test releases it; and counters of what it saw
+ * (requests, aborted streams, in-flight), with an event on each change (`subscribe`) so tests
+ * wait on them instead of polling. Not the simulated engine: no cache or batching model.
  */
 
 /** How the worker answers inference requests. */
@@ -20,8 +21,8 @@ export interface FakeWorkerOptions {
   model?: string | null;
   /** Streamed chunks per request (default 3). */
   chunks?: number;
-  /** Delay between streamed chunks in ms (default 0). */
-  chunkDelayMs?: number;
+  /** Streams send their first chunk, then wait for this before the rest (default null). */
+  gate?: Promise<void> | null;
   /** Behaviour (default ok). */
   mode?: Mode;
   /** `/health` status (default 200). */
@@ -65,8 +66,8 @@ export class FakeWorker {
     flushes: 0,
   };
   readonly #server: Deno.HttpServer<Deno.NetAddr>;
-  readonly #timers = new Set<ReturnType<typeof setTimeout>>();
   readonly #hung = new Set<() => void>();
+  readonly #listeners = new Set<() => void>();
 
   readonly #host: string;
 
@@ -76,7 +77,7 @@ export class FakeWorker {
     this.opts = {
       model: "test-model",
       chunks: 3,
-      chunkDelayMs: 0,
+      gate: null,
       mode: { kind: "ok" },
       healthStatus: 200,
       loads: null,
@@ -93,21 +94,20 @@ export class FakeWorker {
     return `http://${this.#host}:${this.#server.addr.port}`;
   }
 
+  /** Calls `listener` after every change of `seen`; returns its removal. */
+  subscribe(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
+  }
+
   /** Stops the server, releasing hung requests. */
   async close(): Promise<void> {
-    for (const t of this.#timers) clearTimeout(t);
     for (const release of this.#hung) release();
     await this.#server.shutdown();
   }
 
-  #sleep(ms: number): Promise<void> {
-    return new Promise((r) => {
-      const t = setTimeout(() => {
-        this.#timers.delete(t);
-        r();
-      }, ms);
-      this.#timers.add(t);
-    });
+  #changed(): void {
+    for (const l of this.#listeners) l();
   }
 
   async #handle(req: Request): Promise<Response> {
@@ -148,6 +148,7 @@ export class FakeWorker {
     this.seen.lastHeaders = req.headers;
     const body = await req.json();
     this.seen.lastBody = body;
+    this.#changed();
     const mode = o.mode;
     if (mode.kind === "status") {
       return new Response(
@@ -160,6 +161,7 @@ export class FakeWorker {
     }
     if (mode.kind === "hang") {
       this.seen.active++;
+      this.#changed();
       await new Promise<void>((resolve) => {
         const release = () => {
           this.#hung.delete(release);
@@ -170,6 +172,7 @@ export class FakeWorker {
       });
       this.seen.active--;
       if (req.signal.aborted) this.seen.aborted++;
+      this.#changed();
       return new Response("released", { status: 500 });
     }
     if (mode.kind === "die_before_body") {
@@ -206,12 +209,14 @@ export class FakeWorker {
     const o = this.opts;
     let sent = 0;
     this.seen.active++;
+    this.#changed();
     let finished = false;
     const finish = (aborted: boolean) => {
       if (finished) return;
       finished = true;
       this.seen.active--;
       if (aborted) this.seen.aborted++;
+      this.#changed();
     };
     const chunk = (i: number) => {
       const obj = path === "/v1/chat/completions"
@@ -243,7 +248,7 @@ export class FakeWorker {
             // Never another byte: released by close().
             return new Promise<void>((resolve) => this.#hung.add(resolve));
           }
-          if (sent > 0 && o.chunkDelayMs > 0) await this.#sleep(o.chunkDelayMs);
+          if (sent === 1 && o.gate) await o.gate;
           if (req.signal.aborted) return;
           if (sent < o.chunks) {
             c.enqueue(chunk(sent++));

@@ -22,7 +22,7 @@ export type Overrides =
     admission?: Partial<GatewayConfig["admission"]>;
   };
 
-/** A test config: loopback, port 0, round_robin, fast retries, seeded. */
+/** A test config: loopback, port 0, round_robin, retries without backoff, seeded. */
 export function testConfig(o: Overrides = {}): GatewayConfig {
   const d = defaultConfig();
   const c: GatewayConfig = {
@@ -37,7 +37,8 @@ export function testConfig(o: Overrides = {}): GatewayConfig {
     ...o,
     health: { ...d.health, ...o.health },
     circuitBreaker: { ...d.circuitBreaker, ...o.circuitBreaker },
-    retry: { ...d.retry, initialBackoffMs: 1, maxBackoffMs: 5, ...o.retry },
+    // Retries at once: a backoff on a test's FakeClock would wait for the test to advance it.
+    retry: { ...d.retry, initialBackoffMs: 0, maxBackoffMs: 0, ...o.retry },
     loadMonitor: { ...d.loadMonitor, ...o.loadMonitor },
     admission: { ...d.admission, ...o.admission },
   };

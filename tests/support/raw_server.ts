@@ -61,6 +61,15 @@ export class RawConn {
     }
   }
 
+  /**
+   * Lets the client's pending read take what was sent before more is sent, so the next bytes
+   * arrive in a later read: a fixed wait (`ms`, default one turn of the event loop), as nothing
+   * tells a server that its peer has read its bytes.
+   */
+  readTurn(ms = 0): Promise<void> {
+    return new Promise((r) => setTimeout(r, ms));
+  }
+
   /** Waits until the client closes (or resets) the connection. */
   async closedByPeer(): Promise<void> {
     const b = new Uint8Array(1024);

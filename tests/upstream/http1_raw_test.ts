@@ -8,9 +8,11 @@
 
 import assert from "node:assert/strict";
 import net from "node:net";
+import { FakeClock } from "../../lib/core/clock.ts";
 import { Http1Client, type Http1Options } from "../../lib/upstream/http1.ts";
 import { Cancel, readAll, UpstreamError, type UpstreamResponse } from "../../lib/upstream/types.ts";
 import { type RawConn, RawServer, sized } from "../support/raw_server.ts";
+import { Waiters } from "../support/wait.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -133,7 +135,7 @@ Deno.test("http1: chunked bodies with extensions and trailers, split at every by
       for (let req = await k.request(); req !== null; req = await k.request()) {
         for (let i = 0; i < bytes.length; i += step) {
           await k.send(bytes.subarray(i, i + step));
-          await new Promise((r) => setTimeout(r, 0));
+          await k.readTurn();
         }
       }
     });
@@ -180,20 +182,22 @@ Deno.test("http1: 204 and 304 have no body and keep the connection", async () =>
 });
 
 Deno.test("http1: a worker that closed an idle connection is seen at once; the next request opens a fresh one", async () => {
-  const served = Promise.withResolvers<void>();
+  const dropped = Promise.withResolvers<void>();
   const s = new RawServer(async (k) => {
     await k.request();
     await k.send(sized("first"));
     if (k.index === 0) {
-      k.close();
-      served.resolve();
+      // Closes its side; the client's idle read sees the end at once, and the client closes
+      // its side as it drops the connection from the pool, which ends this read.
+      await k.conn.closeWrite();
+      await k.closedByPeer();
+      dropped.resolve();
     }
   });
   const { c, counts } = client();
   await with_(s, c, async () => {
     assert.equal(await text(await post(c, s.url)), "first");
-    await served.promise;
-    for (let i = 0; i < 1000 && c.idleCount > 0; i++) await new Promise((r) => setTimeout(r, 1));
+    await dropped.promise;
     assert.equal(c.idleCount, 0, "the closed connection left the pool");
     assert.equal(await text(await post(c, s.url)), "first");
     assert.equal(counts.resends, 0, "nothing was sent on the closed connection");
@@ -306,11 +310,11 @@ Deno.test("http1: bad chunk framing is a protocol error on read", async () => {
 });
 
 Deno.test("http1: a reset mid-stream rejects the read after the bytes that arrived", async () => {
+  const socket = Promise.withResolvers<net.Socket>();
   const server = net.createServer((sock) => {
     sock.once("data", () => {
-      sock.write("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n8\r\ndata: 1\n\r\n", () => {
-        setTimeout(() => sock.resetAndDestroy(), 20);
-      });
+      sock.write("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n8\r\ndata: 1\n\r\n");
+      socket.resolve(sock);
     });
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
@@ -319,6 +323,7 @@ Deno.test("http1: a reset mid-stream rejects the read after the bytes that arriv
   try {
     const r = await post(c, `http://127.0.0.1:${port}`);
     assert.equal(dec.decode((await r.body.read())!), "data: 1\n");
+    (await socket.promise).resetAndDestroy(); // once the client has read what was sent
     await rejectsWith(r.body.read(), "closed", /broke off|reset/i);
   } finally {
     c.close();
@@ -327,25 +332,58 @@ Deno.test("http1: a reset mid-stream rejects the read after the bytes that arriv
 });
 
 Deno.test("http1: head and body-idle timeouts close the connection", async () => {
+  const received = new Waiters();
+  let requests = 0;
   const s = new RawServer(async (k) => {
     const req = await k.request();
+    requests++;
+    received.poke();
     if (req?.includes("stall-body")) {
       await k.send("HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nabc");
     }
     await k.closedByPeer();
   });
-  const { c } = client({ headTimeoutMs: 50, bodyIdleTimeoutMs: 50 });
+  const clock = new FakeClock();
+  const { c } = client({ headTimeoutMs: 50, bodyIdleTimeoutMs: 50, clock });
   await with_(s, c, async () => {
-    await rejectsWith(post(c, s.url, "stall-head"), "timeout", /response head/);
+    const head = post(c, s.url, "stall-head");
+    await received.wait(() => requests === 1, "the first request at the worker");
+    clock.advance(50);
+    await rejectsWith(head, "timeout", /response head/);
     const r = await post(c, s.url, "stall-body");
-    await rejectsWith(readAll(r.body), "timeout", /more body bytes/);
+    const body = readAll(r.body);
+    clock.advance(50);
+    await rejectsWith(body, "timeout", /more body bytes/);
+  });
+});
+
+Deno.test("http1: a head that arrives before the head timeout is not cut", async () => {
+  const received = Promise.withResolvers<void>();
+  const answer = Promise.withResolvers<void>();
+  const s = new RawServer(async (k) => {
+    await k.request();
+    received.resolve();
+    await answer.promise;
+    await k.send(sized("late but in time"));
+    await k.closedByPeer();
+  });
+  const clock = new FakeClock();
+  const { c } = client({ headTimeoutMs: 50, clock });
+  await with_(s, c, async () => {
+    const p = post(c, s.url);
+    await received.promise;
+    clock.advance(49); // the sweeps at 12.5, 25 and 37.5 ms leave it
+    answer.resolve();
+    assert.equal(await text(await p), "late but in time");
   });
 });
 
 Deno.test("http1: cancelling a request waiting for its head closes the connection; the worker sees it", async () => {
+  const received = Promise.withResolvers<void>();
   const gone = Promise.withResolvers<void>();
   const s = new RawServer(async (k) => {
     await k.request();
+    received.resolve();
     await k.closedByPeer();
     gone.resolve();
   });
@@ -353,7 +391,8 @@ Deno.test("http1: cancelling a request waiting for its head closes the connectio
   await with_(s, c, async () => {
     const cancel = new Cancel();
     const p = post(c, s.url, "x", cancel);
-    setTimeout(() => cancel.cancel(new Error("client gone")), 10);
+    await received.promise; // the request is at the worker: the client waits for the head
+    cancel.cancel(new Error("client gone"));
     await rejectsWith(p, "aborted");
     await gone.promise;
   });
@@ -402,17 +441,37 @@ Deno.test("http1: chunks already queued come out of one read", async () => {
 });
 
 Deno.test("http1: idle connections past the idle timeout are not reused", async () => {
-  let now = 0;
+  const clock = new FakeClock();
   const s = serve(() => sized("ok"));
-  const { c } = client({ idleTimeoutMs: 1000, now: () => now });
+  const { c } = client({ idleTimeoutMs: 1000, clock });
   await with_(s, c, async () => {
     await text(await post(c, s.url));
-    now = 999;
+    clock.advance(999);
     await text(await post(c, s.url));
     assert.equal(s.accepted, 1);
-    now = 2000;
+    clock.advance(1001);
     await text(await post(c, s.url));
     assert.equal(s.accepted, 2, "the connection idle for 1 s was closed, not reused");
+  });
+});
+
+Deno.test("http1: the idle sweep closes idle connections with no request coming; close() stops it", async () => {
+  const clock = new FakeClock();
+  const s = serve(() => sized("ok"));
+  const { c } = client({ idleTimeoutMs: 1000, clock });
+  await with_(s, c, async () => {
+    await text(await post(c, s.url));
+    assert.equal(c.idleCount, 1);
+    assert.equal(clock.pending, 1, "the idle sweep is armed");
+    clock.advance(999);
+    assert.equal(c.idleCount, 1);
+    clock.advance(1);
+    assert.equal(c.idleCount, 0, "closed by the sweep");
+    assert.equal(clock.pending, 0, "nothing idle: no sweep armed");
+    await text(await post(c, s.url));
+    assert.equal(s.accepted, 2);
+    c.close();
+    assert.equal(clock.pending, 0);
   });
 });
 
@@ -453,7 +512,7 @@ Deno.test("http1: an interim response, then the final head in a later packet aft
   const s = new RawServer(async (k) => {
     await k.request();
     await k.send(`HTTP/1.1 103 Early Hints\r\nlink: <${"/a".repeat(120)}>\r\n\r\n`);
-    await new Promise((r) => setTimeout(r, 20));
+    await k.readTurn(20);
     // A final head shorter than the interim one: found only if the scan restarts where the
     // buffer's bytes now are.
     await k.send("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok");

@@ -12,13 +12,39 @@ import { startSimWorker } from "../../lib/sim/worker.ts";
 import { Http1Client } from "../../lib/upstream/http1.ts";
 import { Cancel, header, readAll, type UpstreamResponse } from "../../lib/upstream/types.ts";
 import { freePort, hasCommand, openssl } from "../support/process.ts";
+import { poll } from "../support/wait.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
-/** A `Deno.serve` origin: `/sized/N`, `/chunked/N` (N events), `/echo`; reports client ports. */
+/**
+ * A `Deno.serve` origin: `/sized/N`, `/chunked/N` (N events at once), `/stepped/N` (N events,
+ * each after the first sent once the test calls `next()`), `/echo`; reports client ports.
+ */
 function origin() {
   const ports: number[] = [];
+  let permits = 0;
+  const waiting: (() => void)[] = [];
+  const next = () => {
+    const w = waiting.shift();
+    if (w) w();
+    else permits++;
+  };
+  const step = () =>
+    permits > 0 ? (permits--, Promise.resolve()) : new Promise<void>((r) => waiting.push(r));
+  const events = (n: number, stepped: boolean) => {
+    let i = 0;
+    return new Response(
+      new ReadableStream({
+        async pull(c) {
+          if (stepped && i > 0) await step();
+          if (i < n) c.enqueue(enc.encode(`data: ${i++}\n\n`));
+          else c.close();
+        },
+      }),
+      { headers: { "content-type": "text/event-stream" } },
+    );
+  };
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen: () => {} },
     async (req, info) => {
@@ -28,23 +54,20 @@ function origin() {
       const n = Number(path.split("/")[2] ?? 0);
       if (path.startsWith("/sized/")) return new Response("s".repeat(n));
       if (path === "/echo") return new Response(body);
-      if (path.startsWith("/chunked/")) {
-        let i = 0;
-        return new Response(
-          new ReadableStream({
-            async pull(c) {
-              await new Promise((r) => setTimeout(r, 1));
-              if (i < n) c.enqueue(enc.encode(`data: ${i++}\n\n`));
-              else c.close();
-            },
-          }),
-          { headers: { "content-type": "text/event-stream" } },
-        );
-      }
+      if (path.startsWith("/chunked/")) return events(n, false);
+      if (path.startsWith("/stepped/")) return events(n, true);
       return new Response("not found", { status: 404 });
     },
   );
-  return { url: `http://127.0.0.1:${server.addr.port}`, ports, close: () => server.shutdown() };
+  return {
+    url: `http://127.0.0.1:${server.addr.port}`,
+    ports,
+    next,
+    close: () => {
+      for (const w of waiting.splice(0)) w();
+      return server.shutdown();
+    },
+  };
 }
 
 function send(c: Http1Client, base: string, path: string, body: Uint8Array = enc.encode("{}")) {
@@ -63,7 +86,7 @@ async function text(r: UpstreamResponse) {
 }
 
 /** Runs the conformance cases against `base` (an origin, or a proxy in front of one). */
-async function conformance(c: Http1Client, base: string, label: string) {
+async function conformance(c: Http1Client, base: string, label: string, next: () => void) {
   const small = await send(c, base, "/sized/5");
   assert.equal(small.status, 200, label);
   assert.equal(await text(small), "sssss", label);
@@ -72,11 +95,13 @@ async function conformance(c: Http1Client, base: string, label: string) {
   const payload = new Uint8Array(1_000_000).map((_, i) => 97 + (i % 26));
   const echo = await readAll((await send(c, base, "/echo", payload)).body);
   assert.deepEqual(echo, payload, `${label}: a 1 MB request body comes back intact`);
-  const stream = await send(c, base, "/chunked/5");
+  // Each event leaves the origin only once the previous one was read here.
+  const stream = await send(c, base, "/stepped/5");
   assert.equal(header(stream.headers, "content-type"), "text/event-stream", label);
   const events: string[] = [];
   for (let b = await stream.body.read(); b !== null; b = await stream.body.read()) {
     events.push(dec.decode(b));
+    next();
   }
   assert.equal(events.join(""), [0, 1, 2, 3, 4].map((i) => `data: ${i}\n\n`).join(""), label);
   assert.ok(events.length > 1, `${label}: events arrive as they are sent, not all at the end`);
@@ -87,7 +112,7 @@ Deno.test("http1 vs Deno.serve: sized, chunked, large bodies both ways; connecti
   const o = origin();
   const c = new Http1Client({ idleTimeoutMs: 3000 });
   try {
-    await conformance(c, o.url, "Deno.serve");
+    await conformance(c, o.url, "Deno.serve", o.next);
     // Kept alive, except after the 1 MB echo, which Deno.serve answers with `connection: close`.
     const p = o.ports;
     assert.ok(p[0] === p[1] && p[1] === p[2] && p[3] === p[4] && p[2] !== p[3], `ports ${p}`);
@@ -153,16 +178,22 @@ async function daemon(cmd: string, args: string[], port: number) {
     await proc.status;
     await drain;
   };
-  for (let i = 0; i < 500; i++) {
-    try {
-      (await Deno.connect({ hostname: "127.0.0.1", port })).close();
-      return { stop };
-    } catch {
-      await new Promise((r) => setTimeout(r, 10));
-    }
+  try {
+    // Another process: nothing but its port says when it listens.
+    await poll(
+      async () => {
+        (await Deno.connect({ hostname: "127.0.0.1", port })).close();
+        return true;
+      },
+      `${cmd} listening on ${port}`,
+      5000,
+      10,
+    );
+  } catch (e) {
+    await stop();
+    throw new Error(`${(e as Error).message}: ${log}`);
   }
-  await stop();
-  throw new Error(`${cmd} did not listen on ${port}: ${log}`);
+  return { stop };
 }
 
 function haproxyCfg(port: number, origin: string, keepAliveMs: number) {
@@ -234,11 +265,12 @@ async function throughProxy(kind: "haproxy" | "nginx") {
       }
       const base = `http://127.0.0.1:${port}`;
       if (keepAliveMs > 1000) {
-        await conformance(c, base, kind);
+        await conformance(c, base, kind, o.next);
         continue;
       }
       // The proxy closes idle client connections after 3 ms: gaps of 0-6 ms put requests on
-      // connections that are closing, closed, or fine. Every request must succeed.
+      // connections that are closing, closed, or fine. Every request must succeed. A fixed
+      // wait on purpose: the gaps are the stimulus, timed against another process's timer.
       for (let i = 0; i < 300; i++) {
         assert.equal(await text(await send(c, base, "/sized/2")), "ss", `${kind} request ${i}`);
         await new Promise((r) => setTimeout(r, i % 7));

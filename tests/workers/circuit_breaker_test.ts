@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ManualClock } from "../../lib/core/clock.ts";
+import { FakeClock } from "../../lib/core/clock.ts";
 import {
   BREAKER_GAUGE,
   type BreakerOptions,
@@ -20,7 +20,7 @@ const OPTS: BreakerOptions = {
 function breaker(o: Partial<BreakerOptions> = {}) {
   const transitions: [BreakerState, BreakerState][] = [];
   const cb = new CircuitBreaker({ ...OPTS, ...o }, (from, to) => transitions.push([from, to]));
-  return { cb, transitions, clock: new ManualClock(0) };
+  return { cb, transitions, clock: new FakeClock(0) };
 }
 
 Deno.test("classifyStatus: which worker answers count against it", () => {

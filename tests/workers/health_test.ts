@@ -1,21 +1,22 @@
 /**
- * The health checker against a scripted fake fetch and a manual clock: activation with model
+ * The health checker against a scripted fake fetch and a fake clock: activation with model
  * discovery, taking a worker out after failed probes, bringing it back, the start-up timeout,
- * and workers with probes off.
+ * workers with probes off, and the loop itself sleeping on the clock.
  */
 
 import assert from "node:assert/strict";
 import { defaultConfig, type HealthConfig } from "../../lib/config/config.ts";
-import { ManualClock } from "../../lib/core/clock.ts";
+import { FakeClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import { HealthChecker } from "../../lib/workers/health.ts";
 import type { FetchFn } from "../../lib/workers/http.ts";
 import { WorkerRegistry } from "../../lib/workers/registry.ts";
+import { timerSet } from "../support/wait.ts";
 import { workerSetup } from "../support/workers.ts";
 
 function setup(health: Partial<HealthConfig> = {}) {
   const config = { ...defaultConfig().health, ...health };
-  const clock = new ManualClock(0);
+  const clock = new FakeClock(0);
   const registry = new WorkerRegistry();
   let up = true;
   const paths: string[] = [];
@@ -115,4 +116,31 @@ Deno.test("health: a draining worker is not probed", async () => {
   const n = t.paths.length;
   await t.step(1_000_000);
   assert.equal(t.paths.length, n);
+});
+
+Deno.test("health: the loop sleeps on the clock until a probe falls due, wakes on poke, and ends on abort", async () => {
+  const t = setup({ intervalSecs: 10 });
+  const probes = () => t.paths.filter((p) => p === "/health").length;
+  const w = t.manager.add({ url: "http://w1", models: ["m"] });
+  const stop = new AbortController();
+  const loop = t.checker.run(stop.signal);
+  await timerSet(t.clock, "the first pass");
+  assert.equal(w.status, "ready", "probed at once");
+  assert.equal(probes(), 1);
+  for (let s = 1; s < 10; s++) {
+    t.clock.advance(1000); // the loop looks every second at most
+    await timerSet(t.clock, `the pass at ${s} s`);
+  }
+  assert.equal(probes(), 1, "not due before the interval");
+  t.clock.advance(1000);
+  await timerSet(t.clock, "the pass at 10 s");
+  assert.equal(probes(), 2);
+  const w2 = t.manager.add({ url: "http://w2", models: ["m"] });
+  t.checker.poke(); // what the gateway's onAdded does: probed without waiting for the clock
+  await timerSet(t.clock, "the pass after the poke");
+  assert.equal(w2.status, "ready");
+  assert.equal(t.clock.now(), 10_000);
+  stop.abort();
+  await loop;
+  assert.equal(t.clock.pending, 0, "its timer cancelled");
 });

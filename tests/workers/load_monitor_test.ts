@@ -1,22 +1,24 @@
 /**
  * The load monitor: the source fallback chain (/v1/loads → /get_load → /metrics), remembering
- * absent sources, the overload veto, and clearing a veto when a report stops coming.
+ * absent sources, the overload veto, clearing a veto when a report stops coming, and the loop's
+ * interval on the clock.
  */
 
 import assert from "node:assert/strict";
 import { defaultConfig, type LoadMonitorConfig } from "../../lib/config/config.ts";
-import { ManualClock } from "../../lib/core/clock.ts";
+import { FakeClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import type { FetchFn } from "../../lib/workers/http.ts";
 import { LoadMonitor } from "../../lib/workers/load_monitor.ts";
 import { WorkerRegistry } from "../../lib/workers/registry.ts";
+import { timerSet } from "../support/wait.ts";
 import { workerSetup } from "../support/workers.ts";
 
 type Routes = Record<string, () => Response>;
 
 function setup(routes: Routes, cfg: Partial<LoadMonitorConfig> = {}) {
   const config = { ...defaultConfig().loadMonitor, ...cfg };
-  const clock = new ManualClock(5);
+  const clock = new FakeClock(5);
   const registry = new WorkerRegistry();
   const hits: string[] = [];
   const fetchFn: FetchFn = (url) => {
@@ -29,7 +31,7 @@ function setup(routes: Routes, cfg: Partial<LoadMonitorConfig> = {}) {
   const w = manager.add({ url: "http://w1", models: ["m"] });
   w.setStatus("ready");
   const monitor = new LoadMonitor({ config, registry, fetch: fetchFn, clock, log: silentLogger });
-  return { w, monitor, hits, routes };
+  return { w, monitor, hits, routes, clock };
 }
 
 const loads = (waiting: number, usage: number) => () =>
@@ -106,4 +108,20 @@ Deno.test("load monitor: --disable-load-monitoring polls only when something nee
   const veto = setup({}, { disabled: true, overloadWaitingRequests: 3 });
   assert.equal(veto.monitor.active, true);
   assert.equal(setup({}).monitor.active, true);
+});
+
+Deno.test("load monitor: the loop polls once per interval on the clock and ends on abort", async () => {
+  const t = setup({ "/v1/loads": loads(3, 0.5) }, { intervalSecs: 5 });
+  const stop = new AbortController();
+  const loop = t.monitor.run(stop.signal);
+  await timerSet(t.clock, "the first poll");
+  assert.equal(t.hits.length, 1, "polled at once");
+  t.clock.advance(4999);
+  assert.equal(t.hits.length, 1, "not before the interval"); // its timer has not fired
+  t.clock.advance(1);
+  await timerSet(t.clock, "the second poll");
+  assert.equal(t.hits.length, 2);
+  stop.abort();
+  await loop;
+  assert.equal(t.clock.pending, 0);
 });

@@ -4,10 +4,11 @@
 
 import assert from "node:assert/strict";
 import { defaultConfig } from "../../lib/config/config.ts";
-import { systemClock } from "../../lib/core/clock.ts";
+import { FakeClock } from "../../lib/core/clock.ts";
 import { GatewayError } from "../../lib/core/errors.ts";
 import { parseWorkerSpec } from "../../lib/workers/manager.ts";
 import { DuplicateWorkerError } from "../../lib/workers/registry.ts";
+import { until } from "../support/wait.ts";
 import { workerSetup } from "../support/workers.ts";
 
 Deno.test("parseWorkerSpec: SMG's snake_case spec", () => {
@@ -61,13 +62,16 @@ Deno.test("parseWorkerSpec: bad specs are 400s naming the field", () => {
   }
 });
 
-function manager(drainSettleSecs: number) {
+function manager(drainSettleSecs: number, clock = new FakeClock()) {
   const removed: string[] = [];
-  const { registry, manager: m } = workerSetup(systemClock, {
+  const { registry, manager: m } = workerSetup(clock, {
     health: { ...defaultConfig().health, drainSettleSecs },
     onRemoved: (w) => removed.push(w.url),
   });
-  return { registry, m, removed };
+  /** Resolves once the registry holds `n` workers. */
+  const size = (n: number) =>
+    until(() => registry.size === n, (l) => registry.subscribe(l), `${n} workers left`);
+  return { registry, m, removed, size };
 }
 
 Deno.test("manager: the same URL twice is refused", () => {
@@ -76,20 +80,46 @@ Deno.test("manager: the same URL twice is refused", () => {
   assert.throws(() => m.add({ url: "http://a" }), DuplicateWorkerError);
 });
 
-Deno.test("manager: removal drains a busy worker first, then removes it", async () => {
-  const { registry, m, removed } = manager(5);
+Deno.test("manager: removal drains a busy worker first, then removes it when its last request ends", async () => {
+  const { registry, m, removed, size } = manager(5);
   const w = m.add({ url: "http://a" });
   w.setStatus("ready");
-  w.inFlight = 1;
+  w.inFlight = 2;
   assert.equal(m.remove(w.id), true);
   assert.equal(w.status, "draining");
   assert.equal(w.available(0), false, "no new requests while draining");
+  w.inFlight = 1;
   assert.equal(registry.size, 1, "still there while a request is in flight");
   w.inFlight = 0;
-  await m.stop();
-  assert.equal(registry.size, 0);
+  await size(0);
   assert.deepEqual(removed, ["http://a"]);
   assert.equal(m.remove("nope"), false);
+  await m.stop();
+});
+
+Deno.test("manager: a worker still busy when the settle time runs out is removed anyway", async () => {
+  const clock = new FakeClock();
+  const { registry, m, size } = manager(5, clock);
+  const w = m.add({ url: "http://a" });
+  w.setStatus("ready");
+  w.inFlight = 1;
+  m.remove(w.id);
+  clock.advance(4999);
+  assert.equal(registry.size, 1, "the settle time has not run out"); // its timer has not fired
+  clock.advance(1);
+  await size(0);
+  assert.equal(w.inFlight, 1);
+  await m.stop();
+});
+
+Deno.test("manager: shutdown removes a draining worker at once", async () => {
+  const { registry, m } = manager(5);
+  const w = m.add({ url: "http://a" });
+  w.setStatus("ready");
+  w.inFlight = 1;
+  m.remove(w.id);
+  await m.stop();
+  assert.equal(registry.size, 0);
 });
 
 Deno.test("manager: a worker that was never ready is removed at once", async () => {

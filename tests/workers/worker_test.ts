@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ManualClock } from "../../lib/core/clock.ts";
+import { FakeClock } from "../../lib/core/clock.ts";
 import type { WorkerStatus } from "../../lib/core/types.ts";
 import { CircuitBreaker } from "../../lib/workers/circuit_breaker.ts";
 import { parseLoads } from "../../lib/workers/load_report.ts";
@@ -29,7 +29,7 @@ Deno.test("worker: info() never carries the API key", () => {
 Deno.test("worker: info() shows status, models, breaker and load in SMG's fields", () => {
   const w = worker({ models: ["m1", "m2"], priority: 10 });
   w.inFlight = 3;
-  const clock = new ManualClock();
+  const clock = new FakeClock();
   w.breaker.record("failure", clock.now());
   w.breaker.record("failure", clock.now());
   const info = w.info(clock.now());
@@ -68,7 +68,7 @@ Deno.test("worker: serves() any model when its models are unknown", () => {
 });
 
 Deno.test("worker: available() only when ready, not vetoed and breaker not open", () => {
-  const clock = new ManualClock();
+  const clock = new FakeClock();
   for (const s of ["pending", "not_ready", "failed", "draining"] as const) {
     assert.equal(worker({}, s).available(0), false, s);
   }
@@ -116,4 +116,20 @@ Deno.test("worker: spec defaults", () => {
   assert.equal(w.apiKey, null);
   assert.equal(w.models, null);
   assert.equal(w.healthCheckDisabled, false);
+});
+
+Deno.test("worker: idle() resolves when the last request in flight ends, at once when none is", async () => {
+  const w = worker();
+  await w.idle();
+  w.inFlight++;
+  w.inFlight++;
+  let idle = false;
+  const p = w.idle().then(() => (idle = true));
+  assert.equal(w.idle(), w.idle(), "one promise for every waiter");
+  w.inFlight--;
+  await Promise.resolve();
+  assert.equal(idle, false, "one request still in flight");
+  w.inFlight--;
+  await p;
+  assert.equal(idle, true);
 });

@@ -17,7 +17,7 @@
 import type { Logger } from "../../core/log.ts";
 import { isPinScope, type PinScope, type PolicyReplicas } from "../../policies/replicas.ts";
 import { modelOfMapKey } from "../../policies/sticky_map.ts";
-import type { Scheduler } from "../scheduler.ts";
+import type { Clock } from "../../core/clock.ts";
 import type { LwwStore } from "../store/lww_store.ts";
 
 /** The store namespace of pins. */
@@ -33,7 +33,7 @@ export interface PinSyncDeps {
   /** The replicated store. */
   store: LwwStore;
   /** Time for store writes. */
-  scheduler: Scheduler;
+  clock: Clock;
   /** Logger. */
   log: Logger;
   /** `--max-idle-secs` in ms (0: pins never expire). */
@@ -66,7 +66,7 @@ export class PinSync {
   /** Starts expiring idle pins from the store (every quarter of the idle time, at most 60 s). */
   start(): void {
     if (this.#d.maxIdleMs <= 0 || this.#stopped) return;
-    this.#cancel = this.#d.scheduler.after(Math.min(60_000, this.#d.maxIdleMs / 4), () => {
+    this.#cancel = this.#d.clock.after(Math.min(60_000, this.#d.maxIdleMs / 4), () => {
       this.expire();
       this.start();
     });
@@ -83,7 +83,7 @@ export class PinSync {
   /** Removes from the store the pins stored longer ago than the idle time that no map holds. */
   expire(): number {
     const d = this.#d;
-    const now = d.scheduler.now();
+    const now = d.clock.now();
     const stale: string[] = [];
     for (const e of d.store.all()) {
       if (e.ns !== PINS_NS || e.value === null || now - e.storedAt < d.maxIdleMs) continue;
@@ -98,7 +98,7 @@ export class PinSync {
   /** A pinned key was used: refresh its stored copy once it is half the idle time old. */
   #used(scope: PinScope, key: string, urls: readonly string[]): void {
     const e = this.#d.store.entry(PINS_NS, `${scope}:${key}`);
-    if (e && e.value !== null && this.#d.scheduler.now() - e.storedAt < this.#d.maxIdleMs / 2) {
+    if (e && e.value !== null && this.#d.clock.now() - e.storedAt < this.#d.maxIdleMs / 2) {
       return;
     }
     this.#publish(scope, key, urls);
@@ -109,7 +109,7 @@ export class PinSync {
       PINS_NS,
       `${scope}:${key}`,
       enc.encode(JSON.stringify(urls)),
-      this.#d.scheduler.now(),
+      this.#d.clock.now(),
     );
     if (typeof r === "string" && r !== "stale") {
       if (this.#refused++ === 0) this.#d.log.warn("pin not replicated", { reason: r, scope });

@@ -33,7 +33,7 @@ export type RequesterDeps =
     Pick<
       TreeSyncOptions,
       | "replicas"
-      | "scheduler"
+      | "clock"
       | "log"
       | "random"
       | "name"
@@ -122,7 +122,7 @@ export class TreeRequester {
 
   /** Retries or fails the sessions without progress for `progressMs` (once per round). */
   retryScan(): void {
-    const now = this.#o.scheduler.now();
+    const now = this.#o.clock.now();
     const open = this.#o.port()?.openPeers() ?? [];
     for (const [k, s] of this.#sessions) {
       if (now - s.lastProgress < this.#o.progressMs) continue;
@@ -178,7 +178,7 @@ export class TreeRequester {
     const trees = this.#o.replicas.treesFor(page.role, page.model);
     if (trees) { for (const e of page.entries) trees.applyEntry(page.model, page.kind, e); }
     s.pages.set(page.index, page.nextCursor);
-    s.lastProgress = this.#o.scheduler.now();
+    s.lastProgress = this.#o.clock.now();
     if (page.last) s.terminal = page.index;
     if (s.terminal === null) return;
     for (let i = 0; i <= s.terminal; i++) if (!s.pages.has(i)) return;
@@ -203,7 +203,7 @@ export class TreeRequester {
       s.pending.add(from);
       return;
     }
-    const now = this.#o.scheduler.now();
+    const now = this.#o.clock.now();
     const session: Session = {
       id: this.#newId(),
       role,

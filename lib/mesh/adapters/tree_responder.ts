@@ -10,7 +10,7 @@
  */
 
 import type { PolicyReplicas, TreeEntry } from "../../policies/replicas.ts";
-import type { Scheduler } from "../scheduler.ts";
+import type { Clock } from "../../core/clock.ts";
 import type { StreamPort } from "../streams.ts";
 import type { TreeCounter } from "./tree_sync_options.ts";
 import * as codec from "./tree_codec.ts";
@@ -18,7 +18,7 @@ import * as codec from "./tree_codec.ts";
 /** What the responder needs. */
 export interface ResponderDeps {
   replicas: PolicyReplicas;
-  scheduler: Scheduler;
+  clock: Clock;
   /** The streams (null before attach). */
   port: () => StreamPort | null;
   /** Whether answering `peer` still makes sense (its stream is open, the sync runs). */
@@ -124,12 +124,12 @@ export class TreeResponder {
       cancelled: false,
     };
     this.#jobs.set(key, job);
-    this.#d.scheduler.after(0, () => this.#respond(job));
+    this.#d.clock.after(0, () => this.#respond(job));
   }
 
   /**
    * One slice of answering a repair: skips to the cursor, fills and sends pages, and comes back
-   * through the scheduler after `sliceMs` of work, after each page, and while the stream to the
+   * through the clock after `sliceMs` of work, after each page, and while the stream to the
    * requester holds `maxQueued` frames or more (for at most the progress timeout), so pages
    * never crowd out deltas, store batches and heartbeats. Timer-driven, so it runs under fake
    * time too. A path longer than `maxPathUnits` is skipped (counted): it could not travel.
@@ -141,7 +141,7 @@ export class TreeResponder {
     };
     if (job.cancelled || !this.#d.open(job.peer)) return end();
     const start = performance.now();
-    const later = (ms = 0) => void o.scheduler.after(ms, () => this.#respond(job));
+    const later = (ms = 0) => void o.clock.after(ms, () => this.#respond(job));
     if (job.page === null) {
       while (job.consumed < job.request.cursor) {
         if ((job.consumed & 1023) === 1023 && performance.now() - start > o.sliceMs) {
@@ -196,7 +196,7 @@ export class TreeResponder {
       job.entries = [];
       job.bytes = 0;
       job.units = 0;
-      job.deadline = o.scheduler.now() + o.progressMs;
+      job.deadline = o.clock.now() + o.progressMs;
     }
     const port = this.#d.port();
     const room = (port?.queued?.(job.peer) ?? 0) < o.maxQueued;
@@ -207,7 +207,7 @@ export class TreeResponder {
       return job.last ? end() : later();
     }
     // No room on the stream: wait for it, not past the requester's patience.
-    if (o.scheduler.now() >= job.deadline) return end();
+    if (o.clock.now() >= job.deadline) return end();
     later(50);
   }
 }

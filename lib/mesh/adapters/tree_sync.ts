@@ -115,7 +115,7 @@ export class TreeSync {
 
   #schedule(): void {
     if (this.#stopped) return;
-    this.#cancelTimer = this.#o.scheduler.after(this.#o.roundMs, () => {
+    this.#cancelTimer = this.#o.clock.after(this.#o.roundMs, () => {
       this.#round();
       this.#schedule();
     });

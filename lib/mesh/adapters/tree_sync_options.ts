@@ -6,7 +6,7 @@
 
 import type { Logger } from "../../core/log.ts";
 import type { PolicyReplicas } from "../../policies/replicas.ts";
-import type { Scheduler } from "../scheduler.ts";
+import type { Clock } from "../../core/clock.ts";
 
 /** What tree sync counts (for metrics and benchmarks). */
 export type TreeCounter =
@@ -35,7 +35,7 @@ export interface TreeSyncOptions {
   /** The policies' shared trees. */
   replicas: PolicyReplicas;
   /** Time. */
-  scheduler: Scheduler;
+  clock: Clock;
   /** Logger. */
   log: Logger;
   /** Random number in [0, 1). */

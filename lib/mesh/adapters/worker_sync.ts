@@ -20,7 +20,7 @@ import type { Logger } from "../../core/log.ts";
 import type { WorkerManager } from "../../workers/manager.ts";
 import type { WorkerRegistry } from "../../workers/registry.ts";
 import type { Worker, WorkerSpec } from "../../workers/worker.ts";
-import type { Scheduler } from "../scheduler.ts";
+import type { Clock } from "../../core/clock.ts";
 import type { LwwStore } from "../store/lww_store.ts";
 import { compareVersions } from "../store/version.ts";
 
@@ -62,7 +62,7 @@ export interface WorkerSyncDeps {
   /** This router's mesh name (published as owner). */
   router: string;
   /** Time, for the reconcile timer. */
-  scheduler: Scheduler;
+  clock: Clock;
   /** Logger. */
   log: Logger;
   /** Reconcile period (30 s). */
@@ -161,7 +161,7 @@ export class WorkerSync {
     this.#unsubscribe = d.registry.subscribe((e) => {
       if (e.kind === "removed" && e.worker.origin === "mesh") return this.#reimport(e.worker);
       if (e.worker.origin !== "local") return;
-      if (e.kind === "removed") d.store.write(WORKERS_NS, e.worker.id, null, d.scheduler.now());
+      if (e.kind === "removed") d.store.write(WORKERS_NS, e.worker.id, null, d.clock.now());
       else this.#publish(e.worker);
     });
     d.store.onChange((e, origin) => {
@@ -196,7 +196,7 @@ export class WorkerSync {
 
   #schedule(): void {
     if (this.#stopped) return;
-    this.#cancel = this.#d.scheduler.after(this.#d.reconcileMs ?? 30_000, () => {
+    this.#cancel = this.#d.clock.after(this.#d.reconcileMs ?? 30_000, () => {
       this.reconcile();
       this.#schedule();
     });
@@ -214,7 +214,7 @@ export class WorkerSync {
         worker: w.url,
       });
     }
-    d.store.write(WORKERS_NS, w.id, enc.encode(value), d.scheduler.now());
+    d.store.write(WORKERS_NS, w.id, enc.encode(value), d.clock.now());
   }
 
   /** Brings the registry in line with the store's current value of `key`. */
@@ -251,7 +251,7 @@ export class WorkerSync {
       // Published by this router's previous life (a restart mints new ids): only the owner
       // removes, and this router is it.
       d.log.info("removing a worker this router published before it restarted", { worker: p.url });
-      d.store.write(WORKERS_NS, key, null, d.scheduler.now());
+      d.store.write(WORKERS_NS, key, null, d.clock.now());
       return;
     }
     const existing = d.registry.byUrl(p.url);
@@ -306,7 +306,7 @@ export class WorkerSync {
       WORKERS_NS,
       w.id,
       enc.encode(JSON.stringify(publishedOf(w, d.router))),
-      d.scheduler.now(),
+      d.clock.now(),
     );
   }
 }

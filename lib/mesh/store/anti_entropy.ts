@@ -13,7 +13,7 @@
  */
 
 import type { Logger } from "../../core/log.ts";
-import type { Scheduler } from "../scheduler.ts";
+import type { Clock } from "../../core/clock.ts";
 import type { StreamPort } from "../streams.ts";
 import type { LwwStore, Op } from "./lww_store.ts";
 import * as codec from "./store_codec.ts";
@@ -27,7 +27,7 @@ export interface AntiEntropyDeps {
   /** The local store. */
   store: LwwStore;
   /** Time. */
-  scheduler: Scheduler;
+  clock: Clock;
   /** Logger. */
   log: Logger;
   /** The streams (null before the sync is attached). */
@@ -77,7 +77,7 @@ export class AntiEntropy {
       // A summary: answer the buckets that differ with what this router holds there.
       const ours = summary(store);
       const differ = ours.flatMap((h, i) => (h !== m.buckets[i] ? [i] : []));
-      const now = this.#d.scheduler.now();
+      const now = this.#d.clock.now();
       let synced = this.#inSyncAt.get(peer);
       if (!synced) this.#inSyncAt.set(peer, synced = new Array<number>(BUCKETS).fill(-Infinity));
       for (let i = 0; i < BUCKETS; i++) if (ours[i] === m.buckets[i]) synced[i] = now;

@@ -18,7 +18,7 @@
  */
 
 import type { Logger } from "../../core/log.ts";
-import type { Scheduler } from "../scheduler.ts";
+import type { Clock } from "../../core/clock.ts";
 import type { StreamPort } from "../streams.ts";
 import type { EnvelopeType } from "../wire.ts";
 import { AntiEntropy, keyId } from "./anti_entropy.ts";
@@ -45,7 +45,7 @@ export interface StoreSyncOptions {
   /** The local store. */
   store: LwwStore;
   /** Time. */
-  scheduler: Scheduler;
+  clock: Clock;
   /** Logger. */
   log: Logger;
   /** Random number in [0, 1). */
@@ -101,10 +101,10 @@ export class StoreSync {
       tombstoneGraceMs: 3_600_000,
       ...o,
     };
-    this.#lastAntiEntropy = o.scheduler.now();
+    this.#lastAntiEntropy = o.clock.now();
     this.#antiEntropy = new AntiEntropy({
       store: o.store,
-      scheduler: o.scheduler,
+      clock: o.clock,
       log: o.log,
       tombstoneGraceMs: this.#o.tombstoneGraceMs,
       port: () => this.#port,
@@ -150,7 +150,7 @@ export class StoreSync {
   #queueFlush(): void {
     if (this.#flushQueued || this.#stopped) return;
     this.#flushQueued = true;
-    this.#o.scheduler.after(0, () => {
+    this.#o.clock.after(0, () => {
       this.#flushQueued = false;
       this.#flush();
     });
@@ -169,7 +169,7 @@ export class StoreSync {
 
   #tick(): void {
     if (this.#stopped) return;
-    const now = this.#o.scheduler.now();
+    const now = this.#o.clock.now();
     for (const [peer, st] of this.#peers) {
       const again: Op[] = [];
       for (const [id, f] of st.inflight) {
@@ -187,12 +187,12 @@ export class StoreSync {
       }
       this.#antiEntropy.collect(now);
     }
-    this.#cancelTimer = this.#o.scheduler.after(1000, () => this.#tick());
+    this.#cancelTimer = this.#o.clock.after(1000, () => this.#tick());
   }
 
   #sendOps(peer: string, st: PeerState | null, ops: readonly Op[]): void {
     if (ops.length === 0 || !this.#port) return;
-    const now = this.#o.scheduler.now();
+    const now = this.#o.clock.now();
     let batch: Op[] = [];
     let bytes = 0;
     const ship = () => {
@@ -218,7 +218,7 @@ export class StoreSync {
   #onBatch(peer: string, payload: Uint8Array): void {
     const d = codec.decodeBatch(payload);
     if (!d.ok) return this.#malformed(peer, d.detail);
-    const now = this.#o.scheduler.now();
+    const now = this.#o.clock.now();
     const held: codec.KeyVersion[] = [];
     const collected: codec.KeyVersion[] = [];
     const belowHorizon: codec.KeyVersion[] = [];
@@ -260,7 +260,7 @@ export class StoreSync {
       const f = st.inflight.get(keyId(v));
       if (f && compareVersions(f.op, v) <= 0) {
         st.inflight.delete(keyId(v));
-        this.#o.lag(this.#o.scheduler.now() - f.sentAt);
+        this.#o.lag(this.#o.clock.now() - f.sentAt);
       }
     }
   }
@@ -277,7 +277,7 @@ export class StoreSync {
     const store = this.#o.store;
     const e = store.entry(v.ns, v.key);
     if (!e) return;
-    const now = this.#o.scheduler.now();
+    const now = this.#o.clock.now();
     if (e.value === null) {
       if (keyCollected) store.dropCollected(v.ns, v.key, e, now, this.#o.tombstoneGraceMs);
       return;

@@ -1,5 +1,5 @@
 /**
- * An in-memory mesh network under a (usually fake) scheduler, so a cluster of many routers
+ * An in-memory mesh network under a (usually fake) clock, so a cluster of many routers
  * runs in one test process, deterministically. Controls: message loss, delay with jitter,
  * partitions (symmetric, or one direction only), killing and reviving an endpoint, and slow
  * endpoints (every message to or from them is late). Requests to a dead endpoint fail fast as
@@ -8,7 +8,7 @@
  * Counts messages and approximate bytes per endpoint.
  */
 
-import type { Scheduler } from "../scheduler.ts";
+import type { Clock } from "../../core/clock.ts";
 import type { AckMessage, MeshRequest, StreamFrame } from "../wire.ts";
 import type {
   FrameConn,
@@ -32,7 +32,7 @@ export interface EndpointStats {
 
 /** The network every in-memory transport is attached to. */
 export class MemoryNetwork {
-  readonly scheduler: Scheduler;
+  readonly clock: Clock;
   /** Probability that one message is lost (requests and replies; streams only slow down). */
   loss = 0;
   /** One-way delay in ms. */
@@ -46,9 +46,9 @@ export class MemoryNetwork {
   readonly #conns = new Map<string, Set<MemoryConn>>();
   readonly #stats = new Map<string, EndpointStats>();
 
-  /** A network on `scheduler`, its randomness seeded by `seed`. */
-  constructor(scheduler: Scheduler, seed = 1) {
-    this.scheduler = scheduler;
+  /** A network on `clock`, its randomness seeded by `seed`. */
+  constructor(clock: Clock, seed = 1) {
+    this.clock = clock;
     let a = seed >>> 0;
     this.#random = () => {
       a = (a + 0x6d2b79f5) >>> 0;
@@ -185,7 +185,7 @@ class MemoryTransport implements MeshTransport {
 
   request(address: string, req: MeshRequest, timeoutMs: number, done: ReplyCallback): void {
     const net = this.#net;
-    const sched = net.scheduler;
+    const clock = net.clock;
     const from = this.#address;
     let finished = false;
     const finish = (err: Parameters<ReplyCallback>[0], reply: AckMessage | null) => {
@@ -195,20 +195,20 @@ class MemoryTransport implements MeshTransport {
       done(err, reply);
     };
     if (this.#closed) {
-      sched.after(0, () => finish({ code: "closed", message: "transport closed" }, null));
+      clock.after(0, () => finish({ code: "closed", message: "transport closed" }, null));
       return;
     }
-    const cancelTimeout = sched.after(
+    const cancelTimeout = clock.after(
       timeoutMs,
       () => finish({ code: "timeout", message: `no answer from ${address}` }, null),
     );
     if (!net.passes(from, address) || net.lost()) return;
     const copy = copyRequest(req);
     net.count(from, address, copy);
-    sched.after(net.delay(from, address), () => {
+    clock.after(net.delay(from, address), () => {
       const h = net.handlers(address);
       if (!h) {
-        sched.after(net.delay(address, from), () => {
+        clock.after(net.delay(address, from), () => {
           finish({ code: "unreachable", message: `connection refused: ${address}` }, null);
         });
         return;
@@ -217,7 +217,7 @@ class MemoryTransport implements MeshTransport {
         if (!net.passes(address, from) || net.lost()) return;
         const reply = copyAck(ack);
         net.count(address, from, reply);
-        sched.after(net.delay(address, from), () => {
+        clock.after(net.delay(address, from), () => {
           if (!this.#closed) finish(null, reply);
         });
       });
@@ -230,7 +230,7 @@ class MemoryTransport implements MeshTransport {
     const theirs = new MemoryConn(net, address, this.#address);
     mine.other = theirs;
     theirs.other = mine;
-    net.scheduler.after(net.delay(this.#address, address), () => {
+    net.clock.after(net.delay(this.#address, address), () => {
       const h = net.handlers(address);
       if (this.#closed || !h || !net.passes(this.#address, address)) {
         mine.kill();
@@ -294,7 +294,7 @@ class MemoryConn implements FrameConn {
     net.count(this.local, this.peerAddress, frame);
     // Reliable like TCP: a lost segment is retransmitted, so loss costs a retransmission delay.
     const extra = net.lost() ? 200 : 0;
-    net.scheduler.after(net.delay(this.local, this.peerAddress) + extra, () => {
+    net.clock.after(net.delay(this.local, this.peerAddress) + extra, () => {
       if (!other.#closed) other.#h?.onFrame(frame);
     });
     return true;
@@ -313,7 +313,7 @@ class MemoryConn implements FrameConn {
     this.#h?.onClose("closed");
     const other = this.other;
     if (other && !other.#closed) {
-      this.#net.scheduler.after(this.#net.delay(this.local, this.peerAddress), () => other.kill());
+      this.#net.clock.after(this.#net.delay(this.local, this.peerAddress), () => other.kill());
     }
   }
 }

@@ -38,7 +38,7 @@ async function mesh(
     config.routingKeyOverride = true;
     const policy = make({
       random: seededRandom(i * 13 + 1),
-      now: () => c.sched.now(),
+      now: () => c.clock.now(),
       log: silentLogger,
       config,
       replicas,
@@ -47,7 +47,7 @@ async function mesh(
     const store = new LwwStore(`${name}#1`, { namespaces: new Set([PINS_NS]) });
     const sync = new StoreSync({
       store,
-      scheduler: c.sched,
+      clock: c.clock,
       log: silentLogger,
       random: seededRandom(i),
     });
@@ -57,7 +57,7 @@ async function mesh(
     const pins = new PinSync({
       replicas,
       store,
-      scheduler: c.sched,
+      clock: c.clock,
       log: silentLogger,
       maxIdleMs: config.manual.maxIdleSecs * 1000,
     });
@@ -65,7 +65,7 @@ async function mesh(
     routers.set(name, { policy, store, pins });
   }
   assert.notEqual(c.waitFor(() => c.converged(), 30_000), null);
-  c.sched.advance(3000);
+  c.clock.advance(3000);
   const pick = (name: string, key: string, workers = WORKERS) =>
     routers.get(name)!.policy.select(workers, request("hi", { stickyKey: key }))!.url;
   const stop = async () => {
@@ -80,7 +80,7 @@ Deno.test("pin sync: a manual key pinned on one router routes to the same worker
   const keys = Array.from({ length: 20 }, (_, i) => `user-${i}`);
   const first = keys.map((k) => pick("r0", k));
   assert.ok(new Set(first).size > 1, "random assignment spread the keys");
-  c.sched.advance(500);
+  c.clock.advance(500);
   for (const name of names.slice(1)) {
     assert.deepEqual(keys.map((k) => pick(name, k)), first, name);
   }
@@ -91,7 +91,7 @@ Deno.test("pin sync: sticky-session pins are shared too", async () => {
   const { c, routers, pick, stop } = await mesh(2, (d) => createPolicy("round_robin", d));
   const keys = Array.from({ length: 10 }, (_, i) => `conv-${i}`);
   const first = keys.map((k) => pick("r0", k));
-  c.sched.advance(500);
+  c.clock.advance(500);
   // r1's round robin is three steps further on: on its own it would assign other workers.
   for (let i = 0; i < 3; i++) routers.get("r1")!.policy.select(WORKERS, request("unkeyed"));
   assert.deepEqual(keys.map((k) => pick("r1", k)), first);
@@ -102,15 +102,15 @@ Deno.test("pin sync: conflicting pins made on both sides of a partition agree af
   const { c, names, pick, stop } = await mesh(4, (d) => new ManualPolicy(d));
   const addr = (n: string) => c.nodes.get(n)!.address;
   c.net.partition(names.slice(0, 2).map(addr), names.slice(2).map(addr));
-  c.sched.advance(15_000);
+  c.clock.advance(15_000);
   // Each side pins the same keys, on workers the other side does not offer.
   const keys = Array.from({ length: 10 }, (_, i) => `shared-${i}`);
   for (const k of keys) pick("r0", k, WORKERS.slice(0, 4));
   for (const k of keys) pick("r3", k, WORKERS.slice(4));
-  c.sched.advance(2000);
+  c.clock.advance(2000);
   c.net.heal();
   assert.notEqual(c.waitFor(() => c.converged(), 120_000, 100), null);
-  c.sched.advance(10_000);
+  c.clock.advance(10_000);
   for (const k of keys) {
     const chosen = names.map((n) => pick(n, k));
     assert.equal(new Set(chosen).size, 1, `${k}: ${chosen.join(" ")}`);
@@ -142,18 +142,18 @@ Deno.test("pin sync: a pin idle everywhere leaves the store; one still used some
   const idleMs = defaultConfig().manual.maxIdleSecs * 1000;
   pick("r0", "idle");
   pick("r0", "busy");
-  c.sched.advance(1000);
+  c.clock.advance(1000);
   const stored = (n: string, k: string) =>
     routers.get(n)!.store.get(PINS_NS, `manual:${stickyMapKey("m", k)}`);
   for (const n of names) assert.ok(stored(n, "idle") && stored(n, "busy"), n);
   // r2 keeps using "busy": its stored copy is refreshed every half idle time.
   for (let t = 0; t < 5; t++) {
-    c.sched.advance(idleMs / 4);
+    c.clock.advance(idleMs / 4);
     pick("r2", "busy");
   }
-  c.sched.advance(1000);
+  c.clock.advance(1000);
   for (const n of names) routers.get(n)!.pins.expire();
-  c.sched.advance(2000);
+  c.clock.advance(2000);
   for (const n of names) {
     assert.equal(stored(n, "idle"), undefined, `${n}: idle pin removed`);
     assert.ok(stored(n, "busy"), `${n}: busy pin kept`);
@@ -175,8 +175,8 @@ Deno.test("pin sync: a PD leg's pins go to that leg's maps only", () => {
   const prefill = new ManualPolicy(deps("prefill"));
   const decode = new ManualPolicy(deps("decode"));
   const store = new LwwStore("r#1", { namespaces: new Set([PINS_NS]) });
-  const sched = { now: () => 0, after: () => () => {} };
-  const pins = new PinSync({ replicas, store, scheduler: sched, log: silentLogger, maxIdleMs: 0 });
+  const clock = { now: () => 0, after: () => () => {} };
+  const pins = new PinSync({ replicas, store, clock: clock, log: silentLogger, maxIdleMs: 0 });
   const key = stickyMapKey("m", "conv");
   const value = new TextEncoder().encode(JSON.stringify([WORKERS[3].url]));
   store.apply({ ns: PINS_NS, key: `manual.prefill:${key}`, value, clock: 1, replica: "x" }, 0);

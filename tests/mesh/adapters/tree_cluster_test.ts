@@ -31,7 +31,7 @@ async function mesh(n: number) {
     const replicas = new PolicyReplicas();
     const policy = new CacheAwarePolicy({
       random: seededRandom(i + 1),
-      now: () => c.sched.now(),
+      now: () => c.clock.now(),
       log: silentLogger,
       config: defaultConfig(),
       replicas,
@@ -39,7 +39,7 @@ async function mesh(n: number) {
     replicas.mainFor = () => policy;
     const sync = new TreeSync({
       replicas,
-      scheduler: c.sched,
+      clock: c.clock,
       log: silentLogger,
       random: seededRandom(50 + i),
       name,
@@ -51,7 +51,7 @@ async function mesh(n: number) {
   };
   for (const name of names) attach(name);
   assert.notEqual(c.waitFor(() => c.converged(), 30_000), null);
-  c.sched.advance(3000); // streams open
+  c.clock.advance(3000); // streams open
   const route = (name: string, from: number, count: number) => {
     const picks = new Map<number, string>();
     for (let i = from; i < from + count; i++) {
@@ -76,7 +76,7 @@ Deno.test("tree cluster: five routers under 10 % loss route each conversation's 
   for (const [k, name] of names.entries()) {
     for (const [i, url] of route(name, k * 40, 40)) picks.set(i, url);
   }
-  c.sched.advance(5000);
+  c.clock.advance(5000);
   for (const name of names) {
     for (const [i, url] of picks) {
       assert.equal(nextTurn(name, i), url, `${name}: conversation ${i}`);
@@ -89,17 +89,17 @@ Deno.test("tree cluster: decisions made on both sides of a partition reach every
   const { c, names, route, nextTurn, stop } = await mesh(5);
   const addr = (n: string) => c.nodes.get(n)!.address;
   c.net.partition(names.slice(0, 2).map(addr), names.slice(2).map(addr));
-  c.sched.advance(15_000);
+  c.clock.advance(15_000);
   const left = route("r0", 0, 60);
   const right = route("r4", 1000, 60);
-  c.sched.advance(5000);
+  c.clock.advance(5000);
   c.net.heal();
   assert.notEqual(c.waitFor(() => c.converged(), 120_000, 100), null);
-  c.sched.advance(3000);
+  c.clock.advance(3000);
   // The next decisions on each side name paths the other side lacks: repairs follow.
   route("r1", 2000, 1);
   route("r3", 3000, 1);
-  c.sched.advance(10_000);
+  c.clock.advance(10_000);
   for (const name of names) {
     for (const [i, url] of [...left, ...right]) {
       assert.equal(nextTurn(name, i), url, `${name}: conversation ${i}`);
@@ -111,11 +111,11 @@ Deno.test("tree cluster: decisions made on both sides of a partition reach every
 Deno.test("tree cluster: a router that joins after 10,000 decisions routes their next turns like the others", async () => {
   const { c, route, nextTurn, stop, attach, routers } = await mesh(3);
   const picks = route("r0", 0, 10_000);
-  c.sched.advance(2000);
+  c.clock.advance(2000);
   await c.add("late", ["r1"]);
   attach("late");
   assert.notEqual(c.waitFor(() => c.converged(), 30_000), null);
-  c.sched.advance(10_000);
+  c.clock.advance(10_000);
   for (const i of [0, 1, 2, 500, 4321, 7777, 9998, 9999]) {
     assert.equal(nextTurn("late", i), picks.get(i), `conversation ${i}`);
   }

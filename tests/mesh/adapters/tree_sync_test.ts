@@ -12,7 +12,7 @@ import { seededRandom } from "../../../lib/core/clock.ts";
 import { silentLogger } from "../../../lib/core/log.ts";
 import type { WorkerView } from "../../../lib/core/types.ts";
 import { type TreeCounter, TreeSync } from "../../../lib/mesh/adapters/tree_sync.ts";
-import { FakeScheduler } from "../../../lib/mesh/scheduler.ts";
+import { FakeClock } from "../../../lib/core/clock.ts";
 import type { EnvelopeType } from "../../../lib/mesh/wire.ts";
 import * as codec from "../../../lib/mesh/adapters/tree_codec.ts";
 import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.ts";
@@ -40,7 +40,7 @@ function mesh(
     maxPathUnits?: number;
   } = {},
 ) {
-  const sched = new FakeScheduler();
+  const clock = new FakeClock();
   const nodes = new Map<string, Node>();
   const links = new Set<string>();
   let drop: (from: string, to: string, type: EnvelopeType, payload: Uint8Array) => boolean = () =>
@@ -51,7 +51,7 @@ function mesh(
     const replicas = new PolicyReplicas();
     const policy = new CacheAwarePolicy({
       random: seededRandom(i + 1),
-      now: () => sched.now(),
+      now: () => clock.now(),
       log: silentLogger,
       config: defaultConfig(),
       replicas,
@@ -61,7 +61,7 @@ function mesh(
     const counts = new Map<TreeCounter, number>();
     const sync = new TreeSync({
       replicas,
-      scheduler: sched,
+      clock: clock,
       log: silentLogger,
       random: seededRandom(100 + i),
       name,
@@ -80,7 +80,7 @@ function mesh(
         if (!links.has(linkKey(name, peer))) return false;
         node.sent.push(type);
         if (!drop(name, peer, type, payload)) {
-          sched.after(1, () => nodes.get(peer)!.sync.onEnvelope(name, type, payload));
+          clock.after(1, () => nodes.get(peer)!.sync.onEnvelope(name, type, payload));
         }
         return true;
       },
@@ -97,7 +97,7 @@ function mesh(
     nodes.get(b)!.sync.peerChanged(a, false);
   };
   return {
-    sched,
+    clock,
     node: (n: string) => nodes.get(n)!,
     link,
     unlink,
@@ -136,9 +136,9 @@ Deno.test("tree sync: one delta envelope per round reaches every open peer and r
   m.link("a", "c");
   const a = m.node("a");
   const picks = route(a, 0, 20);
-  m.sched.advance(999);
+  m.clock.advance(999);
   assert.deepEqual(a.sent, []);
-  m.sched.advance(10);
+  m.clock.advance(10);
   // One envelope per peer; b and c, which never copied a's tree, also ask for it (one page).
   assert.deepEqual(a.sent.filter((t) => t === "tree_deltas"), ["tree_deltas", "tree_deltas"]);
   assert.equal(count(a, "deltas_sent"), 40);
@@ -157,16 +157,16 @@ Deno.test("tree sync: a router that joins after 10,000 decisions copies the tree
   const a = m.node("a");
   const b = m.node("b");
   const picks = route(a, 0, 10_000);
-  m.sched.advance(1500); // a's round: nobody to tell
+  m.clock.advance(1500); // a's round: nobody to tell
   m.link("a", "b"); // a announces its tree on the new stream: b copies it, no new decision needed
-  assert.ok(m.sched.advanceUntil(() => count(b, "repairs_finished") === 1, 10_000));
+  assert.ok(m.clock.advanceUntil(() => count(b, "repairs_finished") === 1, 10_000));
   assert.ok(count(b, "pages_received") > 1, `${count(b, "pages_received")} pages`);
   assert.equal(count(b, "repairs_started"), 1);
   const sample = [0, 1, 777, 4321, 9999];
   for (const i of sample) assert.equal(nextTurn(b, i), picks.get(i), `conversation ${i}`);
   // New decisions afterwards are applied without another repair.
   route(a, 10_001, 50);
-  m.sched.advance(1100);
+  m.clock.advance(1100);
   assert.equal(count(b, "repairs_started"), 1);
   assert.equal(count(b, "deltas_unknown") >= 50, true);
   m.stop();
@@ -183,22 +183,22 @@ Deno.test("tree sync: unknown paths fold into the repair in flight; another peer
   let pages = 0;
   m.setDrop((from, _to, type) => from === "a" && type === "tree_repair_page" && ++pages === 1);
   route(a, 100, 1);
-  m.sched.advance(1005);
+  m.clock.advance(1005);
   assert.equal(count(c, "repairs_started"), 1);
   route(a, 101, 1);
   route(b, 102, 1);
-  m.sched.advance(1000);
+  m.clock.advance(1000);
   // a's second round folds into the repair from a; b's rounds wait their turn (counted once).
   assert.equal(count(c, "repairs_folded"), 1);
   assert.equal(count(c, "repairs_queued"), 1);
   assert.equal(count(c, "repairs_started"), 1);
   // The retry goes to b (another peer); a, whose paths b need not know, is repaired after it.
-  assert.ok(m.sched.advanceUntil(() => count(c, "repairs_finished") === 2, 20_000));
+  assert.ok(m.clock.advanceUntil(() => count(c, "repairs_finished") === 2, 20_000));
   assert.equal(count(c, "repairs_started"), 2);
   // Both copied: their next unknown paths start no repair.
   route(a, 200, 1);
   route(b, 201, 1);
-  m.sched.advance(1100);
+  m.clock.advance(1100);
   assert.equal(count(c, "repairs_started"), 2);
   for (const i of [0, 29, 30, 59, 100, 101, 102]) {
     assert.equal(nextTurn(c, i), nextTurn(i < 30 || i === 100 || i === 101 ? a : b, i));
@@ -219,10 +219,10 @@ Deno.test("tree sync: a repair without progress for 5 s is retried from its curs
   let pagesFromA = 0;
   m.setDrop((from, _to, type) => from === "a" && type === "tree_repair_page" && ++pagesFromA > 2);
   route(a, 1000, 1);
-  m.sched.advance(1005);
+  m.clock.advance(1005);
   assert.equal(count(c, "repairs_started"), 1);
-  assert.ok(m.sched.advanceUntil(() => count(c, "repairs_retried") === 1, 10_000));
-  assert.ok(m.sched.advanceUntil(() => count(c, "repairs_finished") === 1, 10_000));
+  assert.ok(m.clock.advanceUntil(() => count(c, "repairs_retried") === 1, 10_000));
+  assert.ok(m.clock.advanceUntil(() => count(c, "repairs_finished") === 1, 10_000));
   assert.ok(count(b, "pages_sent") > 0, "the retry went to b");
   for (const i of [0, 150, 299]) assert.equal(nextTurn(c, i), picks.get(i));
   m.stop();
@@ -240,8 +240,8 @@ Deno.test("tree sync: a repair that never progresses fails after three retries; 
     return true;
   });
   route(a, 100, 1);
-  m.sched.advance(1005);
-  assert.ok(m.sched.advanceUntil(() => count(c, "repairs_failed") === 1, 60_000));
+  m.clock.advance(1005);
+  assert.ok(m.clock.advanceUntil(() => count(c, "repairs_failed") === 1, 60_000));
   assert.equal(count(c, "repairs_retried"), 3);
   assert.equal(c.sync.repairing, 0);
   // A page of a session that ended is stale.
@@ -258,13 +258,13 @@ Deno.test("tree sync: a stream that reopens makes the next unknown path repair a
   const [a, b] = ["a", "b"].map(m.node);
   m.link("a", "b");
   route(a, 0, 5);
-  m.sched.advanceUntil(() => count(b, "repairs_finished") === 1, 10_000);
+  m.clock.advanceUntil(() => count(b, "repairs_finished") === 1, 10_000);
   m.unlink("a", "b");
   const missed = route(a, 5, 40);
-  m.sched.advance(1100);
+  m.clock.advance(1100);
   m.link("a", "b");
   route(a, 100, 1);
-  assert.ok(m.sched.advanceUntil(() => count(b, "repairs_finished") === 2, 10_000));
+  assert.ok(m.clock.advanceUntil(() => count(b, "repairs_finished") === 2, 10_000));
   for (const [i, url] of missed) assert.equal(nextTurn(b, i), url);
   m.stop();
 });
@@ -274,14 +274,14 @@ Deno.test("tree sync: PD legs share their trees by role; a role without cache_aw
   const [a, b] = ["a", "b"].map(m.node);
   m.link("a", "b");
   const picks = route(a, 0, 5);
-  m.sched.advance(1010);
+  m.clock.advance(1010);
   assert.equal(count(b, "deltas_received"), 5);
   for (const [i, url] of picks) assert.equal(nextTurn(b, i), url);
   // b routes the model without cache_aware: the deltas are dropped.
   const m2 = mesh(["x", "y"], { notCacheAware: "y" });
   m2.link("x", "y");
   route(m2.node("x"), 0, 3);
-  m2.sched.advance(1010);
+  m2.clock.advance(1010);
   assert.equal(count(m2.node("y"), "deltas_dropped"), 3);
   assert.equal(count(m2.node("y"), "repairs_started"), 0);
   m.stop();
@@ -313,7 +313,7 @@ Deno.test("tree sync: a cursor skips exactly that many entries, however the work
     const all = [...a.policy.exportTree("m", "string")];
     const pages = pagesSeen(m, "a");
     a.sync.onEnvelope("b", "tree_repair_request", request_("s1", 300));
-    m.sched.advance(2000);
+    m.clock.advance(2000);
     const got = pages.filter((p) => p.session === "s1").flatMap((p) => p.entries);
     assert.deepEqual(got, all.slice(300), `sliceMs ${sliceMs}`);
     const last = pages.filter((p) => p.session === "s1").at(-1)!;
@@ -331,11 +331,11 @@ Deno.test("tree sync: a newer request for the same tree cancels the earlier answ
   const pages = pagesSeen(m, "a");
   m.setQueued(100); // the stream to b is backed up
   a.sync.onEnvelope("b", "tree_repair_request", request_("old", 0));
-  m.sched.advance(1000);
+  m.clock.advance(1000);
   assert.equal(pages.length, 0, "no page while the stream is full");
   a.sync.onEnvelope("b", "tree_repair_request", request_("new", 0));
   m.setQueued(0);
-  m.sched.advance(3000);
+  m.clock.advance(3000);
   // (b's own repair, asked when the stream opened, is answered too.)
   const ours = pages.filter((p) => p.session === "old" || p.session === "new");
   assert.deepEqual(new Set(ours.map((p) => p.session)), new Set(["new"]));
@@ -350,7 +350,7 @@ Deno.test("tree sync: a path too long to send is skipped and counted", () => {
   a.policy.select(ws, request("x".repeat(500)));
   a.policy.select(ws, request("short prompt but above one block of sixty-four characters, really"));
   m.link("a", "b");
-  m.sched.advanceUntil(() => count(b, "repairs_finished") === 1, 10_000);
+  m.clock.advanceUntil(() => count(b, "repairs_finished") === 1, 10_000);
   assert.equal(count(a, "entries_skipped"), 1);
   const paths = [...b.policy.exportTree("m", "string")].filter((e) => "path" in e);
   assert.equal(paths.length, 1);

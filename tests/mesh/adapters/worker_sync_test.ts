@@ -2,10 +2,9 @@
 
 import assert from "node:assert/strict";
 import { defaultConfig } from "../../../lib/config/config.ts";
-import { ManualClock } from "../../../lib/core/clock.ts";
+import { FakeClock } from "../../../lib/core/clock.ts";
 import { createLogger } from "../../../lib/core/log.ts";
 import { WORKERS_NS, WorkerSync } from "../../../lib/mesh/adapters/worker_sync.ts";
-import { FakeScheduler } from "../../../lib/mesh/scheduler.ts";
 import { LwwStore } from "../../../lib/mesh/store/lww_store.ts";
 import { WorkerManager } from "../../../lib/workers/manager.ts";
 import { WorkerRegistry } from "../../../lib/workers/registry.ts";
@@ -21,8 +20,7 @@ interface Router {
 
 /** Two routers whose stores replicate to each other at once (the transport is tested elsewhere). */
 function pair() {
-  const sched = new FakeScheduler();
-  const clock = new ManualClock();
+  const clock = new FakeClock();
   const make = (name: string): Router => {
     const c = defaultConfig();
     const registry = new WorkerRegistry();
@@ -36,7 +34,7 @@ function pair() {
       log,
     });
     const store = new LwwStore(`${name}#1`);
-    const sync = new WorkerSync({ registry, manager, store, router: name, scheduler: sched, log });
+    const sync = new WorkerSync({ registry, manager, store, router: name, clock, log });
     return { name, registry, manager, store, sync, logs };
   };
   const a = make("a");
@@ -49,7 +47,7 @@ function pair() {
   }
   a.sync.start();
   b.sync.start();
-  return { a, b, sched, unlink: () => (linked = false) };
+  return { a, b, clock, unlink: () => (linked = false) };
 }
 
 const urlOf = (r: Router) => r.registry.all().map((w) => `${w.url} ${w.origin} ${w.status}`).sort();
@@ -85,12 +83,12 @@ Deno.test("worker sync: the owner's health only nudges; failed and draining impo
 });
 
 Deno.test("worker sync: only the owner removes; a peer's delete lasts until the next reconcile", () => {
-  const { a, b, sched } = pair();
+  const { a, b, clock } = pair();
   const w = a.manager.add({ url: "http://10.0.1.1:8000", models: ["m"] });
   const imp = b.registry.byUrl(w.url)!;
   b.manager.remove(imp.id);
   assert.equal(b.registry.byUrl(w.url), undefined);
-  sched.advance(30_000);
+  clock.advance(30_000);
   assert.deepEqual(
     urlOf(b),
     ["http://10.0.1.1:8000 mesh not_ready"],
@@ -114,10 +112,10 @@ Deno.test("worker sync: a router keeps its own registration of a URL over a peer
 });
 
 Deno.test("worker sync: a departed router's workers stay; a missed change is recovered by reconcile", () => {
-  const { a, b, sched, unlink } = pair();
+  const { a, b, clock, unlink } = pair();
   const w = a.manager.add({ url: "http://10.0.1.1:8000", models: ["m"] });
   a.sync.stop(); // a leaves for good
-  sched.advance(120_000);
+  clock.advance(120_000);
   assert.equal(b.registry.byUrl(w.url)?.origin, "mesh", "still imported");
   // A change b never heard of: its store gets it later (anti-entropy), the reconcile applies it.
   unlink();
@@ -159,7 +157,7 @@ Deno.test("worker sync: an owner that restarts with new worker ids retires its o
   assert.equal(b.registry.byUrl(old.url)?.meshKey, oldKey);
   // "a" restarts: a new process (empty registry, new ids) under the same router name, whose
   // store then receives its previous life's key from b (anti-entropy).
-  const sched = new FakeScheduler();
+  const clock = new FakeClock();
   const c = defaultConfig();
   const registry = new WorkerRegistry();
   const log = createLogger({ level: "error", sink: () => {} });
@@ -167,13 +165,13 @@ Deno.test("worker sync: an owner that restarts with new worker ids retires its o
     registry,
     health: c.health,
     circuitBreaker: c.circuitBreaker,
-    clock: new ManualClock(),
+    clock,
     log,
   });
   const store = new LwwStore("a#2");
   store.onChange((e, origin) => origin === "local" && b.store.apply(e, 0));
   b.store.onChange((e, origin) => origin === "local" && store.apply(e, 0));
-  const sync = new WorkerSync({ registry, manager, store, router: "a", scheduler: sched, log });
+  const sync = new WorkerSync({ registry, manager, store, router: "a", clock, log });
   sync.start();
   const fresh = manager.add({ url: "http://10.0.1.1:8000", models: ["m"] });
   for (const e of [...b.store.all()]) store.apply(e, 0); // anti-entropy brings the old key

@@ -20,7 +20,7 @@ function withStores(c: Cluster, graceMs?: number) {
     before?.(store);
     const sync = new StoreSync({
       store,
-      scheduler: c.sched,
+      clock: c.clock,
       log: silentLogger,
       random: seededRandom(stores.size),
       tombstoneGraceMs: graceMs,
@@ -50,14 +50,14 @@ async function mesh(n: number, graceMs?: number) {
   const s = withStores(c, graceMs);
   for (const name of names) s.attach(name);
   assert.notEqual(c.waitFor(() => c.converged(), 30_000), null);
-  c.sched.advance(3000); // streams open
+  c.clock.advance(3000); // streams open
   return { c, names, ...s };
 }
 
 Deno.test("store sync: a write on any router reaches every router within a second", async () => {
   const { c, names, stores, same, stop } = await mesh(5);
   for (const [i, name] of names.entries()) {
-    stores.get(name)!.write("workers", `w${i}`, bytes(name), c.sched.now());
+    stores.get(name)!.write("workers", `w${i}`, bytes(name), c.clock.now());
   }
   const t = c.waitFor(
     () => names.every((n) => stores.get(n)!.counts().get("workers")?.live === 5),
@@ -67,7 +67,7 @@ Deno.test("store sync: a write on any router reaches every router within a secon
   assert.ok(t !== null && t < 1000, `converged after ${t} ms`);
   assert.ok(same());
   // A removal reaches everyone too.
-  stores.get("r2")!.write("workers", "w0", null, c.sched.now());
+  stores.get("r2")!.write("workers", "w0", null, c.clock.now());
   c.waitFor(() => names.every((n) => stores.get(n)!.get("workers", "w0") === undefined), 5000);
   assert.ok(same());
   stop();
@@ -77,8 +77,8 @@ Deno.test("store sync: a write on any router reaches every router within a secon
 Deno.test("store sync: a router that joins after 10,000 writes catches up by anti-entropy", async () => {
   const { c, stores, attach, same, stop } = await mesh(3);
   const a = stores.get("r0")!;
-  for (let i = 0; i < 10_000; i++) a.write("pins", `k${i}`, bytes(String(i)), c.sched.now());
-  c.sched.advance(3000);
+  for (let i = 0; i < 10_000; i++) a.write("pins", `k${i}`, bytes(String(i)), c.clock.now());
+  c.clock.advance(3000);
   await c.add("late", ["r1"]);
   const late = attach("late");
   const t = c.waitFor(() => late.counts().get("pins")?.live === 10_000, 30_000, 10);
@@ -92,11 +92,11 @@ Deno.test("store sync: writes on both sides of a partition converge after the he
   const { c, names, stores, same, stop } = await mesh(5);
   const addr = (n: string) => c.nodes.get(n)!.address;
   c.net.partition(names.slice(0, 2).map(addr), names.slice(2).map(addr));
-  c.sched.advance(15_000);
-  stores.get("r0")!.write("pins", "conv-1", bytes("left"), c.sched.now());
-  stores.get("r4")!.write("pins", "conv-1", bytes("right"), c.sched.now());
-  stores.get("r3")!.write("pins", "conv-2", bytes("right only"), c.sched.now());
-  c.sched.advance(5000);
+  c.clock.advance(15_000);
+  stores.get("r0")!.write("pins", "conv-1", bytes("left"), c.clock.now());
+  stores.get("r4")!.write("pins", "conv-1", bytes("right"), c.clock.now());
+  stores.get("r3")!.write("pins", "conv-2", bytes("right only"), c.clock.now());
+  c.clock.advance(5000);
   assert.ok(!same());
   c.net.heal();
   assert.notEqual(c.waitFor(() => c.converged() && same(), 120_000, 100), null);
@@ -116,7 +116,7 @@ Deno.test("store sync: a write whose batch was dropped is resent until acknowled
   const real = node.streams.send.bind(node.streams);
   let drop = 3;
   node.streams.send = (p, t, b) => (t === "crdt_batch" && drop-- > 0 ? false : real(p, t, b));
-  stores.get("r0")!.write("workers", "w", bytes("v"), c.sched.now());
+  stores.get("r0")!.write("workers", "w", bytes("v"), c.clock.now());
   const t = c.waitFor(() => stores.get(names[1])!.get("workers", "w") !== undefined, 20_000, 10);
   assert.notEqual(t, null);
   stop();
@@ -125,10 +125,10 @@ Deno.test("store sync: a write whose batch was dropped is resent until acknowled
 
 Deno.test("store sync: a removal's tombstone is collected everywhere once every member holds it", async () => {
   const { c, names, stores, stop } = await mesh(3, 60_000);
-  stores.get("r0")!.write("workers", "w", bytes("v"), c.sched.now());
-  c.sched.advance(2000);
-  stores.get("r0")!.write("workers", "w", null, c.sched.now());
-  c.sched.advance(2000);
+  stores.get("r0")!.write("workers", "w", bytes("v"), c.clock.now());
+  c.clock.advance(2000);
+  stores.get("r0")!.write("workers", "w", null, c.clock.now());
+  c.clock.advance(2000);
   for (const n of names) {
     assert.deepEqual(stores.get(n)!.counts().get("workers"), { live: 0, tombstones: 1 });
   }
@@ -141,7 +141,7 @@ Deno.test("store sync: a removal's tombstone is collected everywhere once every 
   assert.notEqual(t, null, "collected on every router");
   // A late copy of the old live value is refused, not resurrected.
   const late = { ns: "workers", key: "w", value: bytes("v"), clock: 1, replica: "r0#0" };
-  assert.equal(stores.get("r1")!.apply(late, c.sched.now()), "collected");
+  assert.equal(stores.get("r1")!.apply(late, c.clock.now()), "collected");
   stop();
   await c.stop();
 });
@@ -151,16 +151,16 @@ async function missedRemoval() {
   const m = await mesh(4, 60_000);
   const { c, names, stores } = m;
   const addr = (n: string) => c.nodes.get(n)!.address;
-  stores.get("r0")!.write("workers", "gone", bytes("v"), c.sched.now());
-  stores.get("r3")!.write("workers", "mine", bytes("r3's"), c.sched.now());
-  c.sched.advance(3000);
+  stores.get("r0")!.write("workers", "gone", bytes("v"), c.clock.now());
+  stores.get("r3")!.write("workers", "mine", bytes("r3's"), c.clock.now());
+  c.clock.advance(3000);
   assert.equal(new TextDecoder().decode(stores.get("r3")!.get("workers", "gone")), "v");
   c.net.partition([addr("r3")], names.slice(0, 3).map(addr));
-  c.sched.advance(5000);
+  c.clock.advance(5000);
   for (let i = 0; i < 5; i++) stores.get("r1")!.write("workers", `busy${i}`, bytes("x"), 0);
-  stores.get("r0")!.write("workers", "gone", null, c.sched.now());
+  stores.get("r0")!.write("workers", "gone", null, c.clock.now());
   // Meanwhile r3 writes a key of its own, at a clock below the others' by now.
-  stores.get("r3")!.write("workers", "while-apart", bytes("new"), c.sched.now());
+  stores.get("r3")!.write("workers", "while-apart", bytes("new"), c.clock.now());
   const t = c.waitFor(
     () => names.slice(0, 3).every((n) => stores.get(n)!.counts().get("workers")!.tombstones === 0),
     1_200_000,
@@ -175,7 +175,7 @@ async function healAndCheck(m: Awaited<ReturnType<typeof mesh>>, r3KeepsStale: b
   const { c, names, stores, stop } = m;
   c.net.heal();
   assert.notEqual(c.waitFor(() => c.converged(), 1_200_000, 100), null);
-  c.sched.advance(70_000); // streams open, anti-entropy, acks, rewrites
+  c.clock.advance(70_000); // streams open, anti-entropy, acks, rewrites
   const text = (n: string, k: string) => {
     const v = stores.get(n)!.get("workers", k);
     return v === undefined ? undefined : new TextDecoder().decode(v);
@@ -215,9 +215,9 @@ Deno.test("store sync: much later, below the horizon, a stale copy stays on its 
 Deno.test("store sync: a tombstone that arrives after its peers collected it is dropped, not stuck", async () => {
   const { c, names, stores, attach, stop } = await mesh(3, 60_000);
   const r0 = stores.get("r0")!;
-  r0.write("workers", "w", bytes("v"), c.sched.now());
-  c.sched.advance(2000);
-  r0.write("workers", "w", null, c.sched.now());
+  r0.write("workers", "w", bytes("v"), c.clock.now());
+  c.clock.advance(2000);
+  r0.write("workers", "w", null, c.clock.now());
   const t = { ...r0.entry("workers", "w")! };
   assert.notEqual(
     c.waitFor(
@@ -229,15 +229,15 @@ Deno.test("store sync: a tombstone that arrives after its peers collected it is 
   );
   // A router that copied the tombstone from a peer before that peer collected it.
   await c.add("late", ["r1"]);
-  const late = attach("late", (s) => s.apply({ ...t }, c.sched.now()));
+  const late = attach("late", (s) => s.apply({ ...t }, c.clock.now()));
   // Another key of the same bucket, removed afterwards, must still be collected everywhere.
   const b = bucketOf("workers\u0000w");
   let k2 = "";
   for (let i = 0; !k2; i++) if (bucketOf(`workers\u0000x${i}`) === b) k2 = `x${i}`;
-  c.sched.advance(5000);
-  r0.write("workers", k2, bytes("v"), c.sched.now());
-  c.sched.advance(2000);
-  r0.write("workers", k2, null, c.sched.now());
+  c.clock.advance(5000);
+  r0.write("workers", k2, bytes("v"), c.clock.now());
+  c.clock.advance(2000);
+  r0.write("workers", k2, null, c.clock.now());
   const all = [...names, "late"];
   assert.notEqual(
     c.waitFor(
