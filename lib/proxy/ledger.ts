@@ -181,14 +181,14 @@ export class WorkerLedger {
     stop: () => void,
     stopped: () => boolean,
   ): Promise<void> {
-    const timer = setTimeout(stop, this.#timeoutMs);
+    const cut = this.#clock.after(this.#timeoutMs, stop);
     try {
       while ((await next()) !== null) { /* discard */ }
       if (!stopped()) this.record(worker, "success");
     } catch {
       if (!stopped() && !c.inb.gone.aborted && !c.timedOut()) this.record(worker, "failure");
     } finally {
-      clearTimeout(timer);
+      cut();
       slot.release();
     }
   }

@@ -62,7 +62,7 @@ function setup(retry: Partial<RetryConfig>) {
     cancel,
     inb: { gone: cancel },
     ctx: { requestId: "req-1" },
-    series: { labels: ["", "", "", "", "chat"], selection: { inc() {} } },
+    series: { endpoint: "chat", selection: [] },
     timedOut: () => false,
   } as unknown as CallContext;
   const run = () => runAttempts(deps, 60_000, c, plan);
