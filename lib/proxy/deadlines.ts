@@ -1,5 +1,5 @@
 /**
- * Request deadlines with one shared timer instead of a timer per request (one per request with
+ * Request deadlines with one shared timer instead of one per request (a timer per request with
  * `AbortSignal.any` measured about 6 µs per request). Each in-flight request registers its abort
  * function and deadline; a sweep every `tickMs` on the clock aborts the expired ones. The timer
  * runs while something is registered, and until the first sweep after that.
