@@ -5,8 +5,7 @@
  * exposes the main-port entry and the metrics rendering. Listening and signals live in
  * `serve.ts`. One `Clock` (`systemClock`, or a test's `FakeClock`) is handed to every loop and
  * timer: health, loads, drains, admission, deadlines, retry backoff, the upstream pool, the
- * mesh, discovery and shutdown. Known gap: the gRPC request timeout and the PD prefill drain
- * (`proxy/grpc_attempt.ts`, `proxy/pd.ts`) still set real timers.
+ * mesh, discovery, PD prefill drains and shutdown.
  */
 
 import type { GatewayConfig } from "../config/config.ts";
