@@ -7,6 +7,7 @@
  * closes the connection after the answer; so does a draining front.
  */
 
+import type { Clock } from "../core/clock.ts";
 import type { Reply } from "../core/http.ts";
 import type { Logger } from "../core/log.ts";
 import { headEnd } from "../http1/head.ts";
@@ -29,6 +30,8 @@ export interface ConnectionHost {
   readonly opts: { readonly maxBody: number; readonly log: Logger };
   /** The front is shutting down: idle connections close, busy ones after their answer. */
   readonly draining: boolean;
+  /** When a connection started waiting for its next request (the idle sweep reads it). */
+  readonly clock: Clock;
 }
 
 /** Unread bytes a connection reads ahead while its request is handled (then it is not watched). */
@@ -43,7 +46,7 @@ export class Connection implements BodySource {
   end = 0;
   /** Waiting for a request head (idle between requests). */
   waiting = true;
-  waitingSince = Date.now();
+  waitingSince: number;
   closed = false;
   /** The client closed its side or the socket failed. */
   peerGone = false;
@@ -57,6 +60,7 @@ export class Connection implements BodySource {
   constructor(socket: Deno.TcpConn, server: ConnectionHost) {
     this.socket = socket;
     this.server = server;
+    this.waitingSince = server.clock.now();
   }
 
   get authority(): string {
@@ -145,7 +149,7 @@ export class Connection implements BodySource {
   async #nextHead(): Promise<number> {
     const max = this.server.maxHead;
     this.waiting = true;
-    this.waitingSince = Date.now();
+    this.waitingSince = this.server.clock.now();
     // Bytes already searched, relative to `start` (the buffer may move under a read).
     let scanned = 0;
     for (;;) {

@@ -21,6 +21,7 @@
  * when every connection is closed.
  */
 
+import { type Clock, every, sleep, systemClock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import { Connection, type ConnectionHost, type FrontHandler } from "./connection.ts";
 
@@ -38,6 +39,8 @@ export interface FrontOptions {
   maxHeadBytes?: number;
   /** Logs handler errors. */
   log: Logger;
+  /** Time of the idle sweep and of waits (default `systemClock`). */
+  clock?: Clock;
 }
 
 /** A running front. */
@@ -69,7 +72,7 @@ export function serveFront(opts: FrontOptions, handler: FrontHandler): Front {
         if (closing) return;
         // Out of file descriptors and the like: say so, breathe, go on accepting.
         opts.log.warn("accept failed", { err: e });
-        await new Promise((r) => setTimeout(r, 50));
+        await sleep(server.clock, 50);
         continue;
       }
       server.serve(socket);
@@ -106,8 +109,10 @@ class FrontServer implements ConnectionHost {
   readonly authority: string;
   readonly idleMs: number;
   readonly maxHead: number;
+  readonly clock: Clock;
   draining = false;
-  #sweep: ReturnType<typeof setInterval> | undefined;
+  /** Stops the idle sweep, which runs while a connection is open. */
+  #stopSweep: (() => void) | null = null;
   #allClosed: PromiseWithResolvers<void> | null = null;
 
   constructor(opts: FrontOptions, handler: FrontHandler, authority: string) {
@@ -116,6 +121,7 @@ class FrontServer implements ConnectionHost {
     this.authority = authority;
     this.idleMs = opts.idleTimeoutMs ?? 60_000;
     this.maxHead = opts.maxHeadBytes ?? 64 * 1024;
+    this.clock = opts.clock ?? systemClock;
   }
 
   serve(socket: Deno.TcpConn): void {
@@ -124,10 +130,9 @@ class FrontServer implements ConnectionHost {
     } catch { /* closed already */ }
     const c = new Connection(socket, this);
     this.conns.add(c);
-    if (this.#sweep === undefined) {
+    if (this.#stopSweep === null) {
       const tick = Math.max(10, Math.min(1000, this.idleMs / 4));
-      const sweep = this.#sweep = setInterval(() => this.#closeIdle(Date.now()), tick);
-      Deno.unrefTimer(sweep);
+      this.#stopSweep = every(this.clock, tick, () => this.#closeIdle(this.clock.now()));
     }
     c.run().finally(() => this.#gone(c));
   }
@@ -139,8 +144,8 @@ class FrontServer implements ConnectionHost {
   #gone(c: Connection): void {
     this.conns.delete(c);
     if (this.conns.size === 0) {
-      clearInterval(this.#sweep);
-      this.#sweep = undefined;
+      this.#stopSweep?.();
+      this.#stopSweep = null;
       this.#allClosed?.resolve();
     }
   }

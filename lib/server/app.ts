@@ -10,8 +10,6 @@
 
 import type { GatewayConfig } from "../config/config.ts";
 import { type Clock, osRandom, type Random, seededRandom, systemClock } from "../core/clock.ts";
-import type { Reply } from "../core/http.ts";
-import { type Endpoint, ENDPOINT_PATHS } from "../core/types.ts";
 import type { Logger } from "../core/log.ts";
 import { BREAKER_GAUGE } from "../workers/circuit_breaker.ts";
 import { Metrics } from "../metrics/metrics.ts";
@@ -30,14 +28,14 @@ import { WorkerManager } from "../workers/manager.ts";
 import { WorkerRegistry } from "../workers/registry.ts";
 import * as info from "./info_api.ts";
 import { policyObserver } from "./observers.ts";
-import { createEntry, type Entry, type Route } from "./routes.ts";
+import { createEntry, type Entry } from "./routes.ts";
+import { mainRoutes } from "./main_routes.ts";
 import { RequestInbound, toResponse } from "./inbound.ts";
 import * as workersApi from "./workers_api.ts";
 import { createMesh, type Mesh, meshStatus } from "./mesh_setup.ts";
 import { createDiscovery, type Discovery } from "./discovery_setup.ts";
 import { type GrpcClientFactory, GrpcWorkers } from "./grpc_workers.ts";
-import type { GrpcBackend } from "../proxy/types.ts";
-import { CachedEncoder } from "../tokenizer/cache.ts";
+import { grpcBackend, workerFetch } from "./worker_clients.ts";
 import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
 
 /** What a gateway is built from; everything but `config` and `log` has a production default. */
@@ -62,23 +60,6 @@ export interface GatewayOptions {
    * factory (both imported only when one is given, as grpc-js and the tokenizers cost at start).
    */
   grpc?: { tokenizer: GatewayTokenizer; client: GrpcClientFactory };
-}
-
-/**
- * The default worker client: one keep-alive pool whose idle connections close after the
- * configured time; `close()` releases the pool at shutdown.
- */
-export function workerFetch(config: GatewayConfig): FetchFn & { close?: () => void } {
-  const client = Deno.createHttpClient({
-    poolIdleTimeout: config.upstreamPoolIdleTimeoutSecs * 1000,
-    http2: false,
-  });
-  const fetchFn: FetchFn & { close?: () => void } = (url, init) => {
-    (init as RequestInit & { client: Deno.HttpClient }).client = client;
-    return fetch(url, init);
-  };
-  fetchFn.close = () => client.close();
-  return fetchFn;
 }
 
 /** A gateway instance. */
@@ -266,93 +247,12 @@ export class Gateway {
       clock,
       grpc: opts.grpc !== undefined,
     };
-    const idOf = (path: string) => decodeURIComponent(path.slice("/workers/".length));
-    const okBody = new TextEncoder().encode("OK");
-    const ok = (): Promise<Reply> =>
-      Promise.resolve({ status: 200, headers: [["content-type", "text/plain"]], body: okBody });
-    const routes: Route[] = [
-      ...(Object.keys(ENDPOINT_PATHS) as Endpoint[]).map((endpoint): Route => ({
-        method: "POST",
-        path: ENDPOINT_PATHS[endpoint],
-        protected: true,
-        stampsRequestId: true,
-        inbound: (inb, ctx) => proxy.handle(inb, endpoint, ctx),
-      })),
-      { method: "GET", path: "/health", protected: false, inbound: ok },
-      { method: "GET", path: "/liveness", protected: false, inbound: ok },
-      {
-        method: "GET",
-        path: "/readiness",
-        protected: false,
-        handler: () => info.readiness(infoDeps),
-      },
-      {
-        method: "GET",
-        path: "/health_generate",
-        protected: false,
-        handler: (_r, ctx) => info.firstReady(infoDeps, "/health_generate", ctx.requestId),
-      },
-      {
-        method: "GET",
-        path: "/v1/models",
-        protected: false,
-        handler: () => info.listModels(infoDeps),
-      },
-      {
-        method: "GET",
-        path: "/get_server_info",
-        protected: false,
-        handler: (_r, ctx) => info.firstReady(infoDeps, "/get_server_info", ctx.requestId),
-      },
-      {
-        method: "GET",
-        path: "/get_model_info",
-        protected: false,
-        handler: (_r, ctx) => info.firstReady(infoDeps, "/get_model_info", ctx.requestId),
-      },
-      {
-        method: "GET",
-        path: "/get_loads",
-        protected: true,
-        handler: () => info.getLoads(infoDeps),
-      },
-      {
-        method: "POST",
-        path: "/flush_cache",
-        protected: true,
-        handler: () => info.flushCache(infoDeps),
-      },
-      {
-        method: "GET",
-        path: "/mesh/status",
-        protected: true,
-        handler: () => meshStatus(this.mesh),
-      },
-      {
-        method: "GET",
-        path: "/workers",
-        protected: true,
-        handler: (req) => workersApi.listWorkers(wDeps, new URL(req.url)),
-      },
-      {
-        method: "POST",
-        path: "/workers",
-        protected: true,
-        handler: (req) => workersApi.createWorker(wDeps, req),
-      },
-      {
-        method: "GET",
-        path: "/workers/",
-        protected: true,
-        handler: (_r, ctx) => workersApi.getWorker(wDeps, idOf(ctx.path)),
-      },
-      {
-        method: "DELETE",
-        path: "/workers/",
-        protected: true,
-        handler: (_r, ctx) => workersApi.deleteWorker(wDeps, idOf(ctx.path)),
-      },
-    ];
+    const routes = mainRoutes({
+      inference: (inb, endpoint, ctx) => proxy.handle(inb, endpoint, ctx),
+      info: infoDeps,
+      workers: wDeps,
+      meshStatus: () => meshStatus(this.mesh),
+    });
     this.entry = createEntry({
       routes,
       apiKey: config.apiKey,
@@ -462,21 +362,5 @@ export class Gateway {
     return new Response(await this.renderMetrics(), {
       headers: { "content-type": this.metrics.registry.contentType },
     });
-  };
-}
-
-/** The proxy's view of gRPC workers: their clients, and the tokenizer behind a two-level cache. */
-function grpcBackend(workers: GrpcWorkers, tok: GatewayTokenizer): GrpcBackend {
-  const cache = new CachedEncoder(tok);
-  return {
-    client: (url) => workers.client(url),
-    tokenizer: {
-      encode: (text, addSpecial) => cache.encode(text, addSpecial),
-      applyChatTemplate: (messages, o) => tok.applyChatTemplate(messages, o),
-      decode: (ids, skipSpecial) => tok.decode(ids, skipSpecial),
-      hasChatTemplate: tok.hasChatTemplate,
-      maxLength: tok.maxLength,
-      eosTokenIds: tok.eosTokenIds,
-    },
   };
 }

@@ -42,7 +42,7 @@ interface MainServer {
 function ownFront(gw: Gateway, log: Logger): MainServer {
   const c = gw.config;
   const front = serveFront(
-    { hostname: c.host, port: c.port, maxBody: c.maxPayloadSize, log },
+    { hostname: c.host, port: c.port, maxBody: c.maxPayloadSize, log, clock: gw.clock },
     gw.entry,
   );
   return { addr: front.addr, shutdown: () => front.shutdown(), close: () => front.close() };

@@ -6,6 +6,7 @@
  */
 
 import assert from "node:assert/strict";
+import { type Clock, FakeClock } from "../../lib/core/clock.ts";
 import { GatewayError } from "../../lib/core/errors.ts";
 import type { ChunkSource, Reply } from "../../lib/core/http.ts";
 import { silentLogger } from "../../lib/core/log.ts";
@@ -32,7 +33,7 @@ const echo: FrontHandler = async (inb) => {
 async function withFront(
   handler: FrontHandler,
   fn: (f: Front, client: () => Promise<RawClient>) => Promise<void>,
-  opts: { idleTimeoutMs?: number; maxHeadBytes?: number } = {},
+  opts: { idleTimeoutMs?: number; maxHeadBytes?: number; clock?: Clock } = {},
 ): Promise<void> {
   const front = serveFront({
     hostname: "127.0.0.1",
@@ -440,14 +441,18 @@ Deno.test("front: a handler that throws answers 500 and the connection goes on",
   });
 });
 
-Deno.test("front: a connection idle past the timeout is closed", async () => {
+Deno.test("front: a connection idle past the timeout is closed, not before", async () => {
+  const clock = new FakeClock();
   await withFront(echo, async (f, client) => {
     const c = await client();
     await c.send("GET /a HTTP/1.1\r\nhost: gw\r\n\r\n");
     await c.response();
+    clock.advance(30_000);
+    assert.equal(f.connections, 1, "idle for exactly the timeout: still open");
+    clock.advance(1_000); // the next sweep
     assert.ok(await c.closed());
     assert.equal(f.connections, 0);
-  }, { idleTimeoutMs: 30 });
+  }, { idleTimeoutMs: 30_000, clock });
 });
 
 Deno.test("front: shutdown closes idle connections, lets a busy one finish with close, then resolves", async () => {

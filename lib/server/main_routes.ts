@@ -1,0 +1,116 @@
+/**
+ * The main port's routes: the inference endpoints (to the proxy), liveness and readiness, the
+ * info endpoints answered from the first ready worker, the workers API and the mesh status.
+ * Method, path and API-key protection per route; `routes.ts` matches and dispatches them.
+ */
+
+import type { Inbound, Reply } from "../core/http.ts";
+import { type Endpoint, ENDPOINT_PATHS } from "../core/types.ts";
+import type { RequestContext } from "../proxy/types.ts";
+import * as info from "./info_api.ts";
+import type { Route } from "./routes.ts";
+import * as workersApi from "./workers_api.ts";
+
+/** What the routes answer from. */
+export interface MainRouteDeps {
+  /** The proxy's handler of an inference request. */
+  inference: (inb: Inbound, endpoint: Endpoint, ctx: RequestContext) => Promise<Reply>;
+  /** The info endpoints' dependencies. */
+  info: info.InfoApiDeps;
+  /** The workers API's dependencies. */
+  workers: workersApi.WorkersApiDeps;
+  /** `GET /mesh/status`. */
+  meshStatus: () => Response;
+}
+
+const okBody = new TextEncoder().encode("OK");
+const ok = (): Promise<Reply> =>
+  Promise.resolve({ status: 200, headers: [["content-type", "text/plain"]], body: okBody });
+const idOf = (path: string) => decodeURIComponent(path.slice("/workers/".length));
+
+/** The main port's routes over `d`. */
+export function mainRoutes(d: MainRouteDeps): Route[] {
+  return [
+    ...(Object.keys(ENDPOINT_PATHS) as Endpoint[]).map((endpoint): Route => ({
+      method: "POST",
+      path: ENDPOINT_PATHS[endpoint],
+      protected: true,
+      stampsRequestId: true,
+      inbound: (inb, ctx) => d.inference(inb, endpoint, ctx),
+    })),
+    { method: "GET", path: "/health", protected: false, inbound: ok },
+    { method: "GET", path: "/liveness", protected: false, inbound: ok },
+    {
+      method: "GET",
+      path: "/readiness",
+      protected: false,
+      handler: () => info.readiness(d.info),
+    },
+    {
+      method: "GET",
+      path: "/health_generate",
+      protected: false,
+      handler: (_r, ctx) => info.firstReady(d.info, "/health_generate", ctx.requestId),
+    },
+    {
+      method: "GET",
+      path: "/v1/models",
+      protected: false,
+      handler: () => info.listModels(d.info),
+    },
+    {
+      method: "GET",
+      path: "/get_server_info",
+      protected: false,
+      handler: (_r, ctx) => info.firstReady(d.info, "/get_server_info", ctx.requestId),
+    },
+    {
+      method: "GET",
+      path: "/get_model_info",
+      protected: false,
+      handler: (_r, ctx) => info.firstReady(d.info, "/get_model_info", ctx.requestId),
+    },
+    {
+      method: "GET",
+      path: "/get_loads",
+      protected: true,
+      handler: () => info.getLoads(d.info),
+    },
+    {
+      method: "POST",
+      path: "/flush_cache",
+      protected: true,
+      handler: () => info.flushCache(d.info),
+    },
+    {
+      method: "GET",
+      path: "/mesh/status",
+      protected: true,
+      handler: () => d.meshStatus(),
+    },
+    {
+      method: "GET",
+      path: "/workers",
+      protected: true,
+      handler: (req) => workersApi.listWorkers(d.workers, new URL(req.url)),
+    },
+    {
+      method: "POST",
+      path: "/workers",
+      protected: true,
+      handler: (req) => workersApi.createWorker(d.workers, req),
+    },
+    {
+      method: "GET",
+      path: "/workers/",
+      protected: true,
+      handler: (_r, ctx) => workersApi.getWorker(d.workers, idOf(ctx.path)),
+    },
+    {
+      method: "DELETE",
+      path: "/workers/",
+      protected: true,
+      handler: (_r, ctx) => workersApi.deleteWorker(d.workers, idOf(ctx.path)),
+    },
+  ];
+}
