@@ -15,12 +15,12 @@ import { type BodySource, FrontInbound, parseRequestHead } from "../lib/front/re
 import { Gateway } from "../lib/server/app.ts";
 import { headEnd } from "../lib/http1/head.ts";
 import {
-  Cancel,
   type Upstream,
   type UpstreamBody,
   type UpstreamRequest,
   type UpstreamResponse,
 } from "../lib/upstream/types.ts";
+import { Cancel } from "../lib/core/cancel.ts";
 
 const enc = new TextEncoder();
 const ANSWER = enc.encode(

@@ -26,9 +26,9 @@ const ALLOWED: Record<string, string[]> = {
   tokenizer: ["core", "tokenizer"],
   // sglang's scheduler service over gRPC: the proto codec and the client of one worker.
   grpc: ["core", "grpc"],
-  // The own HTTP/1.1 front: the gateway's exchange types (core), the HTTP/1.1 parsing, and from
-  // upstream only the `Cancel` source and `concat` of `upstream/types.ts`.
-  front: ["core", "http1", "upstream", "front"],
+  // The own HTTP/1.1 front: the gateway's exchange types and cancellation (core) and the
+  // HTTP/1.1 parsing; nothing of the worker client.
+  front: ["core", "http1", "front"],
   proxy: [
     "core",
     "config",

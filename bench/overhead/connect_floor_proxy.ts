@@ -13,7 +13,8 @@
 
 import { Http1Client } from "../../lib/upstream/http1.ts";
 import { bodyStream } from "../../lib/proxy/http/relay.ts";
-import { Cancel, header } from "../../lib/upstream/types.ts";
+import { header } from "../../lib/upstream/types.ts";
+import { Cancel } from "../../lib/core/cancel.ts";
 
 const decoder = new TextDecoder();
 const JSON_TYPE: [string, string][] = [["content-type", "application/json"]];

@@ -11,7 +11,8 @@
  */
 
 import { Http1Client } from "../../lib/upstream/http1.ts";
-import { Cancel, header, type HeaderList } from "../../lib/upstream/types.ts";
+import { header, type HeaderList } from "../../lib/upstream/types.ts";
+import { Cancel } from "../../lib/core/cancel.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

@@ -11,7 +11,7 @@ import { atLeast, dialPort, must, nonEmpty } from "./checks.ts";
 import type { Check, Flags } from "./flag.ts";
 import { bool, int, list, str } from "./kinds.ts";
 import type { MeshConfig } from "./types.ts";
-import { parseHostPort } from "./validate_mesh.ts";
+import { parseHostPort } from "../core/host_port.ts";
 
 /** A host as every mesh `host:port` writes it: trimmed, a raw IPv6 address in brackets. */
 const meshHost: Check<string> = (_, v) => {

@@ -11,7 +11,7 @@ import { atLeast } from "./checks.ts";
 import type { Section } from "./flag.ts";
 import { ENTRIES, holder, isFlag } from "./flags.ts";
 import type { GatewayConfig, PdConfig } from "./types.ts";
-import { isUnspecified, parseHostPort } from "./validate_mesh.ts";
+import { isUnspecified, parseHostPort } from "../core/host_port.ts";
 
 const WORKER_SCHEMES = new Set(["http:", "https:", "grpc:", "grpcs:"]);
 

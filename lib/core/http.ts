@@ -16,7 +16,7 @@ export interface HeaderMap {
   [Symbol.iterator](): Iterator<[string, string]>;
 }
 
-/** A cancellation to follow: `Cancel` (`lib/upstream/types.ts`) satisfies it. */
+/** A cancellation to follow: `Cancel` (`cancel.ts`) satisfies it. */
 export interface Abortable {
   /** Whether it fired. */
   readonly aborted: boolean;

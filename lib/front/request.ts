@@ -14,7 +14,8 @@ import type { HeaderMap, Inbound } from "../core/http.ts";
 import { ChunkedDecoder } from "../http1/chunked.ts";
 import { type Fields, type HeaderList, keepsAlive, latin1, parseFields } from "../http1/head.ts";
 import type { ReadBuffer } from "../http1/read_buffer.ts";
-import { Cancel, concat } from "../upstream/types.ts";
+import { Cancel } from "../core/cancel.ts";
+import { concat } from "../core/bytes.ts";
 
 /** A request the front refuses before the gateway sees it. */
 export class FrontError extends Error {

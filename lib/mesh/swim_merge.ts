@@ -9,7 +9,7 @@
 
 import { applyAwareness } from "./awareness.ts";
 import type { MemberStatus, MemberUpdate } from "./member.ts";
-import { parseHostPort } from "../config/validate_mesh.ts";
+import { parseHostPort } from "../core/host_port.ts";
 import {
   liveCount,
   MAX_INCARNATION,

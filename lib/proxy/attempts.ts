@@ -10,7 +10,7 @@
 import type { Clock } from "../core/clock.ts";
 import { GatewayError } from "../core/errors.ts";
 import type { Reply } from "../core/http.ts";
-import type { Cancel } from "../upstream/types.ts";
+import type { Cancel } from "../core/cancel.ts";
 import { clientClosedReply, finalReply, timeoutError } from "./ledger.ts";
 import { backoffMs, maxAttempts } from "./retry.ts";
 import { type AttemptPlan, type CallContext, type Failure, type ProxyDeps } from "./types.ts";

@@ -4,7 +4,7 @@
  */
 
 import { GatewayError, invalidRequest, payloadTooLarge as tooLarge } from "../core/errors.ts";
-import { concat } from "../upstream/types.ts";
+import { concat } from "../core/bytes.ts";
 
 /** The body bytes; 413 over `max`, 400 when the client's body breaks off. */
 export async function readBody(req: Request, max: number): Promise<Uint8Array<ArrayBuffer>> {

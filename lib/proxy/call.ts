@@ -9,7 +9,7 @@
 import type { Inbound } from "../core/http.ts";
 import type { Tasks } from "../core/tasks.ts";
 import type { RouteRequest, SelectionNote } from "../core/types.ts";
-import { Cancel } from "../upstream/types.ts";
+import { Cancel } from "../core/cancel.ts";
 import type { DeadlineEntry, Deadlines } from "./deadlines.ts";
 import type { GrpcInput } from "./grpc/request.ts";
 import type { RouteSeries } from "./series.ts";

@@ -17,7 +17,7 @@
 import { GatewayError } from "../core/errors.ts";
 import type { ConnectionMode, SelectionNote } from "../core/types.ts";
 import type { Policy } from "../policies/policy.ts";
-import { Cancel } from "../upstream/types.ts";
+import { Cancel } from "../core/cancel.ts";
 import type { Worker } from "../workers/worker.ts";
 import { bootstrapFor } from "./bootstrap.ts";
 import { nextAttempt } from "./protocols.ts";

@@ -49,8 +49,8 @@ import {
 } from "./http1_conn.ts";
 import { headEnd } from "../http1/head.ts";
 import { bodiless, parseHead } from "./http1_response.ts";
+import type { Cancel } from "../core/cancel.ts";
 import {
-  type Cancel,
   type Upstream,
   UpstreamError,
   type UpstreamRequest,

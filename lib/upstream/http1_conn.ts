@@ -6,7 +6,8 @@
  */
 
 import { READ_BUFFER, readSpace } from "../http1/read_buffer.ts";
-import { type Cancel, type HeaderList, UpstreamError, type UpstreamRequest } from "./types.ts";
+import type { Cancel } from "../core/cancel.ts";
+import { type HeaderList, UpstreamError, type UpstreamRequest } from "./types.ts";
 
 /** What a connection asks of the client that owns its pool. */
 export interface ConnOwner {

@@ -6,6 +6,8 @@
  * HTTP/2 workers).
  */
 
+import { concat } from "../core/bytes.ts";
+import type { Cancel } from "../core/cancel.ts";
 import type { HeaderList } from "../http1/head.ts";
 
 /** Header name/value pairs; names lower-case (defined with the HTTP/1.1 parsing). */
@@ -34,50 +36,6 @@ export interface UpstreamResponse {
   readonly headers: HeaderList;
   /** The body (empty for a bodiless status). */
   readonly body: UpstreamBody;
-}
-
-/**
- * A cancellation source, one per client request: lighter than an `AbortController` (no event
- * machinery), and what the proxy hands the client so that a client that leaves, or a deadline,
- * closes the worker connection. Hooks run once, in order, when it fires.
- */
-export class Cancel {
-  /** Whether it fired. */
-  aborted = false;
-  /** Why (set when it fires). */
-  reason: unknown = undefined;
-  #hooks: (() => void)[] | null = null;
-
-  /** Runs `fn` when it fires (at once if it already has). */
-  on(fn: () => void): void {
-    if (this.aborted) fn();
-    else (this.#hooks ??= []).push(fn);
-  }
-
-  /** Forgets a hook. */
-  off(fn: () => void): void {
-    const h = this.#hooks;
-    if (!h) return;
-    const i = h.indexOf(fn);
-    if (i >= 0) h.splice(i, 1);
-  }
-
-  /** Fires with `reason` (only the first call counts). */
-  cancel(reason: unknown): void {
-    if (this.aborted) return;
-    this.aborted = true;
-    this.reason = reason;
-    const h = this.#hooks;
-    this.#hooks = null;
-    if (h) { for (const fn of h) fn(); }
-  }
-
-  /** An `AbortSignal` that follows this one (for `fetch` and `Deno.connect`). */
-  signal(): AbortSignal {
-    const ac = new AbortController();
-    this.on(() => ac.abort(this.reason));
-    return ac.signal;
-  }
 }
 
 /** One request toward a worker. */
@@ -140,16 +98,4 @@ export async function readAll(body: UpstreamBody): Promise<Uint8Array<ArrayBuffe
     size += b.byteLength;
   }
   return concat(parts, size);
-}
-
-/** `parts` joined (`size` bytes in all); a single part is returned as it is. */
-export function concat(parts: Uint8Array[], size: number): Uint8Array<ArrayBuffer> {
-  if (parts.length === 1) return parts[0] as Uint8Array<ArrayBuffer>;
-  const out = new Uint8Array(size);
-  let off = 0;
-  for (const p of parts) {
-    out.set(p, off);
-    off += p.byteLength;
-  }
-  return out;
 }

@@ -1,5 +1,4 @@
 import assert from "node:assert/strict";
-import { isUnspecified, parseHostPort } from "../../lib/config/validate_mesh.ts";
 import { check, refused } from "../support/config.ts";
 
 const base = ["--enable-mesh", "--mesh-advertise-host", "127.0.0.1"];
@@ -43,15 +42,6 @@ Deno.test("mesh flags: SMG's start-up checks, one line each", () => {
   refused([...base, "--mesh-indirect-checks", "-1"], /--mesh-indirect-checks/);
   // Off, the mesh flags are not checked (as SMG).
   check(["--mesh-server-name", "a:b"]);
-});
-
-Deno.test("mesh flags: host:port parsing and the unspecified address", () => {
-  assert.deepEqual(parseHostPort("10.0.0.1:39527"), { host: "10.0.0.1", port: 39527 });
-  assert.deepEqual(parseHostPort("[fe80::1]:1"), { host: "[fe80::1]", port: 1 });
-  assert.equal(parseHostPort("a:b"), null);
-  assert.equal(parseHostPort(":1"), null);
-  for (const u of ["0.0.0.0", "::", "[::]", "0:0:0:0:0:0:0:0"]) assert.ok(isUnspecified(u), u);
-  for (const u of ["127.0.0.1", "::1", "host"]) assert.ok(!isUnspecified(u), u);
 });
 
 Deno.test("mesh flags: a raw IPv6 address (an IPv6 pod's IP) is taken in brackets", () => {

@@ -4,7 +4,7 @@ import { FakeClock } from "../../lib/core/clock.ts";
 import { GatewayError } from "../../lib/core/errors.ts";
 import { Metrics } from "../../lib/metrics/metrics.ts";
 import { Admission, type Release } from "../../lib/proxy/admission.ts";
-import { Cancel } from "../../lib/upstream/types.ts";
+import { Cancel } from "../../lib/core/cancel.ts";
 
 function admission(cfg: Partial<AdmissionConfig> = {}) {
   const metrics = new Metrics();

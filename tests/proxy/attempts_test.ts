@@ -13,7 +13,7 @@ import { createLogger } from "../../lib/core/log.ts";
 import { Metrics } from "../../lib/metrics/metrics.ts";
 import { runAttempts } from "../../lib/proxy/attempts.ts";
 import type { AttemptPlan, CallContext, ProxyDeps } from "../../lib/proxy/types.ts";
-import { Cancel } from "../../lib/upstream/types.ts";
+import { Cancel } from "../../lib/core/cancel.ts";
 import type { Worker } from "../../lib/workers/worker.ts";
 import { testConfig } from "../support/gateway.ts";
 import { Waiters } from "../support/wait.ts";

@@ -10,7 +10,8 @@ import assert from "node:assert/strict";
 import net from "node:net";
 import { FakeClock } from "../../lib/core/clock.ts";
 import { Http1Client, type Http1Options } from "../../lib/upstream/http1.ts";
-import { Cancel, readAll, UpstreamError, type UpstreamResponse } from "../../lib/upstream/types.ts";
+import { readAll, UpstreamError, type UpstreamResponse } from "../../lib/upstream/types.ts";
+import { Cancel } from "../../lib/core/cancel.ts";
 import { type RawConn, RawServer, sized } from "../support/raw_server.ts";
 import { Waiters } from "../support/wait.ts";
 

@@ -10,7 +10,8 @@ import assert from "node:assert/strict";
 import { parseSimWorkerArgs } from "../../lib/sim/cli.ts";
 import { startSimWorker } from "../../lib/sim/worker.ts";
 import { Http1Client } from "../../lib/upstream/http1.ts";
-import { Cancel, header, readAll, type UpstreamResponse } from "../../lib/upstream/types.ts";
+import { header, readAll, type UpstreamResponse } from "../../lib/upstream/types.ts";
+import { Cancel } from "../../lib/core/cancel.ts";
 import { freePort, hasCommand, openssl } from "../support/process.ts";
 import { poll } from "../support/wait.ts";
 

@@ -20,7 +20,7 @@ import type {
   GenerateResponsePb,
 } from "../../grpc/sglang_proto.ts";
 import { StopMatcher } from "../../tokenizer/detokenize.ts";
-import type { Cancel } from "../../upstream/types.ts";
+import type { Cancel } from "../../core/cancel.ts";
 import { classifyStatus } from "../../workers/circuit_breaker.ts";
 import type { Worker } from "../../workers/worker.ts";
 import { clientClosed, type Slot, type WorkerLedger } from "../ledger.ts";

@@ -11,7 +11,8 @@
 
 import { ENDPOINT_PATHS } from "../../core/types.ts";
 import type { ReplyBody } from "../../core/http.ts";
-import { type Cancel, readAll, type UpstreamResponse } from "../../upstream/types.ts";
+import { readAll, type UpstreamResponse } from "../../upstream/types.ts";
+import type { Cancel } from "../../core/cancel.ts";
 import { classifyStatus } from "../../workers/circuit_breaker.ts";
 import type { Worker } from "../../workers/worker.ts";
 import { usageIn } from "../cache_prediction.ts";

@@ -1,5 +1,5 @@
 /**
- * Host and port helpers of the mesh flags: `host:port` parsing (hostnames allowed, unlike SMG;
+ * Host and port helpers (the mesh flags, the mesh core): `host:port` parsing (hostnames allowed, unlike SMG;
  * IPv6 in brackets) and the unspecified address, which a router must never advertise.
  */
 
