@@ -64,13 +64,13 @@ const ALLOWED: Record<string, string[]> = {
   "mesh/adapters": ["core", "config", "metrics", "mesh", "workers", "policies", "mesh/adapters"],
   // Kubernetes discovery: pods to workers; only the composition root imports it.
   discovery: ["core", "config", "workers", "discovery"],
-  serve: ["core", "config", "sim", "serve"],
+  launch: ["core", "config", "sim", "launch"],
   commands: [
     "core",
     "config",
     "policies",
     "server",
-    "serve",
+    "launch",
     "sim",
     "tokenizer",
     "grpc",

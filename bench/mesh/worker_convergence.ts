@@ -13,7 +13,7 @@ import { defaultConfig } from "../../lib/config/config.ts";
 import { seededRandom } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import { Gateway } from "../../lib/server/app.ts";
-import { serveGateway, type Serving } from "../../lib/server/serve.ts";
+import { listenGateway, type Listening } from "../../lib/server/listen.ts";
 import { freePorts } from "../overhead/processes.ts";
 import { quantile } from "./chaos_stats.ts";
 
@@ -40,7 +40,7 @@ function when(gws: Gateway[], holds: (g: Gateway) => boolean, limitMs: number): 
 
 async function measure(n: number, rounds: number) {
   const gws: Gateway[] = [];
-  const servings: Serving[] = [];
+  const servings: Listening[] = [];
   const ports = freePorts(n + 1);
   const start = (i: number) => {
     const d = defaultConfig();
@@ -64,7 +64,7 @@ async function measure(n: number, rounds: number) {
       },
     };
     const gw = new Gateway({ config, log: silentLogger });
-    servings.push(serveGateway(gw, silentLogger, { signals: false }));
+    servings.push(listenGateway(gw, silentLogger, { signals: false }));
     return gw;
   };
   for (let i = 0; i < n; i++) gws.push(start(i));

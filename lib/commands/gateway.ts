@@ -7,7 +7,7 @@ import { HelpShown, parseGatewayArgs } from "../config/cli.ts";
 import { validateConfig } from "../config/validate.ts";
 import { createLogger } from "../core/log.ts";
 import { Gateway } from "../server/app.ts";
-import { serveGateway } from "../server/serve.ts";
+import { listenGateway } from "../server/listen.ts";
 import { grpcSupport } from "./grpc_support.ts";
 import denoJson from "../../deno.json" with { type: "json" };
 
@@ -32,6 +32,6 @@ export async function gatewayCommand(args: string[]): Promise<number> {
   const path = config.tokenizerPath ?? config.modelPath;
   const grpc = path === null ? undefined : await grpcSupport(path);
   const gateway = new Gateway({ config, log, grpc });
-  await serveGateway(gateway, log).finished;
+  await listenGateway(gateway, log).finished;
   return 0;
 }

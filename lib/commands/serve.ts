@@ -11,10 +11,10 @@ import { HelpShown, parseGatewayArgs } from "../config/cli.ts";
 import { validateConfig } from "../config/validate.ts";
 import { ConfigError } from "../core/errors.ts";
 import { createLogger } from "../core/log.ts";
-import { parseServeArgs, SERVE_HELP } from "../serve/args.ts";
-import { launchWorkers } from "../serve/launch.ts";
+import { parseServeArgs, SERVE_HELP } from "../launch/args.ts";
+import { launchWorkers } from "../launch/workers.ts";
 import { Gateway } from "../server/app.ts";
-import { serveGateway } from "../server/serve.ts";
+import { listenGateway } from "../server/listen.ts";
 import { VERSION } from "./gateway.ts";
 
 /** Runs `smg serve`; resolves with the exit code. Throws ConfigError for bad flags. */
@@ -68,7 +68,7 @@ export async function serveCommand(args: string[]): Promise<number> {
     await stopWorkers();
     throw e;
   }
-  const serving = serveGateway(gateway, log, { signals: false });
+  const serving = listenGateway(gateway, log, { signals: false });
   const { promise: signalled, resolve } = Promise.withResolvers<void>();
   Deno.addSignalListener("SIGTERM", resolve);
   Deno.addSignalListener("SIGINT", resolve);

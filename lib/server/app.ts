@@ -3,7 +3,7 @@
  * manager, health checker, load monitor, policy, admission, proxy and routes from a
  * `GatewayConfig`, owns the background loops (started by `start()`, stopped by `stop()`), and
  * exposes the main-port entry and the metrics rendering. Listening and signals live in
- * `serve.ts`. One `Clock` (`systemClock`, or a test's `FakeClock`) is handed to every loop and
+ * `listen.ts`. One `Clock` (`systemClock`, or a test's `FakeClock`) is handed to every loop and
  * timer: health, loads, drains, admission, deadlines, retry backoff, the upstream pool, the
  * mesh, discovery, PD prefill drains and shutdown.
  */

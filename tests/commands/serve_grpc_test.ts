@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { parseServeArgs } from "../../lib/serve/args.ts";
+import { parseServeArgs } from "../../lib/launch/args.ts";
 import { ConfigError } from "../../lib/core/errors.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;

@@ -7,7 +7,7 @@ import { defaultConfig, type GatewayConfig } from "../../lib/config/config.ts";
 import { validateConfig } from "../../lib/config/validate.ts";
 import { createLogger, silentLogger } from "../../lib/core/log.ts";
 import { Gateway, type GatewayOptions } from "../../lib/server/app.ts";
-import { serveGateway, type Serving } from "../../lib/server/serve.ts";
+import { listenGateway, type Listening } from "../../lib/server/listen.ts";
 
 /** Config overrides, deep-merged one level. */
 export type Overrides =
@@ -58,7 +58,7 @@ export interface TestGateway {
   /** Shuts down. */
   close(): Promise<void>;
   /** The serving handle. */
-  serving: Serving;
+  serving: Listening;
 }
 
 /** Starts a gateway in front of `workerUrls`. */
@@ -70,7 +70,7 @@ export async function startGateway(
   const config = validateConfig(testConfig({ workerUrls, ...o }));
   const log = Deno.env.get("SMG_TEST_LOG") ? createLogger({ level: "debug" }) : silentLogger;
   const gw = new Gateway({ config, log, ...extra });
-  const serving = serveGateway(gw, log, { signals: false });
+  const serving = listenGateway(gw, log, { signals: false });
   const t: TestGateway = {
     gw,
     serving,

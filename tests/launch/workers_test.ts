@@ -5,8 +5,8 @@
  */
 
 import assert from "node:assert/strict";
-import { parseServeArgs, type ServeOptions } from "../../lib/serve/args.ts";
-import { childSpec } from "../../lib/serve/launch.ts";
+import { parseServeArgs, type ServeOptions } from "../../lib/launch/args.ts";
+import { childSpec } from "../../lib/launch/workers.ts";
 
 function opts(args: string[]): ServeOptions {
   return parseServeArgs(args) as ServeOptions;

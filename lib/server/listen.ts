@@ -12,7 +12,7 @@ import { serveFront } from "../front/server.ts";
 import type { Gateway } from "./app.ts";
 
 /** A running gateway. */
-export interface Serving {
+export interface Listening {
   /** The main port's address. */
   addr: Deno.NetAddr;
   /** The metrics port's address. */
@@ -23,8 +23,8 @@ export interface Serving {
   finished: Promise<void>;
 }
 
-/** Options for `serveGateway`. */
-export interface ServeOptions {
+/** Options for `listenGateway`. */
+export interface ListenOptions {
   /** Install SIGTERM/SIGINT handlers (default true). */
   signals?: boolean;
 }
@@ -65,7 +65,7 @@ function denoServe(gw: Gateway, log: Logger): MainServer {
 }
 
 /** Starts listening and the background loops. */
-export function serveGateway(gw: Gateway, log: Logger, opts: ServeOptions = {}): Serving {
+export function listenGateway(gw: Gateway, log: Logger, opts: ListenOptions = {}): Listening {
   const c = gw.config;
   const server = c.httpServer === "own" ? ownFront(gw, log) : denoServe(gw, log);
   const metricsServer = Deno.serve({

@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { ConfigError } from "../../lib/core/errors.ts";
-import { parseServeArgs, type ServeOptions } from "../../lib/serve/args.ts";
+import { parseServeArgs, type ServeOptions } from "../../lib/launch/args.ts";
 
 function parse(args: string[]): ServeOptions {
   const o = parseServeArgs(args);
