@@ -80,7 +80,8 @@ export class ProxyMetrics {
     policies: readonly string[],
   ): RouteSeries {
     const model = rr.model ?? "unknown";
-    const key = `${model}\u0000${rr.endpoint}\u0000${connection}\u0000${backend}\u0000${policies}`;
+    const picked = policies.length === 1 ? policies[0] : `${policies[0]}\u0000${policies[1]}`;
+    const key = `${model}\u0000${rr.endpoint}\u0000${connection}\u0000${backend}\u0000${picked}`;
     let s = this.#routes.get(key);
     if (!s) {
       const m = this.m;
