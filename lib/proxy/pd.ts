@@ -15,13 +15,14 @@
  */
 
 import { GatewayError } from "../core/errors.ts";
-import type { ConnectionMode, SelectionNote } from "../core/types.ts";
+import type { ConnectionMode, RouteRequest, SelectionNote } from "../core/types.ts";
 import type { Policy } from "../policies/policy.ts";
 import { Cancel } from "../core/cancel.ts";
 import type { Worker } from "../workers/worker.ts";
 import { bootstrapFor } from "./bootstrap.ts";
 import { nextAttempt } from "./protocols.ts";
 import { newNote, noCandidates, type SelectEnv, selectWorker } from "./select.ts";
+import type { ProxyMetrics, RouteSeries } from "./series.ts";
 import type {
   AttemptPlan,
   AttemptResult,
@@ -64,7 +65,6 @@ export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
   readonly #env: SelectEnv;
   readonly #legs: PdPolicies;
   readonly #protocols: Protocols;
-  readonly #policyNames: readonly string[];
 
   /** Over the proxy's dependencies, the legs' policies and the protocols. */
   constructor(d: ProxyDeps, env: SelectEnv, legs: PdPolicies, protocols: Protocols) {
@@ -72,12 +72,11 @@ export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
     this.#env = env;
     this.#legs = legs;
     this.#protocols = protocols;
-    this.#policyNames = [legs.prefill.name, legs.decode.name];
   }
 
-  /** The policy names of a request's picks (metric labels): prefill, then decode. */
-  policyNames(): readonly string[] {
-    return this.#policyNames;
+  /** The route series of `rr`, spoken to `connection` workers. */
+  series(pm: ProxyMetrics, rr: RouteRequest, connection: ConnectionMode): RouteSeries {
+    return pm.route(rr, connection, "pd", this.#legs.prefill.name, this.#legs.decode.name);
   }
 
   candidates(c: CallContext): PdCandidates {

@@ -116,7 +116,7 @@ export class InferenceProxy {
       }
       const plan = this.#plan;
       const connection: ConnectionMode = grpc ? "grpc" : "http";
-      series = this.#pm.route(rr, connection, plan.label, plan.policyNames(rr.model));
+      series = plan.series(this.#pm, rr, connection);
       series.requests[rr.stream ? 1 : 0].inc();
       const call = new Call({
         inb,

@@ -3,11 +3,12 @@
  * spoken to in its own connection mode; the client gets that worker's answer.
  */
 
-import type { Policy } from "../policies/policy.ts";
+import type { ConnectionMode, RouteRequest } from "../core/types.ts";
 import type { Worker } from "../workers/worker.ts";
 import { newNote, noCandidates, type SelectEnv, selectWorker } from "./select.ts";
 import type { AttemptPlan, AttemptResult, CallContext, Protocols, ProxyDeps } from "./types.ts";
 import { nextAttempt } from "./protocols.ts";
+import type { ProxyMetrics, RouteSeries } from "./series.ts";
 
 /** One worker per attempt (`AttemptPlan`). */
 export class RegularPlan implements AttemptPlan<readonly Worker[], Worker> {
@@ -17,7 +18,6 @@ export class RegularPlan implements AttemptPlan<readonly Worker[], Worker> {
   readonly #d: ProxyDeps;
   readonly #env: SelectEnv;
   readonly #protocols: Protocols;
-  readonly #names = new WeakMap<Policy, readonly string[]>();
 
   constructor(d: ProxyDeps, env: SelectEnv, protocols: Protocols) {
     this.#d = d;
@@ -25,12 +25,9 @@ export class RegularPlan implements AttemptPlan<readonly Worker[], Worker> {
     this.#protocols = protocols;
   }
 
-  /** The policy names of a request's picks (metric labels). */
-  policyNames(model: string | null): readonly string[] {
-    const policy = this.#d.policies.forModel(model);
-    let names = this.#names.get(policy);
-    if (!names) this.#names.set(policy, names = [policy.name]);
-    return names;
+  /** The route series of `rr`, spoken to `connection` workers. */
+  series(pm: ProxyMetrics, rr: RouteRequest, connection: ConnectionMode): RouteSeries {
+    return pm.route(rr, connection, "regular", this.#d.policies.forModel(rr.model).name);
   }
 
   candidates(c: CallContext): readonly Worker[] {

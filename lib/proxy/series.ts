@@ -71,17 +71,18 @@ export class ProxyMetrics {
 
   /**
    * The series of a request's model and endpoint, routed to `connection` workers through
-   * `backend` by `policies` (regular: the model's policy; PD: the prefill's, then the decode's).
+   * `backend` by `policy` (regular: the model's policy; PD: the prefill leg's, and `decode`'s).
    */
   route(
     rr: RouteRequest,
     connection: ConnectionMode,
     backend: BackendType,
-    policies: readonly string[],
+    policy: string,
+    decode = "",
   ): RouteSeries {
     const model = rr.model ?? "unknown";
-    const picked = policies.length === 1 ? policies[0] : `${policies[0]}\u0000${policies[1]}`;
-    const key = `${model}\u0000${rr.endpoint}\u0000${connection}\u0000${backend}\u0000${picked}`;
+    const key =
+      `${model}\u0000${rr.endpoint}\u0000${connection}\u0000${backend}\u0000${policy}\u0000${decode}`;
     let s = this.#routes.get(key);
     if (!s) {
       const m = this.m;
@@ -103,10 +104,10 @@ export class ProxyMetrics {
         ],
         selection: backend === "pd"
           ? [
-            m.selection.with("prefill", connection, model, policies[0]),
-            m.selection.with("decode", connection, model, policies[1]),
+            m.selection.with("prefill", connection, model, policy),
+            m.selection.with("decode", connection, model, decode),
           ]
-          : [m.selection.with("regular", connection, model, policies[0])],
+          : [m.selection.with("regular", connection, model, policy)],
       };
       if (this.#routes.size > 4096) this.#routes.clear();
       this.#routes.set(key, s);

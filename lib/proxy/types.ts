@@ -169,15 +169,17 @@ export interface Bootstrap {
 }
 
 /**
- * One request to one worker, under way: how a worker is spoken to, whatever the protocol. The
- * worker's in-flight slot is held from `open` until the leg ends.
+ * One request to one worker: how a worker is spoken to, whatever the protocol. The worker's
+ * in-flight slot is held from `open` until the leg ends.
  */
 export interface Leg {
   /** The worker. */
   readonly worker: Worker;
   /**
-   * The worker's first answer: `ready` (HTTP: a 2xx head; gRPC: the first message), or what
-   * the attempt came to (a retryable failure, a pass-through error, 499 when the client left).
+   * Sends the request (called once, right after `open`: a pair's two legs then run at once)
+   * and waits for the worker's first answer: `ready` (HTTP: a 2xx head; gRPC: the first
+   * message), or what the attempt came to (a retryable failure, a pass-through error, 499 when
+   * the client left or the leg was stopped).
    */
   ready(): Promise<Ready | AttemptResult>;
   /** The client's reply from a ready leg; a stream that breaks before its first byte fails. */

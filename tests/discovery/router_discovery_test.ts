@@ -10,7 +10,7 @@ import { pod } from "../support/fake_kube.ts";
 
 const R = { "app.kubernetes.io/component": "router" };
 
-Deno.test("router discovery: the seed's table", () => {
+Deno.test("router discovery: every row of the pod-to-member mapping", () => {
   const seen: string[] = [];
   const r = new RouterDiscovery((n, a, s) => seen.push(`${n} ${a} ${s}`), 39527);
   r.onList([

@@ -114,7 +114,6 @@ class GrpcLeg implements Leg {
   readonly #rid: string;
   readonly #slot: Slot;
   readonly #stream: GenerateStream;
-  readonly #first: Promise<GenerateResponsePb | AttemptResult>;
   #message: GenerateResponsePb | null = null;
   /** The gateway cancelled it (the worker is not to blame for how it ends). */
   #stopped = false;
@@ -145,28 +144,22 @@ class GrpcLeg implements Leg {
       stream = failedStream(e);
     }
     this.#stream = stream;
-    this.#first = this.#readFirst();
   }
 
-  /** The call's first message, or the attempt's failure (the call then released). */
-  async #readFirst(): Promise<GenerateResponsePb | AttemptResult> {
+  /** The call's first message; on a failure the call is released. */
+  async ready(): Promise<Ready | AttemptResult> {
+    let message: GenerateResponsePb | null;
     try {
-      const message = await this.#stream.next();
+      message = await this.#stream.next();
       if (message === null) throw new Error("the worker ended the call without an answer");
-      this.#slot.firstToken();
-      return message;
     } catch (e) {
       this.#slot.release();
       if (this.#stopped) return clientClosed();
       return this.#failure(e);
     }
-  }
-
-  async ready(): Promise<Ready | AttemptResult> {
-    const first = await this.#first;
-    if ("kind" in first) return first;
+    this.#slot.firstToken();
     if (this.#stopped) return clientClosed();
-    this.#message = first;
+    this.#message = message;
     return READY;
   }
 

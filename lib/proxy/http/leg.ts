@@ -85,7 +85,7 @@ class HttpLeg implements Leg {
   readonly #c: CallContext;
   readonly #cancel: Cancel;
   readonly #slot: Slot;
-  readonly #head: Promise<UpstreamResponse | AttemptResult>;
+  readonly #body: Uint8Array<ArrayBuffer>;
   #res: UpstreamResponse | null = null;
   #stopped = false;
 
@@ -103,36 +103,34 @@ class HttpLeg implements Leg {
     this.worker = worker;
     this.#cancel = cancel;
     this.#slot = ledger.hold(c, worker);
-    this.#head = this.#send(body);
+    this.#body = body;
   }
 
-  async #send(body: Uint8Array<ArrayBuffer>): Promise<UpstreamResponse | AttemptResult> {
+  /** Sends the request (called once, right after `open`) and judges the response head. */
+  async ready(): Promise<Ready | AttemptResult> {
     const c = this.#c;
+    let res: UpstreamResponse;
     try {
-      const res = await this.#d.upstream.send({
+      res = this.#res = await this.#d.upstream.send({
         base: this.worker.url,
         path: ENDPOINT_PATHS[c.rr.endpoint],
         method: "POST",
         headers: upstreamHeaders(c.inb.headers, c.ctx.requestId, this.worker.apiKey),
-        body,
+        body: this.#body,
         cancel: this.#cancel,
       });
-      this.#res = res;
-      this.#ledger.upstreamStatus(res.status);
-      // A whole answer's head comes with its last token; a stream's first bytes are its first.
-      if (!c.rr.stream) this.#slot.firstToken();
-      return res;
     } catch (e) {
       this.#slot.release();
       if (this.#stopped) return clientClosed();
       return this.#ledger.failure(c, this.worker, e, "unreachable", "http");
     }
-  }
-
-  async ready(): Promise<Ready | AttemptResult> {
-    const res = await this.#head;
-    if (!("status" in res)) return res;
-    if (this.#stopped) return clientClosed();
+    this.#ledger.upstreamStatus(res.status);
+    // A whole answer's head comes with its last token; a stream's first bytes are its first.
+    if (!c.rr.stream) this.#slot.firstToken();
+    if (this.#stopped) {
+      this.#drop();
+      return clientClosed();
+    }
     const status = res.status;
     if (isRetryableStatus(status)) return await this.#retryable(res);
     if (status < 200 || status > 599) {
