@@ -9,11 +9,11 @@ import type { Random } from "../core/clock.ts";
 import type { Worker } from "../workers/worker.ts";
 import type { Bootstrap } from "./types.ts";
 
-/** Rooms are drawn below 2^31: gRPC carries them as int32, and one range serves both. */
-const ROOMS = 2 ** 31;
+/** Rooms are drawn below 2^53, every integer a JSON number carries exactly. */
+const ROOMS = 2 ** 53;
 
 /** How many sequences a body carries when batched (null: one, not batched). */
-export function batchSize(body: Record<string, unknown>): number | null {
+function batchSize(body: Record<string, unknown>): number | null {
   const many = (v: unknown) =>
     Array.isArray(v) && (v.length === 0 || typeof v[0] !== "number") ? v.length : null;
   const n = many(body.text) ?? many(body.input_ids) ?? many(body.prompt);

@@ -59,8 +59,12 @@ export class Deadlines {
 
   readonly #onTimer = (): void => {
     this.#cancel = null;
-    this.sweep();
-    if (this.#entries.length > 0 && this.#cancel === null) this.#arm();
+    try {
+      this.sweep();
+    } finally {
+      // Re-armed even if an expiry threw: the other deadlines still need their sweeps.
+      if (this.#entries.length > 0 && this.#cancel === null) this.#arm();
+    }
   };
 
   /** Forgets a deadline (the request finished). */

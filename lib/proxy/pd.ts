@@ -170,11 +170,18 @@ export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
     if (early) {
       const [leg, result] = early;
       if (leg === "prefill") decode.stop();
-      else if (!draining) prefill.stop();
-      return result.kind === "failure" ? pdFailure(result) : result;
+      // A decode that answered (an error status) ran its course: a draining prefill finishes.
+      // One that failed without an answer never took the prompt's KV: its prefill is stopped.
+      else if (!draining || !answered(result)) prefill.stop();
+      return pdResult(result);
     }
-    return await decode.answer();
+    return pdResult(await decode.answer());
   }
+}
+
+/** Whether a leg's failure is the worker's own answer (an error status), not a broken call. */
+function answered(r: AttemptResult): boolean {
+  return r.kind === "response" || r.failure.worker !== undefined;
 }
 
 /** A cancellation of its own that also fires with `parent`. */
@@ -192,21 +199,22 @@ function firstFailure(
   prefill: Promise<Ready | AttemptResult>,
   decode: Promise<Ready | AttemptResult>,
 ): Promise<["prefill" | "decode", AttemptResult] | null> {
-  return new Promise((resolve) => {
+  return new Promise((resolve, reject) => {
     let ready = 0;
     const settle = (leg: "prefill" | "decode") => (r: Ready | AttemptResult) => {
       if (r.kind !== "ready") resolve([leg, r]);
       else if (++ready === 2) resolve(null);
     };
-    prefill.then(settle("prefill"));
-    decode.then(settle("decode"));
+    prefill.then(settle("prefill"), reject);
+    decode.then(settle("decode"), reject);
   });
 }
 
-/** A failure's gateway error, said to be the PD request's. */
-function pdFailure(f: Failed): Failed {
-  const e = f.failure.error;
-  if (!e) return f;
+/** An attempt's result, its gateway error (if any) said to be the PD request's. */
+function pdResult(r: AttemptResult): AttemptResult {
+  const e = r.kind === "failure" ? r.failure.error : undefined;
+  if (!e) return r;
+  const f = r as Failed;
   return {
     ...f,
     failure: {

@@ -5,9 +5,9 @@
  * can hand it: registration here refuses them).
  */
 
-import { GatewayError } from "../core/errors.ts";
 import type { Worker } from "../workers/worker.ts";
-import type { Attempt, AttemptResult, Bootstrap, Leg, Protocol } from "./types.ts";
+import type { WorkerLedger } from "./ledger.ts";
+import type { Attempt, Bootstrap, CallContext, Leg, Protocol } from "./types.ts";
 
 let attemptSeq = 0;
 
@@ -16,30 +16,26 @@ export function nextAttempt(bootstrap: Bootstrap | null): Attempt {
   return { seq: ++attemptSeq, bootstrap };
 }
 
-/** A protocol this gateway cannot speak: every attempt fails, retryably, without blame. */
+/**
+ * A protocol this gateway cannot speak: every attempt fails as a worker that cannot be reached
+ * would (a retryable 502, counted against the worker, whose breaker then opens), so the pool
+ * routes around it.
+ */
 export class Unspoken implements Protocol {
+  readonly #ledger: WorkerLedger;
   readonly #why: string;
 
   /** `why`: what the gateway lacks, as the client's error says it. */
-  constructor(why: string) {
+  constructor(ledger: WorkerLedger, why: string) {
+    this.#ledger = ledger;
     this.#why = why;
   }
 
-  open(_c: unknown, worker: Worker): Leg {
-    const result: AttemptResult = {
-      kind: "failure",
-      worker,
-      failure: {
-        retryable: true,
-        error: new GatewayError(502, "call_upstream_failed", `worker ${worker.url}: ${this.#why}`),
-      },
-    };
-    return {
-      worker,
-      ready: () => Promise.resolve(result),
-      answer: () => Promise.resolve(result),
-      drain: () => Promise.resolve(),
-      stop: () => {},
-    };
+  open(c: CallContext, worker: Worker): Leg {
+    const fail = () =>
+      Promise.resolve(
+        this.#ledger.failure(c, worker, new Error(this.#why), "cannot be spoken to", "grpc"),
+      );
+    return { worker, ready: fail, answer: fail, drain: () => Promise.resolve(), stop: () => {} };
   }
 }

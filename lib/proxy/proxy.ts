@@ -62,9 +62,10 @@ export class InferenceProxy {
     const ledger = new WorkerLedger(this.#pm, deps.clock, this.#timeoutMs);
     const protocols: Protocols = {
       http: new HttpProtocol(deps, ledger),
-      grpc: deps.grpc
-        ? new GrpcProtocol(deps, ledger, deps.grpc)
-        : new Unspoken("gRPC workers need this gateway to have --model-path or --tokenizer-path"),
+      grpc: deps.grpc ? new GrpcProtocol(deps, ledger, deps.grpc) : new Unspoken(
+        ledger,
+        "gRPC workers need this gateway to have --model-path or --tokenizer-path",
+      ),
     };
     const env: SelectEnv = {
       clock: deps.clock,

@@ -189,7 +189,11 @@ export interface Leg {
    * blamed if it breaks. Bounded by the request timeout; never rejects.
    */
   drain(): Promise<void>;
-  /** Ends the leg without blaming the worker (the other PD leg failed, or shutdown). */
+  /**
+   * Ends the leg without blaming the worker (the other PD leg failed, or shutdown). It fires the
+   * leg's `Cancel`: only for legs opened with a cancellation of their own (PD's), not the
+   * request's.
+   */
   stop(): void;
 }
 

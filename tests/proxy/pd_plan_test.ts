@@ -185,3 +185,20 @@ Deno.test("pd plan: requests are counted with backend_type pd and a selection pe
     );
   }
 });
+
+Deno.test("pd plan: a decode that cannot be reached stops the prefill already draining, unblamed", async () => {
+  const t = setup(
+    { "http://p1": [{ status: 200, chunks: ["x"], hang: true }, OK] },
+    { "http://d1": [{ error: "connect" }], "http://d2": [{ status: 200, chunks: ["fine"] }] },
+  );
+  const r = await t.send(false, false); // not closed: close would stop any drain itself
+  assert.equal(r.res.status, 200);
+  assert.equal(r.text, "fine");
+  const p = t.upstream.to("http://p1");
+  assert.equal(p.length, 2, "the retry pairs the prefill again");
+  assert.equal(p[0].body!.cancelled, true, "the first attempt's prefill was stopped");
+  assert.equal(t.prefills[0].breaker.consecutiveFailures, 0, "not the prefill's fault");
+  assert.equal(t.decodes[0].breaker.consecutiveFailures, 1);
+  assert.deepEqual(t.inFlight(), [0, 0, 0]);
+  await t.proxy.close();
+});

@@ -307,3 +307,16 @@ Deno.test("proxy: at debug level every request leaves one line with its id, stat
   assert.equal(refused.status, 400);
   assert.equal(refused.code, "invalid_request");
 });
+
+Deno.test("proxy: a gRPC worker this gateway cannot speak to (no tokenizer) costs a retry and counts against it", async () => {
+  const t = setup({ "grpc://127.0.0.1:50051": [ok("never")], "http://w2": [ok("w2")] });
+  const grpcWorker = t.registry.byUrl("grpc://127.0.0.1:50051")!;
+  for (let i = 0; i < 2; i++) {
+    const r = await t.send(chat);
+    assert.equal(r.res.status, 200);
+    assert.deepEqual(r.json(), { from: "w2" });
+  }
+  assert.ok(!t.calls.includes("grpc://127.0.0.1:50051"), "nothing was sent to it over HTTP");
+  assert.ok(grpcWorker.breaker.consecutiveFailures >= 1, "its breaker counts the failures");
+  assert.equal(grpcWorker.inFlight, 0);
+});

@@ -50,12 +50,16 @@ const DEFAULT_BOOTSTRAP_PORT = 8998;
 const READY: Ready = { kind: "ready" };
 const encoder = new TextEncoder();
 
-/** The `DisaggregatedParams` of a PD pair. */
+/**
+ * The `DisaggregatedParams` of a PD pair. The room is an int32 on the wire: its low 31 bits. A
+ * gRPC request is never an empty batch (its prompt was validated when it was prepared), so it
+ * has a room.
+ */
 function disaggregated(b: Bootstrap): DisaggregatedParamsPb {
   return {
     bootstrap_host: b.host,
     bootstrap_port: b.port ?? DEFAULT_BOOTSTRAP_PORT,
-    bootstrap_room: b.rooms[0],
+    bootstrap_room: b.rooms[0] % 2 ** 31,
   };
 }
 

@@ -36,7 +36,7 @@ const READY: Ready = { kind: "ready" };
 const encoder = new TextEncoder();
 
 /** The body with the bootstrap fields of a PD pair (arrays for a batched request). */
-export function withBootstrap(
+function withBootstrap(
   body: Record<string, unknown>,
   b: Bootstrap,
 ): Uint8Array<ArrayBuffer> {
@@ -54,8 +54,8 @@ export function withBootstrap(
 export class HttpProtocol implements Protocol {
   readonly #d: ProxyDeps;
   readonly #ledger: WorkerLedger;
-  /** The last PD attempt's body: a pair's two legs are opened one after the other. */
-  #pd: { attempt: Attempt; body: Uint8Array<ArrayBuffer> } | null = null;
+  /** Each PD attempt's body with its bootstrap fields, encoded once for the pair's two legs. */
+  readonly #pdBodies = new WeakMap<Attempt, Uint8Array<ArrayBuffer>>();
 
   constructor(d: ProxyDeps, ledger: WorkerLedger) {
     this.#d = d;
@@ -70,10 +70,12 @@ export class HttpProtocol implements Protocol {
   #body(c: CallContext, attempt: Attempt): Uint8Array<ArrayBuffer> {
     const boot = attempt.bootstrap;
     if (!boot) return c.bytes;
-    if (this.#pd?.attempt !== attempt) {
-      this.#pd = { attempt, body: withBootstrap(c.body as Record<string, unknown>, boot) };
+    let body = this.#pdBodies.get(attempt);
+    if (!body) {
+      body = withBootstrap(c.body as Record<string, unknown>, boot);
+      this.#pdBodies.set(attempt, body);
     }
-    return this.#pd.body;
+    return body;
   }
 }
 
