@@ -6,8 +6,8 @@
  * from the moment it is ready (cancelling it could abort the prefill the decode waits for): a
  * task of the request, stopped and awaited at shutdown.
  *
- * The leg that fails first fails the attempt, and the other is stopped unless it is a prefill
- * already draining; the attempt loop (`attempts.ts`) re-selects the pair without the worker
+ * The leg that fails first fails the attempt, and the other is stopped, unless it is a prefill
+ * already draining and the decode answered (an error status); the attempt loop (`attempts.ts`) re-selects the pair without the worker
  * that failed (retryable: connect errors, 5xx, 408, 429, a stream dying before its first byte).
  * A leg's own error status is passed through as the worker sent it. No usable pair: 503
  * `server_selection_failed`. A pair speaks one protocol: that of the model's first available
