@@ -7,11 +7,12 @@
  * task of the request, stopped and awaited at shutdown.
  *
  * The leg that fails first fails the attempt, and the other is stopped, unless it is a prefill
- * already draining and the decode answered (an error status); the attempt loop (`attempts.ts`) re-selects the pair without the worker
- * that failed (retryable: connect errors, 5xx, 408, 429, a stream dying before its first byte).
- * A leg's own error status is passed through as the worker sent it. No usable pair: 503
- * `server_selection_failed`. A pair speaks one protocol: that of the model's first available
- * prefill worker, unless only the other protocol has an available pair.
+ * already draining and the decode answered (an error status); the attempt loop (`attempts.ts`)
+ * re-selects the pair without the worker that failed (retryable: connect errors, 5xx, 408, 429,
+ * a stream dying before its first byte). A leg's own error status is passed through as the
+ * worker sent it. No usable pair: 503 `server_selection_failed`. A pair speaks one protocol:
+ * that of the model's first available prefill worker, unless only the other protocol has an
+ * available pair.
  */
 
 import { GatewayError } from "../core/errors.ts";
