@@ -94,6 +94,12 @@ export interface SelectionNote {
   predictedCached: number | null;
   /** The policy that picked (set by the router). */
   policy?: string;
+  /**
+   * Called with what the worker reported of the prompt (its tokens and those it found cached)
+   * once the answer says so, when the pick predicted cached tokens: cache_aware corrects its
+   * tree where the worker held less than it believed.
+   */
+  onReport?: (reported: { prompt: number; cached: number }) => void;
 }
 
 /** The routing inputs of one request, extracted once from its body and headers. */

@@ -40,6 +40,10 @@ export interface PolicyMetrics {
   readonly treeTenants: FastGauge;
   /** smg_cache_placement_entries{model} */
   readonly placements: FastGauge;
+  /** smg_cache_tree_corrections_total{model,tree} (ours): answers that trimmed a worker's branch */
+  readonly treeCorrections: FastCounter;
+  /** smg_cache_tree_forgotten_total{model,tree} (ours): units those corrections removed */
+  readonly treeForgotten: FastCounter;
 }
 
 /** Registers these metrics with `f`, in the order they are exposed. */
@@ -117,5 +121,15 @@ export function policyMetrics(f: FamilyBuilder): PolicyMetrics {
     placements: f.gauge("smg_cache_placement_entries", "Keys in the cache-aware hash index", [
       "model",
     ]),
+    treeCorrections: f.counter(
+      "smg_cache_tree_corrections_total",
+      "Answers whose reported cached tokens made a cache-aware tree forget part of a worker's branch",
+      ["model", "tree"],
+    ),
+    treeForgotten: f.counter(
+      "smg_cache_tree_forgotten_total",
+      "Characters or tokens cache-aware trees forgot after workers reported less cached",
+      ["model", "tree"],
+    ),
   };
 }

@@ -51,6 +51,8 @@ export interface PolicyObserver {
   treeSize?(model: string, tree: "string" | "token", size: number, tenants: number): void;
   /** Keys in a model's hash index after a sweep. */
   placements?(model: string, entries: number): void;
+  /** A tree forgot `units` a worker no longer held, after its answer reported less cached. */
+  treeCorrection?(model: string, tree: "string" | "token", units: number): void;
 }
 
 /** An observer that records nothing (tests, benches). */

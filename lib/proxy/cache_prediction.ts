@@ -59,5 +59,6 @@ export class CachePredictions {
     this.#m.cachePredictionError.with(policy).observe(actual - predicted);
     this.#m.cachedTokens.with(policy, "predicted").inc(Math.round(predicted * reported.prompt));
     this.#m.cachedTokens.with(policy, "reported").inc(reported.cached);
+    note.onReport?.(reported);
   }
 }

@@ -37,5 +37,9 @@ export function policyObserver(m: Metrics): PolicyObserver {
     placements(model, entries) {
       m.placements.with(model).set(entries);
     },
+    treeCorrection(model, tree, units) {
+      m.treeCorrections.with(model, tree).inc();
+      m.treeForgotten.with(model, tree).inc(units);
+    },
   };
 }

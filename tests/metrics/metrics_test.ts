@@ -54,6 +54,8 @@ function touchAll(m: Metrics): void {
   m.treeTokens.with("m").set(16);
   m.treeTenants.with("m", "string").set(2);
   m.placements.with("m").set(1);
+  m.treeCorrections.with("m", "string").inc();
+  m.treeForgotten.with("m", "string").inc(40);
 }
 
 const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
@@ -103,6 +105,8 @@ const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
   ["smg_cache_tree_tokens", "gauge"],
   ["smg_cache_tree_tenants", "gauge"],
   ["smg_cache_placement_entries", "gauge"],
+  ["smg_cache_tree_corrections_total", "counter"],
+  ["smg_cache_tree_forgotten_total", "counter"],
 ];
 
 Deno.test("Metrics: every SMG name renders with its TYPE and a sample once a series exists", async () => {

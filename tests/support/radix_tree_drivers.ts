@@ -28,6 +28,10 @@ export interface TreeUnderTest {
   apply(text: string, tenant: string): void;
   evict(budget: number): number;
   removeTenant(tenant: string): void;
+  /** The stamp of the latest insert. */
+  stamp(): number;
+  /** `forgetBeyond` with `depth` in characters; returns characters removed. */
+  forgetBeyond(text: string, tenant: string, depth: number, before: number): number;
   size(): number;
   tenantSize(tenant: string): number;
   tenants(): string[];
@@ -50,6 +54,8 @@ export function stringTree(): TreeUnderTest {
     apply: (text, tenant) => t.apply(text, tenant),
     evict: (budget) => t.evict(budget),
     removeTenant: (tenant) => t.removeTenant(tenant),
+    stamp: () => t.stamp,
+    forgetBeyond: (text, tenant, depth, before) => t.forgetBeyond(text, tenant, depth, before),
     size: () => t.size,
     tenantSize: (tenant) => t.tenantSize(tenant),
     tenants: () => t.tenants(),
@@ -103,6 +109,9 @@ export function tokenTree(page: number): TreeUnderTest {
     apply: (text, tenant) => t.apply(encode(text, page), tenant),
     evict: (budget) => t.evict(budget * page) / page,
     removeTenant: (tenant) => t.removeTenant(tenant),
+    stamp: () => t.stamp,
+    forgetBeyond: (text, tenant, depth, before) =>
+      t.forgetBeyond(encode(text, page), tenant, depth * page, before) / page,
     size: () => t.size / page,
     tenantSize: (tenant) => t.tenantSize(tenant) / page,
     tenants: () => t.tenants(),

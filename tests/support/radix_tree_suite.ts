@@ -154,6 +154,43 @@ export function radixTreeSuite(name: string, make: () => TreeUnderTest): void {
     assert.equal(t.nodeCount(), 1);
   });
 
+  test("forgetBeyond drops the stale branch below the reported depth, keeps fresh and off-path ones", () => {
+    const t = make();
+    const S = "system:";
+    t.insert(`${S}A-old-P`, "w1"); // stale, under A beyond the depth
+    t.insert(`${S}B-off`, "w1"); // off the path: hangs at the depth, not beyond it
+    t.insert(`${S}A-old-Q`, "w1"); // stale too
+    t.insert(`${S}A-old-P`, "w2"); // another tenant on the same nodes
+    t.insert(`${S}A-new`, "w1"); // the request whose answer reports only S cached
+    const before = t.stamp();
+    const sizeBefore = t.tenantSize("w1");
+    const removed = t.forgetBeyond(`${S}A-new`, "w1", S.length, before);
+    assert.equal(removed, "old-".length + "P".length + "Q".length, "the stale branch below A-");
+    assert.equal(t.tenantSize("w1"), sizeBefore - removed);
+    assert.equal(t.depths(`${S}A-old-P`).get("w1"), `${S}A-`.length);
+    assert.equal(t.depths(`${S}A-old-P`).get("w2"), `${S}A-old-P`.length, "w2 untouched");
+    assert.equal(t.depths(`${S}A-new`).get("w1"), `${S}A-new`.length, "the fresh path stays");
+    assert.equal(t.depths(`${S}B-off`).get("w1"), `${S}B-off`.length, "off-path branch stays");
+    assert.deepEqual(t.audit(), []);
+  });
+
+  test("forgetBeyond inside an edge splits it; a later stamp, an absent path or a miss remove nothing", () => {
+    const t = make();
+    t.insert("abcdefgh", "w1");
+    t.insert("abcdefXY", "w1");
+    const before = t.stamp() + 1; // everything so far is stale
+    assert.equal(t.forgetBeyond("abcdefgh", "w1", 3, before), "defgh".length + "XY".length);
+    assert.equal(t.depths("abcdefgh").get("w1"), 3, "cut inside the shared edge");
+    assert.deepEqual(t.audit(), []);
+    assert.equal(t.forgetBeyond("abc", "w1", 3, before), 0, "nothing of it beyond the depth");
+    assert.equal(t.forgetBeyond("zzz", "w1", 1, before), 0, "a path the tree does not hold");
+    assert.equal(t.forgetBeyond("abcdefgh", "w9", 1, before), 0, "an unknown tenant");
+    t.insert("abcQ", "w1");
+    assert.equal(t.forgetBeyond("abcQ", "w1", 3, t.stamp()), 0, "fresh since the stamp");
+    assert.equal(t.depths("abcQ").get("w1"), 4);
+    assert.deepEqual(t.audit(), []);
+  });
+
   test("removeTenant leaves no trace and keeps the others", () => {
     const t = make();
     t.insert("shared system prompt: conversation one", "A");

@@ -125,7 +125,13 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     let uncached = promptTokens(request);
     let cached = 0;
     const perToken = tokens ? 1 : CHARS_PER_TOKEN;
+    let believed = 0; // the pick's own depth in the local tree before the insert, in units
     const choose = (tree: PrefixMatch) => {
+      const url = decide(tree);
+      believed = tree.matched > 0 ? tree.depths().get(url) ?? 0 : 0;
+      return url;
+    };
+    const decide = (tree: PrefixMatch) => {
       if (this.#c.scoring === "cost") {
         const held = tokens ? trees.tokens : trees.text;
         const r = this.#cheapest(candidates, tree, remote, perToken, (u) => held.tenantSize(u));
@@ -167,7 +173,40 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
       places.add(hashes[hashes.length - 1], url);
       sink(this.#role, model, kind, hashes[hashes.length - 1], url);
     }
+    if (note && url !== null && believed > 0) {
+      note.onReport = this.#corrector(model, trees, tokens ?? request.text, url, believed);
+    }
     return this.#decide(url === null ? "fallback" : branch, chosen, uncached, cached, note);
+  }
+
+  /**
+   * What to do with the pick's report of the prompt (`SelectionNote.onReport`): where the worker
+   * held clearly less of `units` than the tree's `believed` depth for it (by more than a block
+   * and 5 % of the prompt), it lost the rest to eviction, and with it every branch of its below
+   * that point that it was sent before this request: the tree forgets them (`forgetBeyond`). On
+   * text, the reported tokens count as the same share of the characters.
+   */
+  #corrector(
+    model: string,
+    trees: ModelTrees,
+    units: string | readonly number[],
+    url: string,
+    believed: number,
+  ): (reported: { prompt: number; cached: number }) => void {
+    const kind: TreeKind = typeof units === "string" ? "string" : "token";
+    const stamp = kind === "string" ? trees.text.stamp : trees.tokens.stamp;
+    const slack = Math.max(blockUnits(kind, this.#c.blockSize), Math.ceil(0.05 * units.length));
+    return ({ prompt, cached }) => {
+      if (prompt <= 0) return;
+      const held = kind === "token"
+        ? cached
+        : Math.floor(Math.min(1, cached / prompt) * units.length);
+      if (believed - held <= slack) return;
+      const forgotten = typeof units === "string"
+        ? trees.text.forgetBeyond(units, url, held, stamp)
+        : trees.tokens.forgetBeyond(units, url, held, stamp);
+      if (forgotten > 0) this.#d.observer?.treeCorrection?.(model, kind, forgotten);
+    };
   }
 
   /**

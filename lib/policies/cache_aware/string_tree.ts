@@ -12,7 +12,7 @@
  */
 
 import { TreeCore } from "./tree_core.ts";
-import { childAt, copyTenants, type CoreNode, linkChild } from "./tree_node.ts";
+import { childAt, copyTenants, type CoreNode, linkChild, stampOf } from "./tree_node.ts";
 import type { PrefixMatch, StringEntry, TenantChooser } from "./tree_types.ts";
 
 /** Options of a `StringTree`. */
@@ -86,6 +86,41 @@ export class StringTree {
   /** Records a remote decision: `insert` without calling `onInsert`. */
   apply(text: string, tenant: string): void {
     this.#insertFrom(text, tenant, this.#walk(text));
+  }
+
+  /** The stamp of the latest insert (0 before any); `forgetBeyond` compares against it. */
+  get stamp(): number {
+    return this.#core.stamp;
+  }
+
+  /**
+   * A worker reported holding only the first `depth` characters of `text`: `tenant` leaves the
+   * branch of `text` beyond `depth` wherever it was last stamped before `before` (inserts since,
+   * this text's own included, are kept: the worker now holds what it was sent since). An edge
+   * that spans `depth` is split there. Returns the characters removed.
+   */
+  forgetBeyond(text: string, tenant: string, depth: number, before: number): number {
+    let node = this.#core.root;
+    let at = 0;
+    while (at < text.length) {
+      const child = childAt(node, text.charCodeAt(at));
+      if (child === undefined || stampOf(child, tenant) === undefined) return 0;
+      const len = child.len;
+      const k = at + len <= depth
+        ? (text.substring(at, at + len) === child.label ? len : 0)
+        : commonPrefix(text, at, child.label);
+      if (at + len <= depth) {
+        if (k < len) return 0; // the tree's path leaves this text before `depth`
+        node = child;
+        at += len;
+        continue;
+      }
+      // Unless `child` goes on along this text past `depth`, nothing of it lies beyond.
+      if (k <= depth - at) return 0;
+      if (depth > at) this.#split(node, child, depth - at); // `child` now starts at `depth`
+      return this.#core.forgetStale(child, tenant, before);
+    }
+    return 0;
   }
 
   /** Evicts least recently stamped tenant leaves until the size is at most `budget`; chars removed. */

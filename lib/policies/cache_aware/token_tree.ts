@@ -12,7 +12,7 @@
  */
 
 import { TreeCore } from "./tree_core.ts";
-import { childAt, copyTenants, type CoreNode, linkChild } from "./tree_node.ts";
+import { childAt, copyTenants, type CoreNode, linkChild, stampOf } from "./tree_node.ts";
 import type { PrefixMatch, TenantChooser, TokenEntry } from "./tree_types.ts";
 
 /** Options of a `TokenTree`. */
@@ -100,6 +100,48 @@ export class TokenTree {
   apply(tokens: readonly number[], tenant: string): void {
     const stop = this.#walk(tokens);
     if (stop.end > 0) this.#insertFrom(tokens, tenant, stop);
+  }
+
+  /** The stamp of the latest insert (0 before any); `forgetBeyond` compares against it. */
+  get stamp(): number {
+    return this.#core.stamp;
+  }
+
+  /**
+   * A worker reported holding only the first `depth` tokens of `tokens` (rounded down to whole
+   * pages): `tenant` leaves the branch of `tokens` beyond it wherever it was last stamped before
+   * `before` (inserts since, these tokens' own included, are kept). An edge that spans the depth
+   * is split there. Returns the tokens removed.
+   */
+  forgetBeyond(tokens: readonly number[], tenant: string, depth: number, before: number): number {
+    const page = this.pageSize;
+    const end = tokens.length - tokens.length % page;
+    const cut = depth - depth % page;
+    let node = this.#core.root;
+    let at = 0;
+    while (at < end) {
+      let child = childAt(node, pageKey(tokens, at, page));
+      while (child !== undefined && !samePage(child.label, tokens, at, page)) {
+        child = child.next ?? undefined;
+      }
+      if (child === undefined || stampOf(child, tenant) === undefined) return 0;
+      const label = child.label;
+      const max = Math.min(label.length, end - at);
+      let m = page;
+      while (m < max && label[m] === tokens[at + m]) m++;
+      const k = m - m % page;
+      if (at + label.length <= cut) {
+        if (k < label.length) return 0; // the tree's path leaves these tokens before the cut
+        node = child;
+        at += label.length;
+        continue;
+      }
+      // Unless `child` goes on along these tokens past the cut, nothing of it lies beyond.
+      if (k <= cut - at) return 0;
+      if (cut > at) this.#split(node, child, cut - at); // `child` now starts at the cut
+      return this.#core.forgetStale(child, tenant, before);
+    }
+    return 0;
   }
 
   /** Evicts least recently stamped tenant leaves until the size is at most `budget`; tokens removed. */

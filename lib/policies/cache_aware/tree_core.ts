@@ -55,6 +55,11 @@ export class TreeCore<N extends CoreNode<N>> {
     return ++this.#clock;
   }
 
+  /** The last stamp given (0 before any). */
+  get stamp(): number {
+    return this.#clock;
+  }
+
   /** Σ over nodes of edge length × tenants on it. */
   get total(): number {
     return this.#total;
@@ -193,6 +198,37 @@ export class TreeCore<N extends CoreNode<N>> {
   }
 
   /**
+   * Removes `tenant` from `start` and every node below it that the tenant last touched before
+   * stamp `before` (a node stamped later is kept, with its path), pruning nodes left without
+   * tenants. Stamps never grow going down a path, so what is removed is whole subtrees and the
+   * tenants stay nested. Returns the units removed.
+   */
+  forgetStale(start: N, tenant: string, before: number): number {
+    let removed = 0;
+    const stack: N[] = [start];
+    for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+      const stamp = stampOf(node, tenant);
+      if (stamp === undefined) continue;
+      if (stamp >= before) {
+        for (const child of childrenOf(node)) stack.push(child);
+        continue;
+      }
+      // Stale here, so stale on the whole subtree: the tenant leaves all of it.
+      const sub: N[] = [node];
+      for (let x = sub.pop(); x !== undefined; x = sub.pop()) {
+        if (!dropTenant(x, tenant)) continue;
+        removed += x.len;
+        for (const child of childrenOf(x)) sub.push(child);
+      }
+      if (tenantCount(node) === 0 && node.parent !== null) this.#prune(node.parent, node);
+      else this.#pruneEmpty(node);
+    }
+    this.#sizes.set(tenant, (this.#sizes.get(tenant) ?? 0) - removed);
+    this.#total -= removed;
+    return removed;
+  }
+
+  /**
    * Every tenant leaf (root tenants on no child included): oldest stamp first, or in tree
    * order (`"path"`, depth first: consecutive leaves share their paths down to their common
    * ancestor), lazily.
@@ -241,6 +277,17 @@ export class TreeCore<N extends CoreNode<N>> {
     }
     for (const t of sizes.keys()) if (!this.#sizes.has(t)) problems.push(`unknown tenant ${t}`);
     return problems;
+  }
+
+  /** Prunes the nodes left without tenants below `node` (whole subtrees: tenants nest). */
+  #pruneEmpty(node: N): void {
+    const stack: N[] = [node];
+    for (let x = stack.pop(); x !== undefined; x = stack.pop()) {
+      for (const child of childrenOf(x)) {
+        if (tenantCount(child) === 0) this.#prune(x, child);
+        else stack.push(child);
+      }
+    }
   }
 
   /** Cuts `child` (and its subtree) from `parent`, uncounting its nodes. */

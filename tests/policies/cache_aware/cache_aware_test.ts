@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { defaultConfig, type GatewayConfig } from "../../../lib/config/config.ts";
 import { seededRandom } from "../../../lib/core/clock.ts";
 import { silentLogger } from "../../../lib/core/log.ts";
-import type { WorkerView } from "../../../lib/core/types.ts";
+import type { SelectionNote, WorkerView } from "../../../lib/core/types.ts";
 import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.ts";
 import type { PolicyObserver } from "../../../lib/policies/policy.ts";
 import { load, request, view } from "../../support/policies.ts";
@@ -210,4 +210,51 @@ Deno.test("cache_aware: misses between two load reports spread by the work alrea
     loadAt: 600,
   });
   assert.equal(p.select([fresh, b], request(prompt("z")))?.id, "a");
+});
+
+Deno.test("cache_aware: an answer reporting less cached makes the tree forget the worker's stale branches", () => {
+  const config = defaultConfig();
+  const corrections: [string, string, number][] = [];
+  const p = new CacheAwarePolicy({
+    random: seededRandom(7),
+    now: () => 0,
+    log: silentLogger,
+    config,
+    observer: {
+      decision: () => {},
+      stickyEntries: () => {},
+      keySource: () => {},
+      treeCorrection: (model, tree, units) => corrections.push([model, tree, units]),
+    },
+  });
+  const ws = [w("w1"), w("w2")];
+  const S = "shared system prompt ".repeat(20);
+  const a = S + "conversation a ".repeat(20);
+  const [x, y, z] = ["x ", "y ", "z "].map((t) => t.repeat(40));
+  const pick = (text: string) => {
+    const note: SelectionNote = { prefillTokens: 0, predictedCached: null };
+    return { chosen: p.select(ws, request(text), note)!, note };
+  };
+  const holder = pick(a + x).chosen.id;
+  assert.equal(pick(a + y).chosen.id, holder, "a hit on the shared conversation");
+  const c = pick(a + z);
+  assert.equal(c.chosen.id, holder);
+  assert.ok(c.note.onReport, "a prediction comes with a way to correct it");
+  // What the tree believes of the x branch before any report: all of it.
+  assert.equal(pick(a + x).note.predictedCached, Math.floor((a + x).length / 4));
+  // The answer to c: the worker had only S (its conversation had been evicted).
+  c.note.onReport!({ prompt: 1000, cached: Math.floor((S.length / (a + z).length) * 1000) });
+  assert.deepEqual(corrections, [["m", "string", y.length]], "the y branch, stale, is forgotten");
+  // x was refreshed by the check above (after c): kept. The conversation itself was re-sent
+  // with c, so the worker holds it again.
+  assert.equal(pick(a + x).note.predictedCached, Math.floor((a + x).length / 4));
+  assert.equal(
+    pick(a + y).note.predictedCached,
+    Math.floor(a.length / 4),
+    "y: only what c re-sent",
+  );
+  // A report close to the prediction changes nothing.
+  const d = pick(a + z);
+  d.note.onReport!({ prompt: 1000, cached: 990 });
+  assert.equal(corrections.length, 1);
 });
