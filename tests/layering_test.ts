@@ -24,6 +24,8 @@ const ALLOWED: Record<string, string[]> = {
   upstream: ["core", "http1", "upstream"],
   // The gateway-side tokenizer, cache and detokenizer: npm tokenizers and jinja over core.
   tokenizer: ["core", "tokenizer"],
+  // KV events: the block index, the engines' event formats and their transports, over core.
+  kv: ["core", "kv"],
   // sglang's scheduler service over gRPC: the proto codec and the client of one worker.
   grpc: ["core", "grpc"],
   // The own HTTP/1.1 front: the gateway's exchange types and cancellation (core) and the
