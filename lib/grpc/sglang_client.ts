@@ -13,10 +13,12 @@ import type { Abortable } from "../core/http.ts";
 import {
   type AckPb,
   decode,
+  decodeKvBatch,
   encode,
   type GenerateRequestPb,
   type GenerateResponsePb,
   type HealthCheckResponsePb,
+  type KvEventBatchPb,
   type LoadsPb,
   METHODS,
   type MethodSpec,
@@ -113,7 +115,12 @@ export class SglangClient {
       identity,
       encode(m.request, req),
     );
-    return new ServerStream(call, m, cancel);
+    return new ServerStream(
+      call,
+      m.response.name,
+      (b) => decode<GenerateResponsePb>(m.response, b),
+      cancel,
+    );
   }
 
   /** Asks the worker to abort `requestId`. */
@@ -144,6 +151,21 @@ export class SglangClient {
   /** The worker's load snapshot per DP rank. */
   async loads(timeoutMs: number): Promise<LoadsPb> {
     return await this.#unary<LoadsPb>(METHODS.getLoads, { include: ["core", "queues"] }, timeoutMs);
+  }
+
+  /**
+   * Subscribes to the worker's KV cache events from after `cursor` (the last batch applied; 0:
+   * live only); `cancel` ends the subscription.
+   */
+  subscribeKvEvents(cursor: number, cancel?: Abortable): ServerStream<KvEventBatchPb> {
+    const m = METHODS.subscribeKvEvents;
+    const call = this.#client.makeServerStreamRequest<Buffer, Buffer>(
+      m.path,
+      identity,
+      identity,
+      encode(m.request, { start_sequence_number: cursor }),
+    );
+    return new ServerStream(call, m.response.name, decodeKvBatch, cancel);
   }
 
   /** Flushes the worker's KV cache. */
@@ -197,30 +219,31 @@ export class SglangClient {
 /** High-water mark of decoded messages queued before the call is paused. */
 const QUEUE_MAX = 16;
 
-/** A server stream as a pull-based reader. */
-class ServerStream implements GenerateStream {
+/** A server stream as a pull-based reader of decoded messages. */
+export class ServerStream<T> {
   readonly #call: grpc.ClientReadableStream<Buffer>;
-  readonly #type: MethodSpec["response"];
-  readonly #queue: GenerateResponsePb[] = [];
+  readonly #queue: T[] = [];
   #ended = false;
   #error: GrpcCallError | null = null;
-  #waiter: PromiseWithResolvers<GenerateResponsePb | null> | null = null;
+  #waiter: PromiseWithResolvers<T | null> | null = null;
   readonly #cancel?: Abortable;
 
-  constructor(call: grpc.ClientReadableStream<Buffer>, m: MethodSpec, cancel?: Abortable) {
+  /** Reads `call`'s messages (named `name` in errors) through `decode`. */
+  constructor(
+    call: grpc.ClientReadableStream<Buffer>,
+    name: string,
+    decode: (b: Buffer) => T,
+    cancel?: Abortable,
+  ) {
     this.#call = call;
-    this.#type = m.response;
     this.#cancel = cancel;
     call.on("data", (b: Buffer) => {
-      let msg: GenerateResponsePb;
+      let msg: T;
       try {
-        msg = decode<GenerateResponsePb>(this.#type, b);
+        msg = decode(b);
       } catch (e) {
         this.#fail(
-          new GrpcCallError(
-            grpc.status.INTERNAL,
-            `undecodable GenerateResponse: ${(e as Error).message}`,
-          ),
+          new GrpcCallError(grpc.status.INTERNAL, `undecodable ${name}: ${(e as Error).message}`),
         );
         call.cancel();
         return;
@@ -244,7 +267,8 @@ class ServerStream implements GenerateStream {
     if (cancel) cancel.on(this.cancel);
   }
 
-  next(): Promise<GenerateResponsePb | null> {
+  /** The next message; null at the end; rejects with `GrpcCallError`. */
+  next(): Promise<T | null> {
     const msg = this.#queue.shift();
     if (msg) {
       if (this.#queue.length < QUEUE_MAX / 2) this.#call.resume();
@@ -257,10 +281,11 @@ class ServerStream implements GenerateStream {
     return this.#waiter.promise;
   }
 
+  /** Cancels the call. */
   readonly cancel = (): void => {
     this.#cancel?.off(this.cancel);
     if (this.#ended || this.#error) return;
-    this.#fail(new GrpcCallError(grpc.status.CANCELLED, "generation cancelled"));
+    this.#fail(new GrpcCallError(grpc.status.CANCELLED, "call cancelled"));
     this.#call.cancel();
   };
 

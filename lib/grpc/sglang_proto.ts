@@ -55,6 +55,7 @@ export const METHODS = {
   getServerInfo: spec("GetServerInfo"),
   getLoads: spec("GetLoads"),
   flushCache: spec("FlushCache"),
+  subscribeKvEvents: spec("SubscribeKvEvents"),
 } as const;
 
 const TO_OBJECT: protobuf.IConversionOptions = {
@@ -75,6 +76,18 @@ export function encode(type: protobuf.Type, value: object): Buffer {
 /** Decodes bytes of `type` into a plain object (absent scalars as proto3 zeros). */
 export function decode<T>(type: protobuf.Type, bytes: Uint8Array): T {
   return type.toObject(type.decode(bytes), TO_OBJECT) as T;
+}
+
+/** 64-bit integers as decimal strings: KV block hashes use all 64 bits. */
+const LONGS_AS_STRINGS: protobuf.IConversionOptions = { ...TO_OBJECT, longs: String };
+
+/** Decodes a `KvEventBatch`, its hashes as decimal strings. */
+export function decodeKvBatch(bytes: Uint8Array): KvEventBatchPb {
+  const type = METHODS.subscribeKvEvents.response;
+  const o = type.toObject(type.decode(bytes), LONGS_AS_STRINGS) as KvEventBatchPb & {
+    sequence_number: string | number;
+  };
+  return { ...o, sequence_number: Number(o.sequence_number) };
 }
 
 /** A `google.protobuf.Struct` as JSON. */
@@ -257,4 +270,29 @@ export interface LoadsPb {
 export interface AckPb {
   success: boolean;
   message: string;
+}
+
+/** `KvBlock`: one block an engine stored (`block_hash` as a decimal string). */
+export interface KvBlockPb {
+  block_hash: string;
+  token_ids: number[];
+  block_size: number;
+  lora_id?: string;
+}
+
+/** `KvCacheEvent`: blocks stored, blocks removed, or the cache cleared. */
+export interface KvCacheEventPb {
+  event_id?: number | string;
+  data?: "stored" | "removed" | "cleared";
+  stored?: { blocks: KvBlockPb[]; parent_block_hash?: string };
+  removed?: { block_hashes: string[] };
+  cleared?: Record<string, never>;
+}
+
+/** `KvEventBatch`: one numbered batch of one data-parallel rank. */
+export interface KvEventBatchPb {
+  sequence_number: number;
+  timestamp: number;
+  events: KvCacheEventPb[];
+  dp_rank?: number;
 }

@@ -23,6 +23,7 @@
 
 import { ewma, RateMeter } from "./smoothing.ts";
 import { blockKeys, KvCache } from "./kv_cache.ts";
+import { KvEventLog } from "./kv_events.ts";
 import { Pacer, type PacerDeps } from "./pacer.ts";
 import { outputToken } from "./tokenizer.ts";
 import type { EngineConfig, EngineStats, GenerateInput, GenerateResult } from "./types.ts";
@@ -52,13 +53,24 @@ export class SimEngine {
   #hitRate: number | null = null;
   #totals = { requests: 0, promptTokens: 0, cachedTokens: 0, generatedTokens: 0, aborted: 0 };
   readonly #finished = new Set<() => void>();
+  /** The engine's settings (a copy). */
+  get config(): EngineConfig {
+    return { ...this.#cfg };
+  }
+
+  /** The KV events of the cache (blocks stored, evicted, cleared), numbered in batches. */
+  readonly kvEvents = new KvEventLog();
 
   /** An idle engine; throws a RangeError on an invalid config. */
   constructor(cfg: EngineConfig, deps: EngineDeps) {
     checkEngineConfig(cfg);
     this.#cfg = { ...cfg };
     this.#deps = deps;
-    this.#cache = new KvCache({ blockSize: cfg.blockSize, capacityTokens: cfg.kvTokens });
+    this.#cache = new KvCache({
+      blockSize: cfg.blockSize,
+      capacityTokens: cfg.kvTokens,
+      onEvent: (e) => this.kvEvents.add(e),
+    });
     this.#pacer = new Pacer(cfg.timeScale, deps);
   }
 
@@ -214,7 +226,7 @@ export class SimEngine {
     const need = s.tokens.length - blocks * bs + s.maxNew;
     const empty = this.#running.length === 0;
     if (!empty && !this.#cache.fits(need, s.keys, blocks)) return false;
-    this.#cache.pin(s.keys, 0, blocks);
+    this.#cache.pin(s.keys, 0, blocks, s.tokens);
     this.#cache.reserve(need, true);
     s.pinned = blocks;
     s.cached = s.computed = blocks * bs;
@@ -239,7 +251,7 @@ export class SimEngine {
     const target = Math.floor(s.computed / bs);
     if (target <= s.pinned) return;
     this.#cache.unreserve((target - s.pinned) * bs);
-    const reached = this.#cache.pin(s.keys, s.pinned, target);
+    const reached = this.#cache.pin(s.keys, s.pinned, target, s.tokens);
     this.#cache.reserve((target - reached) * bs, true);
     s.reserved -= (reached - s.pinned) * bs;
     s.pinned = reached;
@@ -280,7 +292,7 @@ export class SimEngine {
         ? s.tokens.slice(0, s.computed)
         : [...s.tokens, ...s.out.slice(0, -1)];
       const keys = blockKeys(computed, this.#cfg.blockSize);
-      this.#cache.unpin(keys, this.#cache.pin(keys, s.pinned, keys.length));
+      this.#cache.unpin(keys, this.#cache.pin(keys, s.pinned, keys.length, computed));
     }
     s.phase = "done";
     s.unlisten?.();

@@ -29,6 +29,7 @@ import {
   type ModelInfoPb,
 } from "../grpc/sglang_proto.ts";
 import type { SimEngine } from "./engine.ts";
+import type { KvBatch } from "./kv_events.ts";
 import { loadsBody } from "./observe.ts";
 import { awaitRoom, type Bootstrap, type BootstrapRooms } from "./pd.ts";
 import { pieceOf, VOCAB_SIZE } from "./tokenizer.ts";
@@ -82,10 +83,13 @@ export class SimGrpcServer {
   readonly #server = new grpc.Server();
   readonly #inflight = new Map<string, AbortController>();
   readonly #pieces = new Map<number, number[]>();
+  readonly #subscriptions = new Set<grpc.ServerWritableStream<Buffer, Buffer>>();
   #generated = 0;
   #port = 0;
   /** Sees every `Generate` request as it arrives (tests). */
   onGenerate: ((req: GenerateRequestPb) => void) | null = null;
+  /** Called once a `SubscribeKvEvents` call is subscribed to the engine's log (tests). */
+  onKvSubscribe: (() => void) | null = null;
 
   constructor(engine: SimEngine, opts: SimGrpcOptions) {
     this.#engine = engine;
@@ -101,6 +105,8 @@ export class SimGrpcServer {
         const ok = this.#engine.flushCache();
         return { success: ok, message: ok ? "Cache flushed." : "requests are running" };
       }),
+      SubscribeKvEvents: (call: grpc.ServerWritableStream<Buffer, Buffer>) =>
+        this.#subscribeKv(call),
     });
   }
 
@@ -125,6 +131,7 @@ export class SimGrpcServer {
   /** Aborts what runs and stops serving. */
   async close(): Promise<void> {
     for (const a of this.#inflight.values()) a.abort();
+    for (const call of this.#subscriptions) call.end();
     await new Promise<void>((resolve) => {
       const force = setTimeout(() => (this.#server.forceShutdown(), resolve()), 1000);
       this.#server.tryShutdown(() => (clearTimeout(force), resolve()));
@@ -151,6 +158,36 @@ export class SimGrpcServer {
       this.#pieces.set(engineId, ids);
     }
     return ids;
+  }
+
+  /**
+   * Streams the engine's KV event batches after the client's cursor (what the log still keeps),
+   * then live ones, until the client cancels or the server closes.
+   */
+  #subscribeKv(call: grpc.ServerWritableStream<Buffer, Buffer>): void {
+    let cursor: number;
+    try {
+      const req = decode<{ start_sequence_number: number }>(
+        METHODS.subscribeKvEvents.request,
+        call.request,
+      );
+      cursor = req.start_sequence_number;
+    } catch (e) {
+      return fail(call, grpc.status.INVALID_ARGUMENT, (e as Error).message);
+    }
+    const type = METHODS.subscribeKvEvents.response;
+    const bs = this.#engine.config.blockSize;
+    const off = this.#engine.kvEvents.subscribe(cursor, (b) => {
+      call.write(encode(type, kvBatchPb(b, bs)));
+    });
+    this.#subscriptions.add(call);
+    this.onKvSubscribe?.();
+    const end = () => {
+      off();
+      this.#subscriptions.delete(call);
+    };
+    call.on("cancelled", end);
+    call.on("close", end);
   }
 
   async #generate(call: grpc.ServerWritableStream<Buffer, Buffer>): Promise<void> {
@@ -296,4 +333,35 @@ function bootstrapOf(req: GenerateRequestPb, role: SimGrpcOptions["role"]): Boot
 /** Ends a server stream with a gRPC error status. */
 function fail(call: grpc.ServerWritableStream<Buffer, Buffer>, code: grpc.status, details: string) {
   call.emit("error", { code, details, metadata: new grpc.Metadata() });
+}
+
+/**
+ * A batch of the engine's KV events as a `KvEventBatch`: its block keys are the hashes (below
+ * 2^53, so plain numbers on the way in).
+ */
+function kvBatchPb(b: KvBatch, blockSize: number): object {
+  return {
+    sequence_number: b.seq,
+    timestamp: b.ts / 1000,
+    events: b.events.map((e, i) => {
+      const id = b.seq * 10_000 + i;
+      if (e.type === "stored") {
+        return {
+          event_id: id,
+          stored: {
+            blocks: e.keys.map((k, j) => ({
+              block_hash: k,
+              token_ids: e.tokens.slice(j * blockSize, (j + 1) * blockSize),
+              block_size: blockSize,
+            })),
+            ...(e.parent === null ? {} : { parent_block_hash: e.parent }),
+          },
+        };
+      }
+      if (e.type === "removed") {
+        return { event_id: id, removed: { block_hashes: e.keys } };
+      }
+      return { event_id: id, cleared: {} };
+    }),
+  };
 }

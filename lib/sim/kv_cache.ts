@@ -17,12 +17,27 @@
  * 2^-53 per pair; the engine would then report a false hit.
  */
 
+/** A change to the pool's blocks, as an engine publishes it (its block keys are its hashes). */
+export type KvBlockEvent =
+  | {
+    /** Blocks created in order under `parent` (null: from the start of a prompt). */
+    type: "stored";
+    keys: number[];
+    parent: number | null;
+    /** The blocks' tokens, `keys.length` × the block size, in order. */
+    tokens: number[];
+  }
+  | { type: "removed"; keys: number[] }
+  | { type: "cleared" };
+
 /** The options of a KV pool. */
 export interface KvCacheOptions {
   /** Tokens per block (the engine's `blockSize`, default 16). */
   blockSize: number;
   /** Capacity in tokens, blocks and reservations together (the engine's `kvTokens`, 65536). */
   capacityTokens: number;
+  /** Told of every block stored, evicted or flushed (default: nobody). */
+  onEvent?: (e: KvBlockEvent) => void;
 }
 
 /** Block counts for stats. */
@@ -74,11 +89,13 @@ export class KvCache {
   #reserved = 0;
   #inserted = 0;
   #evicted = 0;
+  readonly #onEvent: ((e: KvBlockEvent) => void) | undefined;
 
   /** An empty pool. */
   constructor(opts: KvCacheOptions) {
     this.blockSize = opts.blockSize;
     this.capacityTokens = opts.capacityTokens;
+    this.#onEvent = opts.onEvent;
   }
 
   /** Tokens held in resident blocks. */
@@ -147,24 +164,46 @@ export class KvCache {
   }
 
   /**
-   * Pins `keys[from..to)`, creating missing blocks (evicting LRU blocks for room). Stops at the
-   * first block it cannot make room for and returns the index reached; the caller must already
-   * hold pins on `keys[0..from)`, which is what keeps them from being evicted here.
+   * Pins `keys[from..to)` (the block keys of `tokens`), creating missing blocks (evicting LRU
+   * blocks for room). Stops at the first block it cannot make room for and returns the index
+   * reached; the caller must already hold pins on `keys[0..from)`, which is what keeps them from
+   * being evicted here. New blocks are reported as stored, each run under its parent.
    */
-  pin(keys: readonly number[], from: number, to: number): number {
+  pin(keys: readonly number[], from: number, to: number, tokens: readonly number[]): number {
+    let run = -1; // first new block of the run being created
+    const report = (end: number) => {
+      if (run < 0 || !this.#onEvent) return (run = -1);
+      const bs = this.blockSize;
+      this.#onEvent({
+        type: "stored",
+        keys: keys.slice(run, end),
+        parent: run === 0 ? null : keys[run - 1],
+        tokens: tokens.slice(run * bs, end * bs),
+      });
+      run = -1;
+    };
     for (let i = from; i < to; i++) {
       const key = keys[i];
       const refs = this.#refs.get(key);
       if (refs !== undefined) {
+        report(i);
         if (refs === 0) this.#lru.delete(key);
         this.#refs.set(key, refs + 1);
         continue;
       }
-      if (this.freeTokens < this.blockSize) this.evict(this.blockSize - this.freeTokens);
-      if (this.freeTokens < this.blockSize) return i;
+      if (this.freeTokens < this.blockSize) {
+        report(i); // its parent may be evicted next: report what exists first
+        this.evict(this.blockSize - this.freeTokens);
+      }
+      if (this.freeTokens < this.blockSize) {
+        report(i);
+        return i;
+      }
       this.#refs.set(key, 1);
       this.#inserted++;
+      if (run < 0) run = i;
     }
+    report(Math.max(from, to));
     return Math.max(from, to);
   }
 
@@ -181,7 +220,7 @@ export class KvCache {
   /** Adds the full blocks of `tokens` unpinned (touching those present); returns tokens cached. */
   insert(tokens: readonly number[]): number {
     const keys = this.keys(tokens);
-    const n = this.pin(keys, 0, keys.length);
+    const n = this.pin(keys, 0, keys.length, tokens);
     this.unpin(keys, n);
     return n * this.blockSize;
   }
@@ -189,21 +228,30 @@ export class KvCache {
   /** Evicts LRU unpinned blocks until `tokens` are freed or none is left; returns tokens freed. */
   evict(tokens: number): number {
     let freed = 0;
+    const gone: number[] = [];
     for (const key of this.#lru) {
       if (freed >= tokens) break;
       this.#lru.delete(key);
       this.#refs.delete(key);
       this.#evicted++;
+      gone.push(key);
       freed += this.blockSize;
     }
+    if (gone.length > 0) this.#onEvent?.({ type: "removed", keys: gone });
     return freed;
   }
 
-  /** Drops every unpinned block; returns how many. */
+  /** Drops every unpinned block; returns how many (reported as a clear when none is left). */
   flush(): number {
     const n = this.#lru.size;
-    for (const key of this.#lru) this.#refs.delete(key);
+    const gone = [...this.#lru];
+    for (const key of gone) this.#refs.delete(key);
     this.#lru.clear();
+    if (n > 0 || this.#refs.size === 0) {
+      this.#onEvent?.(
+        this.#refs.size === 0 ? { type: "cleared" } : { type: "removed", keys: gone },
+      );
+    }
     return n;
   }
 

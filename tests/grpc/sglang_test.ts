@@ -32,7 +32,7 @@ function engine(decodeBaseMs = 0.2) {
 }
 
 async function withWorker(
-  fn: (client: SglangClient, eng: SimEngine) => Promise<void>,
+  fn: (client: SglangClient, eng: SimEngine, server: SimGrpcServer) => Promise<void>,
   o: Partial<SimGrpcOptions> = {},
   decodeBaseMs?: number,
 ) {
@@ -41,7 +41,7 @@ async function withWorker(
   const port = await server.serve("127.0.0.1", 0);
   const client = new SglangClient(`grpc://127.0.0.1:${port}`);
   try {
-    await fn(client, eng);
+    await fn(client, eng, server);
   } finally {
     await client.close();
     await server.close();
@@ -202,4 +202,36 @@ Deno.test("grpc: bad input is INVALID_ARGUMENT, not retried; a non-gRPC URL is r
     assert.equal(retryableStatus(err!.code), false);
   });
   assert.throws(() => new SglangClient("http://127.0.0.1:1"), /not a gRPC worker URL/);
+});
+
+Deno.test("sglang grpc: SubscribeKvEvents streams the blocks a generation stored, and replays after a cursor", async () => {
+  await withWorker(async (client, eng, server) => {
+    const bs = eng.config.blockSize;
+    const subscribed = Promise.withResolvers<void>();
+    server.onKvSubscribe = subscribed.resolve;
+    const sub = client.subscribeKvEvents(0);
+    await subscribed.promise; // the log records from its first subscriber on
+    const ids = prompt(7, 4 * bs + 3);
+    await drain(client.generate(request(ids)));
+    const first = await sub.next();
+    assert.ok(first !== null && first.sequence_number >= 1);
+    const stored = first.events.filter((e) => e.data === "stored").flatMap((e) => e.stored!.blocks);
+    assert.ok(stored.length >= 4, "the prompt's full blocks");
+    assert.deepEqual(stored[0].token_ids, ids.slice(0, bs));
+    assert.equal(stored[0].block_size, bs);
+    assert.match(stored[0].block_hash, /^\d+$/, "a decimal string");
+    await drain(client.generate(request(prompt(8, 2 * bs))));
+    // Every batch numbered in order, up to the engine's last.
+    let last = first.sequence_number;
+    while (last < eng.kvEvents.seq) {
+      const b = await sub.next();
+      assert.equal(b?.sequence_number, last + 1);
+      last = b!.sequence_number;
+    }
+    sub.cancel();
+    // A subscription from a cursor replays what came after it.
+    const again = client.subscribeKvEvents(first.sequence_number);
+    assert.equal((await again.next())?.sequence_number, first.sequence_number + 1);
+    again.cancel();
+  });
 });

@@ -1,10 +1,13 @@
 /**
  * The KV pool: prefix keys, matching, LRU eviction leaf first, pins that eviction respects,
- * reservations against capacity, flush, and counts.
+ * reservations against capacity, flush, counts, and the block events it reports (replayed into
+ * the gateway's block index, they must agree with the pool).
  */
 
 import assert from "node:assert/strict";
-import { blockKeys, KvCache } from "../../lib/sim/kv_cache.ts";
+import { FakeClock, seededRandom } from "../../lib/core/clock.ts";
+import { BlockIndex } from "../../lib/kv/block_index.ts";
+import { blockKeys, type KvBlockEvent, KvCache } from "../../lib/sim/kv_cache.ts";
 
 /** `n` token ids unique to `salt`. */
 function seq(salt: number, n: number): number[] {
@@ -81,7 +84,7 @@ Deno.test("pins: a pinned prefix is never evicted; unpinning makes it the most r
   const keys = c.keys(a);
   c.insert(a);
   c.insert(seq(2, 8));
-  assert.equal(c.pin(keys, 0, 2), 2);
+  assert.equal(c.pin(keys, 0, 2, a), 2);
   assert.equal(c.evictableTokens, 8);
   assert.equal(c.reserve(16), false, "only 8 tokens could be freed");
   assert.equal(c.match(seq(2, 8)), 0, "the failed reservation still evicted what it could");
@@ -98,7 +101,7 @@ Deno.test("pin: creates missing blocks while there is room, stops where there is
   const c = pool(3);
   const a = seq(1, 16);
   const keys = c.keys(a);
-  assert.equal(c.pin(keys, 0, 4), 3);
+  assert.equal(c.pin(keys, 0, 4, a), 3);
   assert.equal(c.freeTokens, 0);
   c.unpin(keys, 3);
   assert.equal(c.match(a), 12);
@@ -120,4 +123,37 @@ Deno.test("reserve: counts against capacity, evicts for room, forced may overdra
   c.unreserve(22);
   assert.equal(c.reservedTokens, 0);
   assert.equal(c.freeTokens, 16);
+});
+
+Deno.test("events: what the pool reports, replayed into the gateway's block index, agrees with it", () => {
+  const events: KvBlockEvent[] = [];
+  const c = new KvCache({ blockSize: 4, capacityTokens: 10 * 4, onEvent: (e) => events.push(e) });
+  const index = new BlockIndex({ clock: new FakeClock() });
+  const apply = () => {
+    for (const e of events.splice(0)) {
+      if (e.type === "stored") {
+        const blocks = e.keys.map((k, i) => ({
+          hash: String(k),
+          tokens: e.tokens.slice(i * 4, (i + 1) * 4),
+        }));
+        assert.equal(index.store("w", e.parent === null ? null : String(e.parent), blocks), null);
+      } else if (e.type === "removed") index.remove("w", e.keys.map(String));
+      else index.clearWorker("w");
+    }
+  };
+  const random = seededRandom(3);
+  const prompts = Array.from({ length: 6 }, (_, i) => seq(i % 3, 8 + 4 * (i % 4)));
+  for (let round = 0; round < 40; round++) {
+    const p = prompts[Math.floor(random() * prompts.length)];
+    const extended = [...p, ...seq(50 + round, 4 * Math.floor(random() * 3))];
+    c.insert(extended);
+    apply();
+    for (const q of prompts) {
+      assert.equal(index.match(q).get("w") ?? 0, c.match(q), `round ${round}`);
+    }
+  }
+  assert.ok(c.counts().evictedBlocks > 0, "evictions happened and were followed");
+  c.flush();
+  apply();
+  assert.ok(index.empty, "a flush of everything clears the index");
 });
