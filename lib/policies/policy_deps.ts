@@ -11,6 +11,17 @@ import type { Logger } from "../core/log.ts";
 import type { PolicyObserver } from "./policy.ts";
 import type { PolicyReplicas, TreeRole } from "./replicas.ts";
 
+/**
+ * What workers say their caches hold (KV-event mode), as a prefix-aware policy reads it: for a
+ * prompt's token ids, each worker's leading tokens held (whole blocks), keyed by worker URL.
+ */
+export interface CacheIndexView {
+  /** Nothing reported yet (or all of it gone): the policy falls back to its own records. */
+  readonly empty: boolean;
+  /** Each worker's leading tokens of `tokens` held; workers holding none are absent. */
+  match(tokens: readonly number[]): ReadonlyMap<string, number>;
+}
+
 /** What a policy factory hands every policy. */
 export interface PolicyDeps {
   /** Seeded randomness. */
@@ -27,4 +38,6 @@ export interface PolicyDeps {
   replicas?: PolicyReplicas;
   /** Which of the router's policies this is, for tree sync (default `main`; PD legs). */
   role?: TreeRole;
+  /** The KV-event index of a model, when its workers publish events (default: none). */
+  cacheIndex?: (model: string) => CacheIndexView | null;
 }

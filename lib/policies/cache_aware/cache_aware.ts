@@ -23,6 +23,12 @@
  * chosen is inserted. Trees are evicted to `--max-tree-size` (LRU tenant leaves) every
  * `--eviction-interval`, lazily on the request path; a removed worker is purged from every tree.
  *
+ * KV-event mode: where the model's workers publish their caches' events (`deps.cacheIndex`, keyed
+ * by worker URL) and the index holds anything, a token request's matches are the workers' own
+ * account instead of the tree's (the tree still records, warm for when the events stop). An
+ * answer whose reported cached tokens fall clearly short of the tree's belief makes the tree
+ * forget the worker's stale branches (`#corrector`).
+ *
  * Tenants are worker URLs (what another gateway of a mesh knows a worker by). With the mesh on
  * (`deps.replicas` with a delta sink), each decision is also published as a path hash and the
  * peers' decisions are kept as placements consulted as matches (`shared_paths.ts`); `exportTree`
@@ -41,14 +47,14 @@ import {
   sanitizeTuning,
 } from "../expected_wait.ts";
 import type { Policy } from "../policy.ts";
-import type { PolicyDeps } from "../policy_deps.ts";
+import type { CacheIndexView, PolicyDeps } from "../policy_deps.ts";
 import type { PolicyReplicas, SharedTrees, TreeEntry, TreeRole } from "../replicas.ts";
 import { Balance } from "./balance.ts";
 import { cheapest } from "./cost.ts";
 import { headKeys } from "./hash_index.ts";
 import { type ModelTrees, ModelTreeSet } from "./model_trees.ts";
 import { blockUnits, pathHashes, type PlacementMatch, type TreeKind } from "./shared_paths.ts";
-import type { PrefixMatch } from "./tree_types.ts";
+import { MAX_MATCHED_TENANTS, type PrefixMatch } from "./tree_types.ts";
 
 /** A decision's branch, as counted in `smg_policy_decisions_total{policy="cache_aware"}`. */
 export type CacheAwareBranch = "hit" | "miss" | "spill" | "pressure" | "fallback";
@@ -125,13 +131,17 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     let uncached = promptTokens(request);
     let cached = 0;
     const perToken = tokens ? 1 : CHARS_PER_TOKEN;
+    // Where the model's workers publish KV events, their own account decides (the tree still
+    // records, so that it is warm if the events stop); an empty index leaves it to the tree.
+    const index = tokens ? this.#d.cacheIndex?.(model) ?? null : null;
+    const reported = index !== null && !index.empty ? indexMatch(index, tokens!) : null;
     let believed = 0; // the pick's own depth in the local tree before the insert, in units
     const choose = (tree: PrefixMatch) => {
-      const url = decide(tree);
-      believed = tree.matched > 0 ? tree.depths().get(url) ?? 0 : 0;
+      const url = decide(reported ?? tree, reported ? null : remote);
+      believed = reported === null && tree.matched > 0 ? tree.depths().get(url) ?? 0 : 0;
       return url;
     };
-    const decide = (tree: PrefixMatch) => {
+    const decide = (tree: PrefixMatch, remote: PlacementMatch | null) => {
       if (this.#c.scoring === "cost") {
         const held = tokens ? trees.tokens : trees.text;
         const r = this.#cheapest(candidates, tree, remote, perToken, (u) => held.tenantSize(u));
@@ -361,4 +371,16 @@ function ownDepth(tree: PrefixMatch, remote: PlacementMatch | null, url: string)
   return remote !== null && remote.depth > local && remote.tenants.includes(url)
     ? remote.depth
     : local;
+}
+
+/** The KV-event index's account of `tokens` as a `PrefixMatch` (holders of the deepest share). */
+function indexMatch(index: CacheIndexView, tokens: readonly number[]): PrefixMatch {
+  const held = index.match(tokens);
+  let matched = 0;
+  for (const d of held.values()) if (d > matched) matched = d;
+  const tenants: string[] = [];
+  for (const [url, d] of held) {
+    if (d === matched && matched > 0 && tenants.length < MAX_MATCHED_TENANTS) tenants.push(url);
+  }
+  return { matched, total: tokens.length, tenants, depths: () => held };
 }

@@ -258,3 +258,35 @@ Deno.test("cache_aware: an answer reporting less cached makes the tree forget th
   d.note.onReport!({ prompt: 1000, cached: 990 });
   assert.equal(corrections.length, 1);
 });
+
+Deno.test("cache_aware: where workers publish KV events, their account routes token requests; an empty index leaves it to the tree", () => {
+  const config = defaultConfig();
+  const held = new Map<string, number>();
+  let empty = true;
+  const p = new CacheAwarePolicy({
+    random: seededRandom(7),
+    now: () => 0,
+    log: silentLogger,
+    config,
+    cacheIndex: (model) => model === "m" ? { empty, match: () => held } : null,
+  });
+  const ws = [w("w1"), w("w2"), w("w3")];
+  const tokens = Array.from({ length: 64 }, (_, i) => i);
+  const pick = () => {
+    const note: SelectionNote = { prefillTokens: 0, predictedCached: null };
+    const chosen = p.select(ws, request("ignored", { tokens }), note)!;
+    return { id: chosen.id, note };
+  };
+  const first = pick(); // empty index: the tree (cold) decides, and records the pick
+  assert.equal(first.note.predictedCached, 0);
+  // The engines say w3 holds 48 of the 64 tokens (the tree believes the first pick holds all).
+  empty = false;
+  held.set("http://w3:8000", 48);
+  const second = pick();
+  assert.equal(second.id, "w3");
+  assert.equal(second.note.predictedCached, 48);
+  assert.equal(second.note.onReport, undefined, "no tree correction when the index decided");
+  held.clear(); // the index holds blocks, none of this prompt's: nobody is credited
+  const third = pick();
+  assert.equal(third.note.predictedCached, 0);
+});
