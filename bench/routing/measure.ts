@@ -14,6 +14,7 @@ import type { LoadPoint, Options } from "./options.ts";
 import { summarise, type Summary } from "./report.ts";
 import { oracleAssignment, oracleRoute, upperBoundKnobs } from "./references.ts";
 import { type Histogram, readHistogram, summarisePrediction } from "./prediction.ts";
+import { sessionOffer } from "./sessions.ts";
 import { streamChat } from "./stream.ts";
 import { startTarget, type TargetSpec } from "./targets.ts";
 import type { Workload } from "./workload.ts";
@@ -91,17 +92,16 @@ export async function measureOne(
     let cpuBefore: CpuSample | null = null;
     const empty: Histogram = { buckets: new Map(), count: 0, sum: 0 };
     let predBefore = empty;
-    const d = await drive(url, c.workload, {
-      load: point.load,
+    const route = oracle
+      ? oracleRoute(oracleAssignment(c.workload, o.workers), fleet.targets)
+      : undefined;
+    const d = await drive(url, sessionOffer(c.workload, point.load, route), {
       warmupMs: o.warmup * 1000,
       durationMs: o.duration * 1000,
       maxRequests: o.requests,
       drainMs: o.drain * 1000,
       model: "sim-model",
       signal: c.signal,
-      extraHeaders: oracle
-        ? oracleRoute(oracleAssignment(c.workload, o.workers), fleet.targets)
-        : undefined,
       onMeasureStart: async () => {
         [before, cpuBefore, predBefore] = await Promise.all([
           readCounters(fleet.urls),

@@ -21,7 +21,8 @@
  *   HAProxy and nginx targets are skipped when the tool is missing. Every child is killed at the
  *   end, on error and on SIGINT/SIGTERM too. Traffic goes to 127.0.0.1 only.
  *
- * Pieces: flags (`options.ts`), the plan (`workload.ts`), the client (`client.ts`, `stream.ts`),
+ * Pieces: flags (`options.ts`), the plan (`workload.ts`), the client (`client.ts`: the drive
+ * loop; `sessions.ts`: the workload's arrivals; `stream.ts`),
  * the fleet (`fleet.ts`), the targets (`targets.ts`, `gateway.ts`, `peers.ts`), one measurement
  * (`measure.ts`), the references (`references.ts`) and the report (`report.ts`, `verdict.ts`);
  * children come from `../overhead/processes.ts`.
