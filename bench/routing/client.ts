@@ -55,6 +55,8 @@ export interface Outgoing {
 
 /** What the drive loop lends an offer. */
 export interface Driver {
+  /** performance.now() when the run started: offers schedule arrivals from it. */
+  readonly t0: number;
   /** Fires when sending must stop early: shutdown or the request cap. */
   readonly stop: AbortSignal;
   /** performance.now() when the measured window closes. */
@@ -110,6 +112,7 @@ export async function drive(baseUrl: string, offer: Offer, o: DriveOptions): Pro
   let lastEnd = measureAt;
 
   const driver: Driver = {
+    t0,
     stop,
     stopAt,
     open: () => !stop.aborted && performance.now() < stopAt,

@@ -31,7 +31,7 @@ export function sessionOffer(w: Workload, load: SessionLoad, route?: SessionRout
     let nextSession = 0;
     if ("rate" in load) {
       const gaps = w.poissonGaps(load.rate / w.meanTurns());
-      let at = performance.now();
+      let at = d.t0;
       for (;;) {
         at += gaps.next().value as number;
         if (at >= d.stopAt) break;
