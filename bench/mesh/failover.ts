@@ -34,7 +34,7 @@ import { drive, type RequestRecord } from "../routing/client.ts";
 import { sessionOffer } from "../routing/sessions.ts";
 import { delta, readCounters, startFleet, type WorkerCounters } from "../routing/fleet.ts";
 import { gatewayCommand } from "../routing/gateway.ts";
-import { SIM_KNOBS } from "../routing/options.ts";
+import { SIM_KNOBS } from "../routing/scenarios.ts";
 import { percentile } from "../routing/report.ts";
 import { streamChat } from "../routing/stream.ts";
 import { Workload } from "../routing/workload.ts";
