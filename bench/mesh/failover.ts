@@ -31,9 +31,10 @@ import {
   waitFor,
 } from "../overhead/processes.ts";
 import { drive, type RequestRecord } from "../routing/client.ts";
+import { sessionOffer } from "../routing/sessions.ts";
 import { delta, readCounters, startFleet, type WorkerCounters } from "../routing/fleet.ts";
 import { gatewayCommand } from "../routing/gateway.ts";
-import { SIM_KNOBS } from "../routing/options.ts";
+import { SIM_KNOBS } from "../routing/scenarios.ts";
 import { percentile } from "../routing/report.ts";
 import { streamChat } from "../routing/stream.ts";
 import { Workload } from "../routing/workload.ts";
@@ -253,8 +254,7 @@ async function runMode(mode: "off" | "on", o: Options, dir: string) {
     let killRelMs = 0;
     let killing: Promise<void> = Promise.resolve();
     const t0 = performance.now();
-    const d = await drive(url, workload, {
-      load: { rate: o.rate },
+    const d = await drive(url, sessionOffer(workload, { rate: o.rate }), {
       warmupMs: o.warmup * 1000,
       durationMs: o.duration * 1000,
       maxRequests: null,

@@ -1,28 +1,27 @@
 /**
- * Runs a workload against one base URL and records every request. Two arrival modes:
+ * The routing benchmark's drive loop: a workload's arrivals (an `Offer`: the synthetic sessions
+ * of `sessions.ts` or a trace replay of `replay.ts`) sent to one base URL through the streaming
+ * client (`stream.ts`), every request recorded. The loop owns what every workload shares:
  *
- * - open loop (`rate`): sessions arrive as a Poisson process at `rate / meanTurns` per second,
- *   so that requests arrive at about `rate` per second; each session sends its turns in order,
- *   each after the previous reply plus the turn's think time. Arrivals never wait for replies.
- * - closed loop (`concurrency`): that many users, each running sessions from the plan back to
- *   back with no think time, so exactly `concurrency` requests are in flight.
+ * - phases: a warm-up (requests sent in it are not measured), the measured window (no request
+ *   starts after it), then a drain that waits for requests in flight and aborts what is left at
+ *   the drain timeout (counted as failed);
+ * - the request cap: sending stops after `maxRequests` measured requests;
+ * - the hook run when the window opens (worker counters), and shutdown by signal.
  *
- * Each turn resends the whole history with the assistant's real reply text. Phases: a warm-up
- * (requests sent in it are not recorded as measured), the measured window, then a drain that
- * waits for requests in flight and aborts what is left at the drain timeout (counted as failed).
- * A failed turn ends its conversation, since there is no reply to resend.
+ * An offer decides when each request starts and what it sends; it learns through its `Driver`
+ * whether it may still send, and says which of its requests are measured when that is not simply
+ * "sent once the window is open" (a trace's warm-up is a count of requests).
  */
 
 import { streamChat, type StreamResult } from "./stream.ts";
-import type { Session, Workload } from "./workload.ts";
+import type { ChatMessage } from "./workload.ts";
 
-/** How load is offered and for how long. */
+/** How long each phase lasts and what every request carries. */
 export interface DriveOptions {
-  /** Open loop at this many requests/s, or closed loop with this many users. */
-  load: { rate: number } | { concurrency: number };
   /** ms of unrecorded warm-up before the measured window. */
   warmupMs: number;
-  /** ms of the measured window (no request is sent after it). */
+  /** ms of the measured window (no request starts after it). */
   durationMs: number;
   /** Stop sending after this many measured requests (null: no cap). */
   maxRequests: number | null;
@@ -30,25 +29,60 @@ export interface DriveOptions {
   drainMs: number;
   /** Model name sent in every request. */
   model: string;
-  /** Headers added to each request of a session, on top of the plan's (`ref:oracle`'s route). */
-  extraHeaders?: (s: Session, planned: Record<string, string>) => Record<string, string>;
   /** Called once when the measured window opens (e.g. to snapshot worker counters). */
   onMeasureStart?: () => Promise<void>;
   /** Aborts everything (SIGINT). */
   signal?: AbortSignal;
 }
 
-/** One request as recorded. */
-export interface RequestRecord extends Omit<StreamResult, "text"> {
-  /** Session id. */
+/** One request an offer sends, and what its record says about it. */
+export interface Outgoing {
+  /** The conversation so far, ending with the user's message. */
+  messages: ChatMessage[];
+  /** `max_tokens`. */
+  maxTokens: number;
+  /** Request headers (routing key, session id, a reference's route). */
+  headers: Record<string, string>;
+  /** Session id (synthetic) or `r` + line index (trace), for the record. */
   session: string;
   /** 0-based turn within the session. */
   turn: number;
-  /** Tenant index. */
-  tenant: number;
+  /** Tenant index, or null when the workload has none (a trace). */
+  tenant: number | null;
+  /** Measured or warm-up; default: measured when sent once the window is open. */
+  measured?: boolean;
+}
+
+/** What the drive loop lends an offer. */
+export interface Driver {
+  /** performance.now() when the run started: offers schedule arrivals from it. */
+  readonly t0: number;
+  /** Fires when sending must stop early: shutdown or the request cap. */
+  readonly stop: AbortSignal;
+  /** performance.now() when the measured window closes. */
+  readonly stopAt: number;
+  /** Whether a request may start now: not stopped and the window not closed. */
+  open(): boolean;
+  /** Sends `r`, records it and resolves with the result (never rejects). */
+  send(r: Outgoing): Promise<StreamResult>;
+  /** Counts `p` (an arrival's requests) as in flight: the drain waits for it. */
+  track(p: Promise<void>): void;
+}
+
+/** A workload's arrivals: starts them through `d`, resolving once no more will start. */
+export type Offer = (d: Driver) => Promise<void>;
+
+/** One request as recorded. */
+export interface RequestRecord extends Omit<StreamResult, "text"> {
+  /** Session id (or trace request id). */
+  session: string;
+  /** 0-based turn within the session. */
+  turn: number;
+  /** Tenant index, or null. */
+  tenant: number | null;
   /** ms after the run started that it was sent. */
   sentAtMs: number;
-  /** Sent inside the measured window. */
+  /** Counted in the measured window. */
   measured: boolean;
 }
 
@@ -64,8 +98,8 @@ export interface DriveResult {
   cut: number;
 }
 
-/** Sends the workload to `baseUrl` as `o` says and returns every request's record. */
-export async function drive(baseUrl: string, w: Workload, o: DriveOptions): Promise<DriveResult> {
+/** Sends `offer`'s requests to `baseUrl` as `o` says and returns every request's record. */
+export async function drive(baseUrl: string, offer: Offer, o: DriveOptions): Promise<DriveResult> {
   const t0 = performance.now();
   const measureAt = t0 + o.warmupMs;
   const stopAt = measureAt + o.durationMs;
@@ -73,51 +107,43 @@ export async function drive(baseUrl: string, w: Workload, o: DriveOptions): Prom
   const signal = o.signal ? AbortSignal.any([o.signal, cutter.signal]) : cutter.signal;
   const records: RequestRecord[] = [];
   const capped = new AbortController();
-  /** Fires when sending must stop early: shutdown or the request cap. */
   const stop = AbortSignal.any([signal, capped.signal]);
   let measuredSent = 0;
   let lastEnd = measureAt;
-  let nextSession = 0;
 
-  const sending = () =>
-    !signal.aborted && performance.now() < stopAt &&
-    (o.maxRequests === null || measuredSent < o.maxRequests);
-
-  /** Runs `s` to its end; `think` says whether to honour think times. */
-  const runSession = async (s: Session, think: boolean) => {
-    const replies: string[] = [];
-    const planned = w.headers(s);
-    const headers = o.extraHeaders ? { ...planned, ...o.extraHeaders(s, planned) } : planned;
-    for (let t = 0; t < s.turns.length; t++) {
-      const turn = s.turns[t];
-      if (think && turn.thinkMs > 0) {
-        await sleepUntil(performance.now() + turn.thinkMs, stopAt, stop);
-      }
-      if (!sending()) return;
+  const driver: Driver = {
+    t0,
+    stop,
+    stopAt,
+    open: () => !stop.aborted && performance.now() < stopAt,
+    send: async (r) => {
       const sentAt = performance.now();
-      const measured = sentAt >= measureAt;
+      const measured = r.measured ?? sentAt >= measureAt;
       if (measured && ++measuredSent === o.maxRequests) capped.abort();
-      const r = await streamChat({
+      const result = await streamChat({
         baseUrl,
         model: o.model,
-        messages: w.messages(s, t, replies),
-        maxTokens: turn.maxTokens,
-        headers,
+        messages: r.messages,
+        maxTokens: r.maxTokens,
+        headers: r.headers,
         signal,
       });
-      const { text, ...rest } = r;
+      const { text: _, ...rest } = result;
       records.push({
         ...rest,
-        session: s.id,
-        turn: t,
-        tenant: s.tenant,
+        session: r.session,
+        turn: r.turn,
+        tenant: r.tenant,
         sentAtMs: sentAt - t0,
         measured,
       });
       if (measured) lastEnd = Math.max(lastEnd, performance.now());
-      if (!r.ok) return;
-      replies.push(text);
-    }
+      return result;
+    },
+    track: (p) => {
+      running.add(p);
+      p.finally(() => running.delete(p)).catch(() => {}); // rejections surface in Promise.all
+    },
   };
 
   // The hook's outcome is kept as a value so that a failure is reported at the end, not as an
@@ -127,29 +153,14 @@ export async function drive(baseUrl: string, w: Workload, o: DriveOptions): Prom
     measureHook = (o.onMeasureStart?.() ?? Promise.resolve()).then(() => null, (e) => e);
   }, o.warmupMs);
   const running = new Set<Promise<void>>();
-  const track = (p: Promise<void>) => {
-    running.add(p);
-    p.finally(() => running.delete(p)).catch(() => {}); // rejections surface in Promise.all
-  };
 
-  if ("rate" in o.load) {
-    const gaps = w.poissonGaps(o.load.rate / w.meanTurns());
-    let at = t0;
-    for (;;) {
-      at += gaps.next().value as number;
-      if (at >= stopAt) break;
-      await sleepUntil(at, stopAt, stop);
-      if (!sending()) break;
-      track(runSession(w.session(nextSession++), true));
-    }
-  } else {
-    for (let u = 0; u < o.load.concurrency; u++) {
-      track((async () => {
-        while (sending()) await runSession(w.session(nextSession++), false);
-      })());
-    }
-  }
-  // Closed-loop users end by themselves; both modes wait for the window to close (or the cap).
+  // An offer that throws stops the run; the requests it started are aborted and awaited first.
+  let offerError: unknown = null;
+  await offer(driver).catch((e) => {
+    offerError = e ?? new Error("the offer failed");
+    cutter.abort();
+  });
+  // Closed-loop users end by themselves; every offer waits for the window to close (or the cap).
   await sleepUntil(stopAt, stopAt, stop);
   const windowMs = Math.max(0, performance.now() - measureAt);
   const drainEnd = new AbortController();
@@ -163,6 +174,7 @@ export async function drive(baseUrl: string, w: Workload, o: DriveOptions): Prom
   cutter.abort();
   await Promise.all(running);
   clearTimeout(hookTimer);
+  if (offerError) throw offerError;
   const hookError = await measureHook;
   if (hookError) throw hookError;
   return { records, measuredSpanMs: lastEnd - measureAt, windowMs, cut };

@@ -1,9 +1,9 @@
 /**
  * One measurement: a fresh fleet, one target in front of it, one request through it to prove the
- * path, the workload at one load point, then the workers' counters and both CPUs' busy share over
- * the measured window, summarised. Every process it starts is stopped before it returns.
- * `ref:upper-bound` is a fleet of one scaled worker that the client talks to directly;
- * `ref:oracle` adds its `X-SMG-Target-Worker` header to every request (`references.ts`).
+ * path, the traffic at one load point (`traffic.ts`: the synthetic workload or a trace, with a
+ * reference's route), then the workers' counters and both CPUs' busy share over the measured
+ * window, summarised. Every process it starts is stopped before it returns. `ref:upper-bound` is
+ * a fleet of one scaled worker that the client talks to directly.
  */
 
 import { busyPct, type CpuSample, sampleCpu } from "../overhead/cpu.ts";
@@ -12,11 +12,11 @@ import { drive } from "./client.ts";
 import { delta, readCounters, startFleet, type WorkerCounters } from "./fleet.ts";
 import type { LoadPoint, Options } from "./options.ts";
 import { summarise, type Summary } from "./report.ts";
-import { oracleAssignment, oracleRoute, upperBoundKnobs } from "./references.ts";
+import { upperBoundKnobs } from "./references.ts";
 import { type Histogram, readHistogram, summarisePrediction } from "./prediction.ts";
 import { streamChat } from "./stream.ts";
 import { startTarget, type TargetSpec } from "./targets.ts";
-import type { Workload } from "./workload.ts";
+import type { TrafficFor } from "./traffic.ts";
 
 /** The CPU the target runs on (and this process, the client). */
 export const TARGET_CPU = 0;
@@ -25,8 +25,8 @@ export const TARGET_CPU = 0;
 export interface MeasureContext {
   /** The parsed command line. */
   options: Options;
-  /** The workload plan. */
-  workload: Workload;
+  /** What to send to each target at each load point. */
+  traffic: TrafficFor;
   /** sim-worker flags for every worker. */
   simKnobs: string[];
   /** Temp dir for logs and configs. */
@@ -76,7 +76,6 @@ export async function measureOne(
       );
       url = `http://${HOST}:${port}`;
     }
-    const oracle = target.kind === "ref" && target.ref === "oracle";
     const probe = await streamChat({
       baseUrl: url,
       model: "sim-model",
@@ -91,17 +90,14 @@ export async function measureOne(
     let cpuBefore: CpuSample | null = null;
     const empty: Histogram = { buckets: new Map(), count: 0, sum: 0 };
     let predBefore = empty;
-    const d = await drive(url, c.workload, {
-      load: point.load,
-      warmupMs: o.warmup * 1000,
-      durationMs: o.duration * 1000,
-      maxRequests: o.requests,
+    const traffic = c.traffic(point, target, fleet.targets);
+    const d = await drive(url, traffic.offer, {
+      warmupMs: traffic.warmupMs,
+      durationMs: traffic.durationMs,
+      maxRequests: traffic.maxRequests,
       drainMs: o.drain * 1000,
       model: "sim-model",
       signal: c.signal,
-      extraHeaders: oracle
-        ? oracleRoute(oracleAssignment(c.workload, o.workers), fleet.targets)
-        : undefined,
       onMeasureStart: async () => {
         [before, cpuBefore, predBefore] = await Promise.all([
           readCounters(fleet.urls),

@@ -1,14 +1,35 @@
 /**
  * The routing benchmark's command line: flags in, an `Options` out. A bad flag prints the usage
- * and exits 2; `--help` prints it and exits 0. Also the fleet's default simulator knobs.
+ * and exits 2; `--help` prints it and exits 0. The defaults come from the scenarios
+ * (`scenarios.ts`).
  */
 
-/** One load point: open loop at a request rate, or closed loop at a concurrency. */
+import {
+  DEFAULT_RATES,
+  type Scenario,
+  type ScenarioDefaults,
+  SCENARIOS,
+  TRACE_SCENARIOS,
+  type TraceScenarioDefaults,
+} from "./scenarios.ts";
+
+/**
+ * One load point: open loop at a request rate, closed loop at a concurrency, or a trace replayed
+ * at a speed.
+ */
 export interface LoadPoint {
   /** Row label in the report, e.g. `light (open loop, 3 req/s)`. */
   label: string;
   /** What the client offers. */
-  load: { rate: number } | { concurrency: number };
+  load: { rate: number } | { concurrency: number } | { speed: number };
+}
+
+/** A trace to replay instead of the synthetic workload (`--trace`). */
+export interface TraceOptions {
+  /** The Mooncake-format trace file (JSON lines). */
+  path: string;
+  /** Requests sent unmeasured before the window opens (`--trace-warmup`, 400). */
+  warmup: number;
 }
 
 /** What one run measures, from the command line. */
@@ -19,17 +40,19 @@ export interface Options {
   points: LoadPoint[];
   /** Seconds of the measured window per (target, load point). */
   duration: number;
-  /** Seconds of unrecorded warm-up before it. */
+  /** Seconds of unrecorded warm-up before it (synthetic workload; a trace counts requests). */
   warmup: number;
   /** Seconds to wait for requests in flight after the window. */
   drain: number;
   /** Cap on measured requests per (target, load point), or null. */
   requests: number | null;
+  /** The trace replayed instead of the synthetic workload, or null. */
+  trace: TraceOptions | null;
   /** `--targets` entries, or null for the default list. */
   targets: string[] | null;
   /** Seed of the workload, the workers and the gateway's randomness. */
   seed: number;
-  /** Tenants in the workload. */
+  /** Tenants in the synthetic workload. */
   tenants: number;
   /** Zipf exponent of tenant popularity (0: uniform). */
   tenantSkew: number;
@@ -45,93 +68,18 @@ export interface Options {
   connectionMode: "http" | "grpc";
 }
 
-/**
- * The fleet's simulator knobs: the engine defaults, a 32k-token KV cache, at half speed. The
- * workload's 24 tenant prompts (~48k tokens) do not fit one worker's cache but fit the fleet's,
- * so where a conversation lands decides what is cached. `--time-scale 2` halves the request rate
- * that saturates the fleet (to ~12 req/s for round robin), which keeps the client, target and
- * workers on this 2-core machine well below a core each, and the simulated latencies (tens to
- * thousands of ms) far above the few ms of CPU each process spends per request.
- */
-export const SIM_KNOBS = [
-  "--kv-tokens",
-  "32768",
-  "--block-size",
-  "16",
-  "--max-running",
-  "32",
-  "--prefill-chunk",
-  "2048",
-  "--prefill-tps",
-  "8000",
-  "--decode-base-ms",
-  "6",
-  "--decode-per-req-ms",
-  "0.35",
-  "--time-scale",
-  "2",
-  "--max-new-tokens",
-  "64",
-];
-
-/** Default open-loop rates (req/s): light, and near the 4-worker fleet's saturation. */
-export const DEFAULT_RATES = [5, 14];
-
-/** A scenario: the defaults of fleet size, workload and load points. */
-export interface ScenarioDefaults {
-  /** What it is, for `--help` and the report. */
-  about: string;
-  workers: number;
-  tenants: number;
-  tenantSkew: number;
-  /** System prompt length range in tokens. */
-  systemTokens: [number, number];
-  /** sim-worker flags after `SIM_KNOBS`. */
-  simArgs: string[];
-  /** Open-loop rates (req/s), lightest first; the last near saturation. */
-  rates: number[];
-}
-
-/**
- * The scenarios. `standard`: 4 workers, 24 Zipf-popular tenants whose prompts fit the fleet's
- * caches but not one worker's. `small-kv`: as many tenants as workers (8, alike: equally popular,
- * system prompts of similar length, so that pinning each to a worker is balanced), each
- * worker's KV cache holding only a few tenants' system prompts (16k tokens), so that affinity
- * and balance pull against each other. Its rates offer round robin's uncached prompt tokens at
- * about 40, 60 and 80 % of the fleet's prefill capacity (8 × 4,000 tokens/s wall at
- * `--time-scale 2`, ~2,200-token prompts, ~76 % of them cached under round robin).
- */
-export const SCENARIOS = {
-  standard: {
-    about: "4 workers, 24 Zipf(1) tenants, 32k-token KV caches",
-    workers: 4,
-    tenants: 24,
-    tenantSkew: 1,
-    systemTokens: [1000, 3000],
-    simArgs: [],
-    rates: DEFAULT_RATES,
-  },
-  "small-kv": {
-    about:
-      "8 workers, 8 alike tenants (equally popular, 1,800-2,200-token system prompts), 16k-token KV caches (a few system prompts each)",
-    workers: 8,
-    tenants: 8,
-    tenantSkew: 0,
-    systemTokens: [1800, 2200],
-    simArgs: ["--kv-tokens", "16384"],
-    rates: [24, 36, 48],
-  },
-} satisfies Record<string, ScenarioDefaults>;
-
-/** A scenario name. */
-export type Scenario = keyof typeof SCENARIOS;
+/** Requests a trace replay sends unmeasured first, by default. */
+export const DEFAULT_TRACE_WARMUP = 400;
 
 /** The `--help` text. */
 export const USAGE = `usage: deno task bench:routing [options]
+       deno task bench:routing --trace FILE [--speed X,Y] [options]
   --scenario NAME    defaults of the flags below: ${
   Object.entries(SCENARIOS).map(([k, v]) => `${k} (${v.about})`).join("; ")
-} (default standard)
-  --workers N        simulated workers per fleet (default 4)
+} (default standard); with --trace: ${
+  Object.entries(TRACE_SCENARIOS).map(([k, v]) => `${k} (${v.about})`).join("; ")
+} (default trace)
+  --workers N        simulated workers per fleet (default 4; 8 with --trace)
   --rate A,B         open-loop load points in requests/s (default ${
   DEFAULT_RATES.join(",")
 }; small-kv ${SCENARIOS["small-kv"].rates.join(",")})
@@ -139,20 +87,31 @@ export const USAGE = `usage: deno task bench:routing [options]
   --duration S       seconds of the measured window per target and point (default 10; 5 with --quick)
   --warmup S         seconds of unrecorded warm-up before it (default 4; 2 with --quick)
   --drain S          seconds to wait for requests in flight afterwards (default 15)
-  --requests N       also stop a window after N measured requests
-  --targets LIST     comma list of ref:upper-bound, ref:oracle, smg:<policy>, haproxy:<variant>,
-                     nginx:<variant>, or the kinds ref, smg, haproxy, nginx, or all (default:
-                     all, policies this build lacks skipped)
+  --requests N       also stop a window after N measured requests (alias --max-requests)
+  --targets LIST     comma list of ref:upper-bound, ref:oracle, ref:affinity, smg:<policy>,
+                     haproxy:<variant>, nginx:<variant>, or the kinds ref, smg, haproxy, nginx, or
+                     all (default: all; policies this build lacks and targets without meaning for
+                     the workload are skipped with a note)
   --tenants N        tenants with their own system prompt (default 24)
   --tenant-skew X    Zipf exponent of tenant popularity, 0 uniform (default 1)
-  --seed N           seed of the workload, workers and gateway (default 0)
+  --seed N           seed of the workload (or the trace's block texts), workers and gateway
+                     (default 0)
   --sim "FLAGS"      extra sim-worker flags, after the defaults (e.g. "--kv-tokens 65536")
   --quick            short windows, for a smoke test
   --json PATH        also write the results as JSON
   --connection-mode grpc
                      the workers also serve sglang's scheduler gRPC service and our gateway
                      reaches them over it, tokenizing with Qwen3's tokenizer (HAProxy and nginx
-                     targets are skipped; ref:upper-bound stays HTTP)`;
+                     targets are skipped; ref:upper-bound stays HTTP)
+Trace replay, instead of the synthetic workload (no --rate, --concurrency, --warmup, --tenants,
+--tenant-skew):
+  --trace FILE       a Mooncake-format trace (JSON lines of timestamp ms, input_length,
+                     output_length, hash_ids of 512-token blocks), sent open loop
+  --speed X,Y        load points: timestamps ÷ X, each speed a point (default ${
+  TRACE_SCENARIOS.trace.speeds.join(",")
+})
+  --trace-warmup N   requests sent unmeasured first (default ${DEFAULT_TRACE_WARMUP}); the window
+                     then lasts --duration, or to the trace's end, or --requests`;
 
 function fail(msg: string): never {
   console.error(`bench:routing: ${msg}\n${USAGE}`);
@@ -169,28 +128,52 @@ function number(flag: string, v: string | undefined, min: number, max: number, i
   return n;
 }
 
+/** The value of `flag` in `args` (`--flag V` or `--flag=V`), or undefined. */
+function peek(args: string[], flag: string): string | undefined {
+  const i = args.findIndex((a) => a === flag || a.startsWith(`${flag}=`));
+  return i < 0 ? undefined : args[i].includes("=") ? args[i].split(/=(.*)/s, 2)[1] : args[i + 1];
+}
+
+/** Flags that shape the synthetic workload only, refused with `--trace`. */
+const SYNTHETIC_ONLY = ["--rate", "--concurrency", "--warmup", "--tenants", "--tenant-skew"];
+
 /** Parses the command line. */
 export function parseOptions(args: string[]): Options {
   let rates: number[] | null = null;
   let concurrency: number[] = [];
-  const si = args.findIndex((a) => a === "--scenario" || a.startsWith("--scenario="));
-  const name = si < 0 ? "standard" : args[si].includes("=") ? args[si].split("=")[1] : args[si + 1];
-  if (!(name in SCENARIOS)) fail(`--scenario is one of ${Object.keys(SCENARIOS).join(", ")}`);
-  const sc: ScenarioDefaults = SCENARIOS[name as Scenario];
+  let speeds: number[] | null = null;
+  const tracePath = peek(args, "--trace");
+  const replay = args.some((a) => a === "--trace" || a.startsWith("--trace="));
+  if (replay && !tracePath) fail("--trace needs a file");
+  const name = peek(args, "--scenario") ?? (replay ? "trace" : "standard");
+  const known = replay ? TRACE_SCENARIOS : SCENARIOS;
+  if (!(name in known)) {
+    fail(
+      `--scenario is one of ${Object.keys(known).join(", ")}` +
+        (replay ? " with --trace" : " (the trace scenarios need --trace FILE)"),
+    );
+  }
+  // A trace scenario sets the fleet; the synthetic fields keep standard's values, unused.
+  const sc: ScenarioDefaults = SCENARIOS[replay ? "standard" : name as keyof typeof SCENARIOS];
+  const traceSc: TraceScenarioDefaults | null = replay
+    ? TRACE_SCENARIOS[name as keyof typeof TRACE_SCENARIOS]
+    : null;
+  const fleet = traceSc ?? sc;
   const o: Options & { quick: boolean } = {
-    workers: sc.workers,
+    workers: fleet.workers,
     points: [],
     duration: NaN,
     warmup: NaN,
     drain: 15,
     requests: null,
+    trace: replay ? { path: tracePath ?? "", warmup: DEFAULT_TRACE_WARMUP } : null,
     targets: null,
     seed: 0,
     tenants: sc.tenants,
     tenantSkew: sc.tenantSkew,
     systemTokens: sc.systemTokens,
     scenario: name as Scenario,
-    simArgs: [...sc.simArgs],
+    simArgs: [...fleet.simArgs],
     json: null,
     connectionMode: "http",
     quick: false,
@@ -200,11 +183,25 @@ export function parseOptions(args: string[]): Options {
     const [flag, inline] = a.includes("=") ? a.split(/=(.*)/s, 2) : [a, undefined];
     const value = () => inline ?? args[++i];
     const list = () => (value() ?? "").split(",").map((x) => x.trim()).filter(Boolean);
+    if (replay && SYNTHETIC_ONLY.includes(flag)) {
+      fail(
+        `${flag} shapes the synthetic workload; a trace replay takes --speed and --trace-warmup`,
+      );
+    }
     switch (flag) {
       case "--": // `deno task bench:routing -- ...` passes it through
         break;
       case "--scenario": // read above
+      case "--trace":
         if (inline === undefined) i++;
+        break;
+      case "--speed":
+        if (!replay) fail("--speed replays a trace: give --trace FILE");
+        speeds = list().map((x) => number(flag, x, 0.01, 1000, false));
+        break;
+      case "--trace-warmup":
+        if (!replay) fail("--trace-warmup replays a trace: give --trace FILE");
+        o.trace!.warmup = number(flag, value(), 0, 10_000_000);
         break;
       case "--tenant-skew":
         o.tenantSkew = number(flag, value(), 0, 10, false);
@@ -228,6 +225,7 @@ export function parseOptions(args: string[]): Options {
         o.drain = number(flag, value(), 0, 600, false);
         break;
       case "--requests":
+      case "--max-requests":
         o.requests = number(flag, value(), 1, 10_000_000);
         break;
       case "--targets":
@@ -240,7 +238,7 @@ export function parseOptions(args: string[]): Options {
         o.seed = number(flag, value(), 0, 2 ** 31 - 1);
         break;
       case "--sim":
-        o.simArgs = [...sc.simArgs, ...(value() ?? "").split(/\s+/).filter(Boolean)];
+        o.simArgs = [...fleet.simArgs, ...(value() ?? "").split(/\s+/).filter(Boolean)];
         break;
       case "--quick":
         o.quick = true;
@@ -263,8 +261,26 @@ export function parseOptions(args: string[]): Options {
         fail(`unknown argument ${a}`);
     }
   }
+  o.points = replay ? speedPoints(speeds ?? traceSc!.speeds) : ratePoints(rates, concurrency, sc);
+  if (Number.isNaN(o.duration)) o.duration = o.quick ? 5 : 10;
+  if (Number.isNaN(o.warmup)) o.warmup = replay ? 0 : o.quick ? 2 : 4;
+  const { quick: _, ...options } = o;
+  return options;
+}
+
+/** A trace's load points: one per speed. */
+function speedPoints(speeds: number[]): LoadPoint[] {
+  return speeds.map((speed) => ({ label: `trace at ${speed}×`, load: { speed } }));
+}
+
+/** The synthetic workload's load points: the rates (or the scenario's), then the concurrencies. */
+function ratePoints(
+  rates: number[] | null,
+  concurrency: number[],
+  sc: ScenarioDefaults,
+): LoadPoint[] {
   const defaults = rates === null && concurrency.length === 0;
-  o.points = [
+  return [
     ...(rates ?? (concurrency.length ? [] : sc.rates)).map((rate, i, all) => ({
       label: `${
         defaults
@@ -275,8 +291,4 @@ export function parseOptions(args: string[]): Options {
     })),
     ...concurrency.map((c) => ({ label: `closed loop ${c} users`, load: { concurrency: c } })),
   ];
-  if (Number.isNaN(o.duration)) o.duration = o.quick ? 5 : 10;
-  if (Number.isNaN(o.warmup)) o.warmup = o.quick ? 2 : 4;
-  const { quick: _, ...options } = o;
-  return options;
 }

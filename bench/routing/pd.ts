@@ -42,7 +42,7 @@ import { round } from "../overhead/stats.ts";
 import { delta, readCounters, startFleet, type WorkerCounters } from "./fleet.ts";
 import { gatewayCommand } from "./gateway.ts";
 import { TARGET_CPU } from "./measure.ts";
-import { SIM_KNOBS } from "./options.ts";
+import { SIM_KNOBS } from "./scenarios.ts";
 import { fmt, maxOverMean, percentile } from "./report.ts";
 import { sleepUntil } from "./client.ts";
 import { streamChat } from "./stream.ts";

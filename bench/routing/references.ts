@@ -1,6 +1,9 @@
 /**
- * The two references the routing benchmark computes on the same workload, in the same run, to
- * judge the policies against:
+ * The references the routing benchmark computes on the same workload, in the same run, to judge
+ * the policies against. `ref:upper-bound` serves both workloads; `ref:oracle` knows the synthetic
+ * workload's tenants and `ref:affinity` a trace's conversations, so each is skipped (with a note)
+ * on the other workload. A trace replay also reports the infinite-cache bound, computed offline
+ * (`trace_bound.ts`).
  *
  * - `ref:upper-bound`: one simulated worker with the whole fleet's capacity, sent the workload
  *   directly (no gateway). It holds every tenant's prefixes in one cache of N × the KV tokens, so
@@ -11,14 +14,28 @@
  *   decoding N·b requests lasts base + per-req × b, as a fleet worker's step at batch b, so
  *   per-token time and decode throughput match the fleet's). It is still faster than the fleet
  *   for a lone long prompt (N × the prefill speed) and never idles a worker while another queues,
- *   so its TTFT is informative only.
+ *   so its TTFT is informative only. On a trace it is as sound as on the synthetic workload: it
+ *   is sent the same requests, and nothing in it depends on tenants.
  * - `ref:oracle`: each tenant's traffic pinned to one worker, chosen by a balanced assignment of
  *   tenants to workers: greedy bin packing (largest first, onto the least loaded worker) of the
  *   tenants' expected prompt tokens per second, i.e. Zipf popularity × (system prompt + mean
  *   conversation history). The client reads each request's `X-Tenant-Id` and sets
  *   `X-SMG-Target-Worker` to that tenant's worker URL; our gateway with `--policy
  *   consistent_hashing` routes a request naming a target worker exactly there. So the oracle
- *   pays the same gateway hop as our policies, and only its routing knowledge differs.
+ *   pays the same gateway hop as our policies, and only its routing knowledge differs. A trace
+ *   has no tenants: the oracle is not defined there.
+ * - `ref:affinity` (trace replay): every turn of a conversation on one worker. A trace names no
+ *   conversations, so the key is read from the prefix trie of all the trace's block ids
+ *   (`trace_keys.ts`): the block right after the deepest branch point on the request's path,
+ *   i.e. where its conversation separated from the others (a path with no branch: its first
+ *   block). Conversations sharing a system prompt get keys of their own; the turns of one
+ *   conversation, each extending the previous, keep the key of the branch they share. Partial
+ *   last blocks are left out of the trie, since each names its own request's exact tail (the
+ *   next turn fills that block and gives it another id). The client sends the key as
+ *   `X-SMG-Routing-Key` and our gateway with `--policy consistent_hashing` hashes it onto its
+ *   ring: the same hop as our policies, with the knowledge of who continues whom. On the
+ *   synthetic workload every request already carries its conversation id as that header, so
+ *   `ref:affinity` there would be `smg:consistent_hashing`, and is skipped.
  */
 
 import type { Session, Workload } from "./workload.ts";
@@ -30,7 +47,25 @@ export const REFERENCES = {
     "one sim worker with the fleet's combined capacity (kv-tokens, max-running, prefill-chunk, prefill-tps × N; decode-per-req-ms ÷ N), sent the workload directly",
   oracle:
     "each tenant pinned to one worker (greedy bin packing of expected load); our gateway --policy consistent_hashing, the client sets X-SMG-Target-Worker from X-Tenant-Id",
+  affinity:
+    "every turn of a conversation on one worker: our gateway --policy consistent_hashing, the client sets X-SMG-Routing-Key to the request's conversation key (the block after the deepest branch of its path in the trace's prefix trie)",
 } as const;
+
+/** References that need one workload, with the reason each is skipped on the other. */
+export const REFERENCE_WORKLOAD: Partial<
+  Record<Reference, { only: "synthetic" | "trace"; why: string }>
+> = {
+  oracle: {
+    only: "synthetic",
+    why:
+      "pins the synthetic workload's tenants, and a trace has none (ref:affinity keys its conversations)",
+  },
+  affinity: {
+    only: "trace",
+    why:
+      "keys a trace's conversations; the synthetic requests carry their conversation id as X-SMG-Routing-Key already, so it would be smg:consistent_hashing",
+  },
+};
 
 /** A reference name. */
 export type Reference = keyof typeof REFERENCES;
@@ -115,5 +150,14 @@ export function oracleRoute(
     const i = plan.worker[tenant];
     if (i === undefined) throw new Error(`ref:oracle: no worker for tenant '${tenant}'`);
     return { "x-smg-target-worker": urls[i] };
+  };
+}
+
+/** `ref:affinity`'s routing as extra request headers: request i's conversation key. */
+export function affinityRoute(keys: readonly string[]): (i: number) => Record<string, string> {
+  return (i) => {
+    const key = keys[i];
+    if (key === undefined) throw new Error(`ref:affinity: no conversation key for request ${i}`);
+    return { "x-smg-routing-key": key };
   };
 }

@@ -2,8 +2,8 @@
  * The routing benchmark's report: one measurement's client records and worker counter deltas in,
  * one summary row out (ok/failed, throughput, TTFT and end-to-end percentiles, cluster cache-hit
  * rate from the workers' own counters, load spread), then a markdown table per load point (with
- * each row's cache hit ÷ the upper bound's and TTFT ÷ the oracle's, `verdict.ts`) and the JSON
- * file written by `--json`.
+ * each row's cache hit ÷ the upper bound's and TTFT ÷ the oracle's, `verdict.ts`; on a trace also
+ * cache hit ÷ the infinite-cache bound) and the JSON file written by `--json`.
  */
 
 import { round } from "../overhead/stats.ts";
@@ -52,6 +52,8 @@ export interface Summary {
   errors: string[];
   /** cache_aware's prediction check over the window (our gateway only), or null. */
   prediction?: Prediction | null;
+  /** Trace replay: the infinite-cache bound over the window's requests (`trace_bound.ts`). */
+  cacheBound?: number | null;
 }
 
 /** The `q` quantile of `xs` (nearest rank), or null when empty. */
@@ -119,8 +121,16 @@ export const fmt = (v: number | null, digits = 0) =>
     maximumFractionDigits: digits,
   });
 
-/** One markdown table of the summaries of `point`, in the order given. */
+/** `x` as a percentage with one decimal, or "–". */
+const pct = (x: number | null | undefined) => x == null ? "–" : `${(x * 100).toFixed(1)} %`;
+
+/**
+ * One markdown table of the summaries of `point`, in the order given. On a trace (rows with a
+ * `cacheBound`) the bound is stated above it and each row's cache hit ÷ the bound added.
+ */
 export function markdown(point: string, rows: Summary[]): string {
+  const here = rows.filter((r) => r.point === point);
+  const bound = here.find((r) => r.cacheBound != null)?.cacheBound ?? null;
   const head = [
     "target",
     "sent/s",
@@ -134,6 +144,7 @@ export function markdown(point: string, rows: Summary[]): string {
     "E2E p99 ms",
     "cache hit",
     "hit ÷ UB",
+    ...(bound === null ? [] : ["hit ÷ ∞"]),
     "p50 ÷ oracle",
     "p99 ÷ oracle",
     "spread tokens",
@@ -143,10 +154,15 @@ export function markdown(point: string, rows: Summary[]): string {
   const lines = [
     `### ${point}`,
     "",
+    ...(bound === null ? [] : [
+      `Infinite-cache bound over the window's requests (offline, warm-up as history): ` +
+      `${pct(bound)}.`,
+      "",
+    ]),
     `| ${head.join(" | ")} |`,
     `|${head.map((_, i) => i < 1 ? "---" : "---:").join("|")}|`,
   ];
-  for (const s of rows.filter((r) => r.point === point)) {
+  for (const s of here) {
     const rel = relative(s, rows);
     lines.push(
       `| ${
@@ -161,8 +177,11 @@ export function markdown(point: string, rows: Summary[]): string {
           fmt(s.ttftP99Ms),
           fmt(s.e2eP50Ms),
           fmt(s.e2eP99Ms),
-          s.cacheHitRate === null ? "–" : `${(s.cacheHitRate * 100).toFixed(1)} %`,
+          pct(s.cacheHitRate),
           fmt(rel.hitOfUpper, 2),
+          ...(bound === null ? [] : [
+            fmt(s.cacheHitRate === null || bound <= 0 ? null : s.cacheHitRate / bound, 2),
+          ]),
           fmt(rel.p50VsOracle, 2),
           fmt(rel.p99VsOracle, 2),
           fmt(s.spreadTokens, 2),
@@ -204,7 +223,6 @@ export function predictionMarkdown(rows: Summary[]): string | null {
     "| load point | target | checked | mean error | within ±0.05 | within ±0.25 |",
     "| --- | --- | ---: | ---: | ---: | ---: |",
   ];
-  const pct = (x: number | null) => x === null ? "–" : `${(x * 100).toFixed(1)} %`;
   for (const r of have) {
     const p = r.prediction!;
     lines.push(

@@ -2,11 +2,17 @@
  * Routing-quality benchmark: the same seeded multi-tenant, multi-turn chat workload sent through
  * our gateway (one run per available policy), HAProxy (roundrobin, leastconn, consistent hash of
  * `X-Session-Id`) and nginx (random two least_conn, consistent hash), each fronting a fresh fleet
- * of simulated workers, at a light load and near the fleet's saturation; and two references on
- * the same workload (`references.ts`): the upper bound (one worker with the fleet's capacity) and
- * an oracle that pins each tenant to its own worker.
+ * of simulated workers, at a light load and near the fleet's saturation; and references on the
+ * same workload (`references.ts`): the upper bound (one worker with the fleet's capacity) and an
+ * oracle that pins each tenant to its own worker.
+ *
+ * Or, with `--trace FILE`, a real request trace in the Mooncake format (`trace.ts`) replayed at
+ * one or more speeds (`replay.ts`) instead of the synthetic workload: the upper bound again,
+ * `ref:affinity` (every turn of a conversation on one worker) in place of the oracle, and the
+ * infinite-cache bound computed offline from the trace (`trace_bound.ts`).
  *
  *   deno task bench:routing [--workers 4] [--rate 4,16] [--duration 12] [--quick] [--json out.json]
+ *   deno task bench:routing --trace FILE [--speed 2.5,5] [--trace-warmup 400] [--duration 60]
  *
  * - Per (load point, target): N `smg sim-worker` processes start fresh (empty KV caches, zeroed
  *   counters) pinned to CPU 1; the target starts pinned to CPU 0, where this process (the client)
@@ -15,27 +21,37 @@
  * - Reported per target: requests ok/failed, throughput, client-side TTFT and end-to-end p50/p99,
  *   the cluster cache-hit rate Σcached/Σprompt tokens from the workers' own counters, and the
  *   load spread (max/mean of per-worker prompt tokens and requests); beside them cache hit ÷ the
- *   upper bound's and TTFT p50/p99 ÷ the oracle's; then a verdict on `smg:cache_aware` against
- *   its targets (`verdict.ts`).
+ *   upper bound's (and on a trace ÷ the infinite-cache bound) and TTFT p50/p99 ÷ the oracle's;
+ *   then a verdict on `smg:cache_aware` against its targets (`verdict.ts`).
  * - Policies this build does not implement yet are skipped with a note. Needs `taskset`;
  *   HAProxy and nginx targets are skipped when the tool is missing. Every child is killed at the
  *   end, on error and on SIGINT/SIGTERM too. Traffic goes to 127.0.0.1 only.
  *
- * Pieces: flags (`options.ts`), the plan (`workload.ts`), the client (`client.ts`, `stream.ts`),
- * the fleet (`fleet.ts`), the targets (`targets.ts`, `gateway.ts`, `peers.ts`), one measurement
- * (`measure.ts`), the references (`references.ts`) and the report (`report.ts`, `verdict.ts`);
+ * Pieces: flags (`options.ts`), the plan (`workload.ts`; a trace: `trace.ts`, `trace_prompts.ts`),
+ * the client (`client.ts`: the drive loop; `sessions.ts` and `replay.ts`: the arrivals;
+ * `traffic.ts`: which per target; `stream.ts`), the fleet (`fleet.ts`), the targets (`targets.ts`,
+ * `gateway.ts`, `peers.ts`), one measurement (`measure.ts`), the references (`references.ts`,
+ * `trace_keys.ts`, `trace_bound.ts`) and the report (`describe.ts`, `report.ts`, `verdict.ts`);
  * children come from `../overhead/processes.ts`.
  */
 
 import { killAll, run } from "../overhead/processes.ts";
+import { type RunFacts, syntheticPreamble, type TraceFacts, tracePreamble } from "./describe.ts";
 import { simWorkerArgs } from "./fleet.ts";
 import { gatewayArgs, probePolicy } from "./gateway.ts";
 import { measureOne, TARGET_CPU } from "./measure.ts";
-import { parseOptions, SIM_KNOBS } from "./options.ts";
+import { type Options, parseOptions } from "./options.ts";
+import { SIM_KNOBS } from "./scenarios.ts";
 import { haproxyConfig, nginxConfig } from "./peers.ts";
 import { oracleAssignment, upperBoundKnobs } from "./references.ts";
+import { replayPlan } from "./replay.ts";
 import { markdown, predictionMarkdown, type Summary, writeJson } from "./report.ts";
-import { describeTarget, resolveTargets } from "./targets.ts";
+import { describeTarget, meaningless, resolveTargets } from "./targets.ts";
+import { loadTrace } from "./trace.ts";
+import { infiniteCacheBound } from "./trace_bound.ts";
+import { conversationKeys } from "./trace_keys.ts";
+import { BlockTexts } from "./trace_prompts.ts";
+import { syntheticTraffic, traceTraffic, type TrafficFor } from "./traffic.ts";
 import { bundledQwen3 } from "../../lib/commands/grpc_support.ts";
 import { balanceMarkdown, pointVerdict, verdictMarkdown } from "./verdict.ts";
 import { Workload } from "./workload.ts";
@@ -50,15 +66,53 @@ function note(msg: string): void {
   console.error(`bench:routing: ${msg}`);
 }
 
+/** The trace of `o`, ready to replay, and what the preamble says of it. */
+async function prepareTrace(o: Options, trace: NonNullable<Options["trace"]>) {
+  const requests = await loadTrace(trace.path);
+  const keys = conversationKeys(requests);
+  const sizes = new Map<string, number>();
+  for (const k of keys) sizes.set(k, (sizes.get(k) ?? 0) + 1);
+  const points = o.points.map((p) => {
+    if (!("speed" in p.load)) throw new Error(`${p.label}: a trace is replayed at a speed`);
+    const plan = replayPlan(requests, {
+      speed: p.load.speed,
+      warmup: trace.warmup,
+      durationS: o.duration,
+      maxRequests: o.requests,
+    });
+    return { label: p.label, plan, bound: infiniteCacheBound(requests, plan.from, plan.to).rate };
+  });
+  const facts: TraceFacts = {
+    path: trace.path,
+    requests,
+    keys: sizes.size,
+    largestKey: Math.max(...sizes.values()),
+    points,
+    seed: o.seed,
+  };
+  const traffic = traceTraffic({
+    requests,
+    keys,
+    blocks: new BlockTexts(o.seed),
+    plans: new Map(points.map((p) => [p.label, p.plan])),
+  });
+  return { facts, traffic };
+}
+
 async function main(args: string[]): Promise<number> {
   const o = parseOptions(args);
+  // A trace is read and planned first: a bad file or plan fails before any process starts.
+  const replay = o.trace ? await prepareTrace(o, o.trace) : null;
   if (!(await run("taskset", ["--version"]))) {
     note("taskset not found on PATH (apt-get install -y util-linux)");
     return 2;
   }
   const resolved = resolveTargets(o.targets);
   resolved.notes.forEach(note);
-  const skipped: Record<string, string> = {};
+  const skipped: Record<string, string> = meaningless(
+    resolved.targets,
+    o.trace ? "trace" : "synthetic",
+  );
   for (const tool of ["haproxy", "nginx"]) {
     if (o.connectionMode === "grpc") {
       for (const t of resolved.targets.filter((t) => t.kind === tool)) {
@@ -76,11 +130,11 @@ async function main(args: string[]): Promise<number> {
   // The client shares CPU 0 with the target, as wrk does in the overhead benchmark.
   await run("taskset", ["-a", "-p", "-c", String(TARGET_CPU), String(Deno.pid)]);
 
-  // ref:oracle runs our gateway with consistent_hashing: it needs that policy too.
-  const policies = resolved.targets.flatMap((t) =>
+  // ref:oracle and ref:affinity run our gateway with consistent_hashing: they need it too.
+  const policies = resolved.targets.filter((t) => !(t.name in skipped)).flatMap((t) =>
     t.kind === "smg"
       ? [{ ...t }]
-      : t.kind === "ref" && t.ref === "oracle"
+      : t.kind === "ref" && t.ref !== "upper-bound"
       ? [{ name: t.name, policy: "consistent_hashing" }]
       : []
   );
@@ -102,11 +156,15 @@ async function main(args: string[]): Promise<number> {
     tenantSkew: o.tenantSkew,
     systemTokens: o.systemTokens,
   });
+  const traffic: TrafficFor = replay?.traffic ?? syntheticTraffic(workload, o);
   const simKnobs = [...SIM_KNOBS, "--seed", String(o.seed), ...o.simArgs];
-  const perCell = o.warmup + o.duration;
+  // Seconds per cell: the warm-up (a trace's: its warm-up requests' arrival) and the window.
+  const perCell = replay
+    ? Math.max(...replay.facts.points.map((p) => (p.plan.warmupMs + p.plan.durationMs) / 1000))
+    : o.warmup + o.duration;
   note(
     `${o.points.length} load point(s) × ${targets.length} targets × ${o.workers} workers, ` +
-      `${o.warmup} s warm-up + ${o.duration} s measured each (≈${
+      `${Math.round(perCell - o.duration)} s warm-up + ${o.duration} s measured each (≈${
         Math.ceil(o.points.length * targets.length * (perCell + 4) / 60)
       } min); logs in ${tmpDir}`,
   );
@@ -121,7 +179,7 @@ async function main(args: string[]): Promise<number> {
         const s = await measureOne(
           {
             options: o,
-            workload,
+            traffic,
             simKnobs,
             dir: tmpDir,
             root: ROOT,
@@ -132,7 +190,8 @@ async function main(args: string[]): Promise<number> {
           point,
           tag,
         );
-        rows.push(s);
+        const bound = replay?.facts.points.find((p) => p.label === point.label)?.bound;
+        rows.push(bound === undefined ? s : { ...s, cacheBound: bound });
         note(
           `${point.label} ${t.name}: ok ${s.ok}/${s.sent}, ${s.rps} req/s, TTFT p50 ${s.ttftP50Ms} ` +
             `p99 ${s.ttftP99Ms} ms, cache hit ${s.cacheHitRate}, spread ${s.spreadTokens}` +
@@ -152,6 +211,13 @@ async function main(args: string[]): Promise<number> {
   const w = workload.config;
   const upperKnobs = upperBoundKnobs(simKnobs, o.workers);
   const oracle = oracleAssignment(workload, o.workers);
+  const facts: RunFacts = {
+    workers: o.workers,
+    simKnobs,
+    upperKnobs,
+    measurements: rows.length,
+    elapsedS,
+  };
   if (o.connectionMode === "grpc") {
     console.log(
       "Connection: gRPC. Every worker also serves sglang's scheduler service (`--grpc-port`, " +
@@ -160,23 +226,10 @@ async function main(args: string[]): Promise<number> {
         "simulated prefill work) differ from the HTTP mode's stand-in tokenizer.\n",
     );
   }
-  console.log(
-    `Fleet: ${o.workers} × \`smg sim-worker ${simKnobs.join(" ")}\`. Workload: seed ${w.seed}, ` +
-      `${w.tenants} tenants (system prompts ${
-        w.systemTokens.join("–")
-      } tokens, Zipf ${w.tenantSkew}), ` +
-      `${w.oneOffShare * 100} % one-off prompts, conversations of ${w.turns.join("–")} turns, ` +
-      `user messages ${w.userTokens.join("–")} tokens, max_tokens ${w.outputTokens.join("–")}, ` +
-      `think time ${w.thinkMs} ms (exp.); ${o.warmup} s warm-up + ${o.duration} s measured; ` +
-      `${rows.length} measurements in ${Math.floor(elapsedS / 60)} min ${elapsedS % 60} s.\n`,
-  );
-  console.log(
-    `References: ref:upper-bound = 1 × \`smg sim-worker ${upperKnobs.join(" ")}\`, sent the ` +
-      `workload directly. ref:oracle = our gateway --policy consistent_hashing, X-SMG-Target-Worker ` +
-      `by tenant: ${
-        oracle.worker.map((wi, k) => `t${k}→w${wi + 1}`).join(" ")
-      } (expected load per worker ${oracle.share.map((x) => (x * 100).toFixed(1)).join("/")} %).\n`,
-  );
+  const preamble = replay
+    ? tracePreamble(facts, replay.facts, targets.map((t) => t.name))
+    : syntheticPreamble(facts, w, o.warmup, o.duration, oracle);
+  preamble.forEach((l) => console.log(l));
   for (const point of o.points) console.log(markdown(point.label, rows) + "\n");
   verdictMarkdown(rows, o.points.map((p) => p.label)).forEach((l) => console.log(l));
   balanceMarkdown(rows, o.points.map((p) => p.label)).forEach((l) => console.log(l));
@@ -204,12 +257,20 @@ async function main(args: string[]): Promise<number> {
       },
       settings: {
         options: o,
-        workload: w,
+        workload: replay
+          ? {
+            trace: replay.facts.path,
+            requests: replay.facts.requests.length,
+            conversationKeys: replay.facts.keys,
+            largestKey: replay.facts.largestKey,
+            points: replay.facts.points,
+          }
+          : w,
         targets: Object.fromEntries(targets.map((t) => [t.name, describeTarget(t)])),
         simWorker: `deno ${simWorkerArgs(ROOT, simKnobs).join(" ")} --host 127.0.0.1 --port P`,
         upperBoundWorker: `deno ${simWorkerArgs(ROOT, upperKnobs).join(" ")} --host 127.0.0.1 ` +
           `--port P`,
-        oracle,
+        oracle: replay ? null : oracle,
         gateway: `deno ${gatewayArgs(ROOT, "POLICY", 0, 0, ports, o.seed).join(" ")}`,
         haproxy: haproxyConfig("roundrobin", 0, ports),
         nginx: nginxConfig("hash-session", 0, ports, "PREFIX"),

@@ -1,9 +1,9 @@
 /**
- * The targets of the routing benchmark, by name: the references `ref:upper-bound` and
- * `ref:oracle` (`references.ts`), `smg:<policy>` for every policy name SMG knows (and
+ * The targets of the routing benchmark, by name: the references `ref:upper-bound`, `ref:oracle`
+ * and `ref:affinity` (`references.ts`), `smg:<policy>` for every policy name SMG knows (and
  * `smg:<policy>/smg` with SMG's scoring where ours is the default),
- * `haproxy:<variant>` and `nginx:<variant>`; the `--targets` list resolved against them; and
- * starting one target in front of a fleet.
+ * `haproxy:<variant>` and `nginx:<variant>`; the `--targets` list resolved against them; the
+ * ones a workload gives no meaning to; and starting one target in front of a fleet.
  */
 
 import { POLICY_NAMES } from "../../lib/config/config.ts";
@@ -17,7 +17,7 @@ import {
   startHaproxy,
   startNginx,
 } from "./peers.ts";
-import { type Reference, REFERENCES } from "./references.ts";
+import { type Reference, REFERENCE_WORKLOAD, REFERENCES } from "./references.ts";
 
 /** One target, by kind. */
 export type TargetSpec =
@@ -98,6 +98,28 @@ export function resolveTargets(list: string[] | null): { targets: TargetSpec[]; 
   return { targets: all.filter((t) => chosen.has(t.name)), notes };
 }
 
+/**
+ * The targets among `targets` that `workload` gives no meaning to, with the reason: the
+ * references made for the other workload, and on a trace (whose requests carry no session id)
+ * the peers that hash `X-Session-Id`.
+ */
+export function meaningless(
+  targets: readonly TargetSpec[],
+  workload: "synthetic" | "trace",
+): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const t of targets) {
+    const only = t.kind === "ref" ? REFERENCE_WORKLOAD[t.ref] : undefined;
+    if (only && only.only !== workload) out[t.name] = only.why;
+    if (workload === "trace" && (t.kind === "haproxy" || t.kind === "nginx")) {
+      if (t.variant === "hash-session") {
+        out[t.name] = "hashes X-Session-Id, which trace requests do not carry";
+      }
+    }
+  }
+  return out;
+}
+
 /** Where to start a target and what it fronts. */
 export interface TargetContext {
   /** Its listen port on 127.0.0.1. */
@@ -121,14 +143,15 @@ export interface TargetContext {
 }
 
 /**
- * Starts `t` as `c` says and resolves once it routes to every worker. `ref:oracle` is our gateway
- * with `consistent_hashing` (the client names each request's worker); `ref:upper-bound` has no
- * process in front of its single worker, and throws here.
+ * Starts `t` as `c` says and resolves once it routes to every worker. `ref:oracle` and
+ * `ref:affinity` are our gateway with `consistent_hashing` (the client names each request's
+ * worker, or its conversation key); `ref:upper-bound` has no process in front of its single
+ * worker, and throws here.
  */
 export function startTarget(t: TargetSpec, c: TargetContext): Promise<Child> {
   switch (t.kind) {
     case "ref":
-      if (t.ref === "oracle") return startGateway("consistent_hashing", c);
+      if (t.ref !== "upper-bound") return startGateway("consistent_hashing", c);
       throw new Error(`${t.name} is sent the workload directly`);
     case "smg":
       return startGateway(t.policy, c, t.flags);

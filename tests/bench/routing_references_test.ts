@@ -8,7 +8,12 @@ import assert from "node:assert/strict";
 import { parseGatewayArgs } from "../../lib/config/cli.ts";
 import { pdGatewayArgs } from "../../bench/routing/pd.ts";
 import { prompt, SIZES } from "../../bench/routing/pd_options.ts";
-import { oracleAssignment, oracleRoute, upperBoundKnobs } from "../../bench/routing/references.ts";
+import {
+  affinityRoute,
+  oracleAssignment,
+  oracleRoute,
+  upperBoundKnobs,
+} from "../../bench/routing/references.ts";
 import { maxOverMean, type Summary } from "../../bench/routing/report.ts";
 import { advantageGrows, pointVerdict, relative } from "../../bench/routing/verdict.ts";
 import { simTokens, Workload } from "../../bench/routing/workload.ts";
@@ -65,6 +70,13 @@ Deno.test("oracle: every tenant on one worker, expected load balanced within the
   const url = route(s, w.headers(s))["x-smg-target-worker"];
   assert.equal(url, ["http://a", "http://b", "http://c", "http://d"][plan.worker[s.tenant]]);
   assert.throws(() => route(s, { "x-tenant-id": "99" }), /no worker for tenant/);
+});
+
+Deno.test("affinity: each request carries its conversation key as X-SMG-Routing-Key", () => {
+  const route = affinityRoute(["b1", "b7", "b1"]);
+  assert.deepEqual(route(1), { "x-smg-routing-key": "b7" });
+  assert.deepEqual(route(2), route(0));
+  assert.throws(() => route(3), /no conversation key for request 3/);
 });
 
 function row(target: string, point: string, hit: number, p50: number, p99: number): Summary {

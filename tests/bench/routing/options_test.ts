@@ -1,0 +1,42 @@
+/** The routing benchmark's command line: the trace flags and their defaults. */
+
+import assert from "node:assert/strict";
+import { parseOptions } from "../../../bench/routing/options.ts";
+import { TRACE_SCENARIOS } from "../../../bench/routing/scenarios.ts";
+
+Deno.test("options: --trace replays at each --speed, with the trace scenario's fleet", () => {
+  const o = parseOptions([
+    "--",
+    "--trace",
+    "/data/t.jsonl",
+    "--speed",
+    "2.5,5",
+    "--trace-warmup=100",
+    "--max-requests",
+    "300",
+  ]);
+  assert.deepEqual(o.trace, { path: "/data/t.jsonl", warmup: 100 });
+  assert.deepEqual(o.points.map((p) => p.load), [{ speed: 2.5 }, { speed: 5 }]);
+  assert.equal(o.requests, 300);
+  assert.equal(o.scenario, "trace");
+  assert.equal(o.workers, 8);
+  assert.deepEqual(o.simArgs, TRACE_SCENARIOS.trace.simArgs);
+});
+
+Deno.test("options: trace defaults, the small-KV trace scenario, and --sim after it", () => {
+  const o = parseOptions(["--trace=/t", "--scenario", "trace-small-kv", "--sim", "--kv-tokens 1"]);
+  assert.deepEqual(o.trace, { path: "/t", warmup: 400 });
+  assert.deepEqual(o.points.map((p) => p.load), [{ speed: 2.5 }]);
+  assert.deepEqual(o.simArgs, [...TRACE_SCENARIOS["trace-small-kv"].simArgs, "--kv-tokens", "1"]);
+  assert.equal(o.duration, 10);
+});
+
+Deno.test("options: without --trace the synthetic workload's points are as before", () => {
+  const o = parseOptions(["--scenario", "small-kv", "--concurrency", "8"]);
+  assert.equal(o.trace, null);
+  assert.deepEqual(o.points, [{ label: "closed loop 8 users", load: { concurrency: 8 } }]);
+  assert.deepEqual(parseOptions([]).points.map((p) => p.label), [
+    "light, open loop 5 req/s",
+    "near saturation, open loop 14 req/s",
+  ]);
+});

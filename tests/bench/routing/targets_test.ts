@@ -1,0 +1,18 @@
+/** Which targets a workload gives no meaning to, and why. */
+
+import assert from "node:assert/strict";
+import { allTargets, meaningless, resolveTargets } from "../../../bench/routing/targets.ts";
+
+Deno.test("targets: the references of the other workload and the session hashes are skipped", () => {
+  const all = allTargets();
+  assert.deepEqual(Object.keys(meaningless(all, "synthetic")), ["ref:affinity"]);
+  assert.deepEqual(Object.keys(meaningless(all, "trace")), [
+    "ref:oracle",
+    "haproxy:hash-session",
+    "nginx:hash-session",
+  ]);
+  assert.match(meaningless(all, "trace")["ref:oracle"], /tenants/);
+  // The kind `ref` names all three references; the workload then drops one.
+  const refs = resolveTargets(["ref"]).targets.map((t) => t.name);
+  assert.deepEqual(refs, ["ref:upper-bound", "ref:oracle", "ref:affinity"]);
+});
