@@ -1,4 +1,4 @@
-/** KV-cache events from the engines: the event types, their decoder, and the ZMTP client. */
+/** KV-cache events from the engines: the event types, their decoder, and the ZeroMQ stream. */
 
 export type {
   AllBlocksCleared,
@@ -10,11 +10,7 @@ export type {
   StoredBlock,
 } from "./events.ts";
 export { decodeEngineBatch, KvDecodeError } from "./engine_events.ts";
-export {
-  type Message,
-  type SocketType,
-  ZmtpError,
-  type ZmtpErrorCode,
-  type ZmtpOptions,
-  ZmtpSocket,
-} from "./zmtp.ts";
+export type { KvEventSink, KvStreamStatus } from "./sink.ts";
+export { dialZmtp, ZmqSubscriber, type ZmqSubscriberOptions } from "./zmq_subscriber.ts";
+export type { Dial, KvSocket } from "./replay.ts";
+export { ZmtpError, type ZmtpErrorCode, ZmtpSocket } from "./zmtp.ts";
