@@ -46,7 +46,7 @@ class Peer {
   async handshake(type = "PUB", greet = greeting()): Promise<Record<string, string>> {
     await this.accept();
     await this.write(greet);
-    assert.ok(await this.reader!.take(64));
+    assert.ok(await within(this.reader!.take(64), "the client's greeting", 5000));
     const ready = await this.frame();
     await this.write(encodeReady({ "Socket-Type": type }));
     return parseReady(parseCommand(ready.body).data);
@@ -57,14 +57,20 @@ class Peer {
     while (off < bytes.length) off += await this.conn!.write(bytes.subarray(off));
   }
 
-  /** The next frame the client sent. */
-  async frame(): Promise<{ flags: number; body: Uint8Array }> {
+  /** The next frame the client sent (failing after 5 s instead of hanging the test). */
+  frame(): Promise<{ flags: number; body: Uint8Array }> {
     const r = this.reader!;
-    const flags = (await r.take(1))![0];
-    const size = flags & FLAG_LONG
-      ? Number(new DataView((await r.take(8))!.buffer).getBigUint64(0))
-      : (await r.take(1))![0];
-    return { flags, body: (await r.take(size))! };
+    return within(
+      (async () => {
+        const flags = (await r.take(1))![0];
+        const size = flags & FLAG_LONG
+          ? Number(new DataView((await r.take(8))!.buffer).getBigUint64(0))
+          : (await r.take(1))![0];
+        return { flags, body: (await r.take(size))! };
+      })(),
+      "a frame from the client",
+      5000,
+    );
   }
 
   close(): void {
@@ -197,14 +203,17 @@ Deno.test("zmtp: short, long and empty frames of multipart messages arrive intac
     const long = new Uint8Array(70_000).map((_, i) => i % 251);
     const receiving = client.receive();
     await peer.write(encodeMessage([enc.encode("kv"), new Uint8Array(8), long]));
-    const [topic, seq, body] = (await receiving)!;
+    const [topic, seq, body] = (await within(receiving, "the message"))!;
     assert.equal(dec.decode(topic), "kv");
     assert.equal(seq.length, 8);
     assert.deepEqual(body, long);
     // A long frame may carry a short body; a message may end in an empty frame.
     const longHeader = new Uint8Array([FLAG_LONG | FLAG_MORE, 0, 0, 0, 0, 0, 0, 0, 3, 1, 2, 3]);
     await peer.write(new Uint8Array([...longHeader, ...encodeFrame(new Uint8Array(0), 0)]));
-    assert.deepEqual(await client.receive(), [new Uint8Array([1, 2, 3]), new Uint8Array(0)]);
+    assert.deepEqual(await within(client.receive(), "the second message"), [
+      new Uint8Array([1, 2, 3]),
+      new Uint8Array(0),
+    ]);
   });
 });
 
@@ -266,7 +275,7 @@ Deno.test("zmtp: PING is answered with PONG carrying its context; receive goes o
     assert.equal(cmd.name, "PONG");
     assert.equal(dec.decode(cmd.data), "ctx");
     await peer.write(encodeMessage([enc.encode("after")]));
-    assert.equal(dec.decode((await receiving)![0]), "after");
+    assert.equal(dec.decode((await within(receiving, "the message after the PING"))![0]), "after");
   });
 });
 

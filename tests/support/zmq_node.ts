@@ -6,6 +6,7 @@
  */
 
 import { hasCommand } from "./process.ts";
+import { within } from "./wait.ts";
 
 /** Where zeromq is installed for node, shared by test runs. */
 const DIR = "/tmp/smg-zmq-node";
@@ -203,7 +204,7 @@ export class NodePublisher {
   async #op(cmd: Line): Promise<number> {
     const answer = new Promise<Line>((resolve) => this.#answers.push(resolve));
     await this.#writer.write(new TextEncoder().encode(JSON.stringify(cmd) + "\n"));
-    return (await answer).seq as number;
+    return (await within(answer, `the publisher's answer to ${cmd.op}`)).seq as number;
   }
 }
 
