@@ -150,6 +150,7 @@ export class ZmqSubscriber {
     const o = this.#opts;
     const closeOnAbort = () => sub.close();
     this.#abort.signal.addEventListener("abort", closeOnAbort, { once: true });
+    if (this.#abort.signal.aborted) sub.close(); // closed while the dial was resolving
     let silent = false;
     let delivered = false;
     const stopHeartbeat = o.heartbeatIntervalMs > 0

@@ -15,7 +15,7 @@ import type { Dial, KvSocket } from "../../lib/kv/replay.ts";
 import type { KvEventSink, KvStreamStatus } from "../../lib/kv/sink.ts";
 import { ZmqSubscriber, type ZmqSubscriberOptions } from "../../lib/kv/zmq_subscriber.ts";
 import { type Message, ZmtpError } from "../../lib/kv/zmtp.ts";
-import { timerSet, Waiters } from "../support/wait.ts";
+import { timerSet, Waiters, within } from "../support/wait.ts";
 
 const ENDPOINT = "tcp://engine:5557";
 const REPLAY = "tcp://engine:5558";
@@ -400,4 +400,21 @@ Deno.test("subscriber: close ends a wait for messages, a replay or a retry at on
   const retrying = await setup({ signal: AbortSignal.abort() });
   assert.equal(retrying.engine.subs.length, 0, "an aborted signal stops it before it starts");
   await retrying.close();
+});
+
+Deno.test("subscriber: closed while a dial is resolving, it closes the socket that arrives", async () => {
+  const clock = new FakeClock();
+  const dialled = Promise.withResolvers<KvSocket>();
+  const socket = new FakeSocket(clock, () => {});
+  const sub = new ZmqSubscriber({
+    endpoint: ENDPOINT,
+    clock,
+    dial: () => dialled.promise,
+    heartbeatIntervalMs: 0,
+  }, new Recorder());
+  sub.start();
+  const closing = sub.close();
+  dialled.resolve(socket);
+  await within(closing, "close while dialling", 1000);
+  assert.ok(socket.closed);
 });
