@@ -24,7 +24,8 @@ const ALLOWED: Record<string, string[]> = {
   upstream: ["core", "http1", "upstream"],
   // The gateway-side tokenizer, cache and detokenizer: npm tokenizers and jinja over core.
   tokenizer: ["core", "tokenizer"],
-  // KV events: the block index, the engines' event formats and their transports, over core.
+  // KV-cache events from the engines: the ZMTP client, the decoder, the stream and the block
+  // index, on core's Clock and host:port parsing.
   kv: ["core", "kv"],
   // sglang's scheduler service over gRPC: the proto codec and the client of one worker.
   grpc: ["core", "grpc"],
@@ -61,9 +62,6 @@ const ALLOWED: Record<string, string[]> = {
     "server",
   ],
   sim: ["core", "grpc", "sim"],
-  // KV-cache events from the engines: the ZMTP client, the decoder and the stream, on core's
-  // Clock and host:port parsing; the cache index that consumes them sits above.
-  kv: ["core", "kv"],
   mesh: ["core", "config", "metrics", "mesh"],
   // Adapters bridge the mesh to workers and policies; only the composition root imports them.
   "mesh/adapters": ["core", "config", "metrics", "mesh", "workers", "policies", "mesh/adapters"],
