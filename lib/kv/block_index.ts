@@ -18,14 +18,7 @@
  */
 
 import type { Clock } from "../core/clock.ts";
-
-/** One stored block as an engine reported it. */
-export interface StoredBlock {
-  /** The engine's hash of the block (a decimal string: engines use 64-bit hashes). */
-  hash: string;
-  /** The block's token ids. */
-  tokens: readonly number[];
-}
+import type { BlockHash, KvEvent, StoredBlock } from "./events.ts";
 
 /** Why a stored event could not be applied. */
 export type StoreRefusal = "unknown_parent" | "block_size";
@@ -103,18 +96,33 @@ export class BlockIndex {
   }
 
   /**
+   * Applies one event of `worker`'s engine; returns why a stored event could not be applied
+   * (then nothing of it was), else null. Blocks off the GPU (another `medium`) or without token
+   * ids (vLLM's CPU offload) are not what a prefill reuses: they are left out.
+   */
+  apply(worker: string, e: KvEvent): StoreRefusal | null {
+    if (e.kind === "cleared") this.clearWorker(worker);
+    else if (e.kind === "removed") {
+      if (onGpu(e.medium)) this.remove(worker, e.hashes);
+    } else if (onGpu(e.medium) && e.blocks.every((b) => b.tokenIds.length > 0)) {
+      return this.store(worker, e.parentHash, e.blocks);
+    }
+    return null;
+  }
+
+  /**
    * `worker` stored `blocks` in order under the block its engine hashes `parent` (null: from
    * the start). Returns null when applied, or why it could not be (then nothing was applied).
    */
   store(
     worker: string,
-    parent: string | null,
+    parent: BlockHash | null,
     blocks: readonly StoredBlock[],
   ): StoreRefusal | null {
     if (blocks.length === 0) return null;
-    const size = blocks[0].tokens.length;
+    const size = blocks[0].tokenIds.length;
     if (this.#blockSize === 0) this.#blockSize = size;
-    if (blocks.some((b) => b.tokens.length !== this.#blockSize)) return "block_size";
+    if (blocks.some((b) => b.tokenIds.length !== this.#blockSize)) return "block_size";
     let own = this.#workers.get(worker);
     let key = 0;
     if (parent !== null) {
@@ -125,7 +133,7 @@ export class BlockIndex {
     if (!own) this.#workers.set(worker, own = new Map());
     const now = this.#clock.now();
     for (const b of blocks) {
-      key = chainKey(key, b.tokens);
+      key = chainKey(key, b.tokenIds);
       const previous = own.get(b.hash);
       if (previous !== undefined && previous !== key) this.#release(worker, previous);
       own.set(b.hash, key);
@@ -138,7 +146,7 @@ export class BlockIndex {
   }
 
   /** `worker` evicted the blocks its engine hashes `hashes` (unknown ones are ignored). */
-  remove(worker: string, hashes: readonly string[]): void {
+  remove(worker: string, hashes: readonly BlockHash[]): void {
     const own = this.#workers.get(worker);
     if (!own) return;
     for (const hash of hashes) {
@@ -215,4 +223,9 @@ export class BlockIndex {
     h.workers.delete(worker);
     if (h.workers.size === 0) this.#keys.delete(key);
   }
+}
+
+/** Whether blocks in `medium` are on the GPU (unsaid counts as the GPU: engines omit it there). */
+function onGpu(medium: string | null): boolean {
+  return medium === null || medium.toUpperCase() === "GPU";
 }

@@ -14,3 +14,4 @@ export type { KvEventSink, KvStreamStatus } from "./sink.ts";
 export { dialZmtp, ZmqSubscriber, type ZmqSubscriberOptions } from "./zmq_subscriber.ts";
 export type { Dial, KvSocket } from "./replay.ts";
 export { ZmtpError, type ZmtpErrorCode, ZmtpSocket } from "./zmtp.ts";
+export { BlockIndex, type BlockIndexOptions, chainKey, type StoreRefusal } from "./block_index.ts";

@@ -6,13 +6,14 @@
 
 import assert from "node:assert/strict";
 import { FakeClock } from "../../lib/core/clock.ts";
-import { BlockIndex, type StoredBlock } from "../../lib/kv/block_index.ts";
+import { BlockIndex } from "../../lib/kv/block_index.ts";
+import type { StoredBlock } from "../../lib/kv/events.ts";
 
 /** Blocks of `size` tokens over `tokens`, with engine hashes `prefix0`, `prefix1`, ... */
 function blocks(tokens: number[], size: number, prefix: string, from = 0): StoredBlock[] {
   const out: StoredBlock[] = [];
   for (let at = from; at + size <= tokens.length; at += size) {
-    out.push({ hash: `${prefix}${at / size}`, tokens: tokens.slice(at, at + size) });
+    out.push({ hash: `${prefix}${at / size}`, tokenIds: tokens.slice(at, at + size) });
   }
   return out;
 }
@@ -42,7 +43,7 @@ Deno.test("block index: blocks stored under a parent extend its chain; an unknow
   assert.deepEqual(idx.match(prompt), new Map([["w1", 24]]));
   assert.equal(idx.store("w1", "nope", blocks(prompt, 4, "x", 8)), "unknown_parent");
   assert.equal(idx.store("w2", "h1", blocks(prompt, 4, "x", 8)), "unknown_parent", "w1's hash");
-  assert.equal(idx.store("w1", null, [{ hash: "z", tokens: [1, 2, 3] }]), "block_size");
+  assert.equal(idx.store("w1", null, [{ hash: "z", tokenIds: [1, 2, 3] }]), "block_size");
   assert.deepEqual(idx.match(prompt), new Map([["w1", 24]]), "refusals change nothing");
 });
 
@@ -82,4 +83,28 @@ Deno.test("block index: pruning drops keys past the TTL and the oldest past capa
   assert.equal(idx.prune(), 4);
   assert.deepEqual(idx.match(fresh), new Map([["w1", 20]]));
   assert.equal(idx.blocksOf("w1"), 5, "the worker's own map follows");
+});
+
+Deno.test("block index: events apply as the engine published them; off-GPU and tokenless blocks are left out", () => {
+  const idx = new BlockIndex({ clock: new FakeClock() });
+  const prompt = range(0, 8);
+  const stored = (medium: string | null, tokens = true) => ({
+    kind: "stored" as const,
+    blocks: blocks(prompt, 4, "h").map((b) => tokens ? b : { ...b, tokenIds: [] }),
+    parentHash: null,
+    blockSize: 4,
+    loraId: null,
+    medium,
+  });
+  assert.equal(idx.apply("w1", stored("CPU")), null);
+  assert.equal(idx.apply("w1", stored(null, false)), null);
+  assert.ok(idx.empty, "nothing a prefill could reuse");
+  assert.equal(idx.apply("w1", stored("GPU")), null);
+  assert.deepEqual(idx.match(prompt), new Map([["w1", 8]]));
+  idx.apply("w1", { kind: "removed", hashes: ["h1"], medium: "CPU" });
+  assert.deepEqual(idx.match(prompt), new Map([["w1", 8]]), "a CPU copy's removal");
+  idx.apply("w1", { kind: "removed", hashes: ["h1"], medium: null });
+  assert.deepEqual(idx.match(prompt), new Map([["w1", 4]]));
+  idx.apply("w1", { kind: "cleared" });
+  assert.ok(idx.empty);
 });

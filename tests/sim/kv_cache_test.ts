@@ -134,7 +134,7 @@ Deno.test("events: what the pool reports, replayed into the gateway's block inde
       if (e.type === "stored") {
         const blocks = e.keys.map((k, i) => ({
           hash: String(k),
-          tokens: e.tokens.slice(i * 4, (i + 1) * 4),
+          tokenIds: e.tokens.slice(i * 4, (i + 1) * 4),
         }));
         assert.equal(index.store("w", e.parent === null ? null : String(e.parent), blocks), null);
       } else if (e.type === "removed") index.remove("w", e.keys.map(String));
