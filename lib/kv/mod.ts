@@ -15,3 +15,15 @@ export { dialZmtp, ZmqSubscriber, type ZmqSubscriberOptions } from "./zmq_subscr
 export type { Dial, KvSocket } from "./replay.ts";
 export { ZmtpError, type ZmtpErrorCode, ZmtpSocket } from "./zmtp.ts";
 export { BlockIndex, type BlockIndexOptions, chainKey, type StoreRefusal } from "./block_index.ts";
+export {
+  type CursorSource,
+  CursorSubscriber,
+  type CursorSubscriberOptions,
+} from "./cursor_subscriber.ts";
+export {
+  KvMonitor,
+  type KvMonitorObserver,
+  type KvMonitorOptions,
+  type KvStream,
+  type StartStream,
+} from "./monitor.ts";
