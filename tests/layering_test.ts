@@ -59,6 +59,7 @@ const ALLOWED: Record<string, string[]> = {
     "mesh",
     "mesh/adapters",
     "discovery",
+    "kv",
     "server",
   ],
   sim: ["core", "grpc", "sim"],

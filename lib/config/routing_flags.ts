@@ -232,6 +232,27 @@ export const CACHE_AWARE_FLAGS: Flags<CacheAwareConfig> = {
     help: "cache_aware hash index: seconds a placement lives without use",
     check: atLeast(1),
   },
+  kvEvents: {
+    name: "kv-events",
+    kind: choices(["auto", "off"]),
+    default: "auto",
+    help:
+      "cache_aware: route on workers' KV cache events (gRPC workers, HTTP workers labelled kv_events=tcp://host:port)",
+  },
+  kvIndexerTtlSecs: {
+    name: "kv-indexer-ttl-secs",
+    kind: int,
+    default: 0,
+    help: "KV-event index: prune blocks neither stored nor read for this long (0: off)",
+    check: atLeast(0),
+  },
+  kvIndexerMaxEntries: {
+    name: "kv-indexer-max-entries",
+    kind: int,
+    default: 0,
+    help: "KV-event index: most blocks per model before the oldest are pruned (0: off)",
+    check: atLeast(0),
+  },
 };
 
 /** Prefill/decode disaggregation, in --help order. */

@@ -92,6 +92,15 @@ export interface CacheAwareConfig {
    * threshold and balance gate.
    */
   scoring: "cost" | "smg";
+  /**
+   * KV-event mode (`--kv-events`, ours): `auto` subscribes to the cache events of gRPC workers
+   * and of HTTP workers labelled `kv_events`, and routes on them where they hold anything; `off`.
+   */
+  kvEvents: "auto" | "off";
+  /** A KV-index key neither stored nor read for this long is pruned; 0 off (`--kv-indexer-ttl-secs`). */
+  kvIndexerTtlSecs: number;
+  /** Most KV-index keys per model before the oldest are pruned; 0 off (`--kv-indexer-max-entries`). */
+  kvIndexerMaxEntries: number;
 }
 
 /** `--cache-aware-scoring` values. */

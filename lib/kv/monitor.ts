@@ -59,6 +59,7 @@ export class KvMonitor {
   readonly #o: KvMonitorOptions;
   readonly #indexes = new Map<string, BlockIndex>();
   readonly #workers = new Map<string, Attached>();
+  readonly #listeners = new Set<() => void>();
 
   constructor(o: KvMonitorOptions) {
     this.#o = o;
@@ -67,6 +68,12 @@ export class KvMonitor {
   /** The index of `model`, or null when no worker of it publishes events. */
   index(model: string): BlockIndex | null {
     return this.#indexes.get(model) ?? null;
+  }
+
+  /** Calls `listener` after each batch or status applied; returns its removal. */
+  subscribe(listener: () => void): () => void {
+    this.#listeners.add(listener);
+    return () => this.#listeners.delete(listener);
   }
 
   /** Workers attached. */
@@ -101,11 +108,13 @@ export class KvMonitor {
           if (refused !== null) observer?.refused?.(worker, refused);
         }
         observer?.batch?.(worker, b.events.length);
+        for (const l of this.#listeners) l();
       },
       onStatus: (s) => {
         observer?.status?.(worker, s);
         if (s.kind === "publisher_restarted") reset("restart");
         else if (s.kind === "gap_unrecoverable") reset("gap");
+        for (const l of this.#listeners) l();
       },
     };
     this.#workers.set(worker, { model, stream: start(sink) });

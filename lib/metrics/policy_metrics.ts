@@ -44,6 +44,12 @@ export interface PolicyMetrics {
   readonly treeCorrections: FastCounter;
   /** smg_cache_tree_forgotten_total{model,tree} (ours): units those corrections removed */
   readonly treeForgotten: FastCounter;
+  /** smg_kv_event_subscription_failures_total{worker,reason}: KV-event streams that failed */
+  readonly kvFailures: FastCounter;
+  /** smg_kv_event_batches_total{worker} (ours): KV-event batches applied */
+  readonly kvBatches: FastCounter;
+  /** smg_kv_index_blocks{model} (ours): blocks the KV-event index holds */
+  readonly kvIndexBlocks: FastGauge;
 }
 
 /** Registers these metrics with `f`, in the order they are exposed. */
@@ -131,5 +137,16 @@ export function policyMetrics(f: FamilyBuilder): PolicyMetrics {
       "Characters or tokens cache-aware trees forgot after workers reported less cached",
       ["model", "tree"],
     ),
+    kvFailures: f.counter(
+      "smg_kv_event_subscription_failures_total",
+      "KV-event subscription failures by worker and reason",
+      ["worker", "reason"],
+    ),
+    kvBatches: f.counter("smg_kv_event_batches_total", "KV-event batches applied by worker", [
+      "worker",
+    ]),
+    kvIndexBlocks: f.gauge("smg_kv_index_blocks", "Blocks in the KV-event index by model", [
+      "model",
+    ]),
   };
 }

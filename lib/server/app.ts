@@ -36,6 +36,7 @@ import { createMesh, type Mesh, meshStatus } from "./mesh_setup.ts";
 import { createDiscovery, type Discovery } from "./discovery_setup.ts";
 import { type GrpcClientFactory, GrpcWorkers } from "./grpc_workers.ts";
 import { grpcBackend, workerFetch } from "./worker_clients.ts";
+import { KvEvents } from "./kv_setup.ts";
 import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
 
 /** What a gateway is built from; everything but `config` and `log` has a production default. */
@@ -80,6 +81,8 @@ export class Gateway {
   readonly policy: Policy;
   /** Which policy routes which model (worker `policy` labels). */
   readonly policies: PolicyRegistry;
+  /** KV-event mode (`--kv-events auto`): the workers' cache events and their indexes, or null. */
+  readonly kv: KvEvents | null;
   /** The HA mesh (`--enable-mesh`), or null. */
   readonly mesh: Mesh | null;
   /** Kubernetes worker discovery (`--service-discovery`), or null. */
@@ -122,6 +125,7 @@ export class Gateway {
     const registry = this.registry;
 
     const replicas = new PolicyReplicas();
+    let kv: KvEvents | null = null;
     const policyDeps = {
       random,
       now: () => clock.now(),
@@ -129,6 +133,7 @@ export class Gateway {
       config,
       observer: policyObserver(metrics),
       replicas,
+      cacheIndex: (model: string) => kv?.monitor.index(model) ?? null,
     };
     this.policy = createPolicy(config.policy, policyDeps);
     const policies = this.policies = new PolicyRegistry(
@@ -220,6 +225,17 @@ export class Gateway {
       };
       registry.subscribe((e) => e.kind === "removed" && legRemoved(e.worker));
     }
+    kv = this.kv = config.cacheAware.kvEvents === "auto"
+      ? new KvEvents({
+        config,
+        registry,
+        grpc: opts.grpc ? grpcWorkers : null,
+        cacheAware: (model) => policies.forModel(model).name === "cache_aware",
+        metrics,
+        log: log.child({ module: "kv" }),
+        clock,
+      })
+      : null;
     const proxy = this.#proxy = new InferenceProxy({
       config,
       registry,
@@ -287,6 +303,7 @@ export class Gateway {
       this.#tasks.push(this.meshStarted);
     }
     if (this.discovery) this.discoveryStarted = this.discovery.start();
+    this.kv?.start();
   }
 
   /** Settles once discovery watches, or stayed off without a Kubernetes configuration. */
@@ -330,6 +347,7 @@ export class Gateway {
     await this.discovery?.stop();
     await Promise.all([...this.#tasks, this.manager.stop()]);
     await this.mesh?.stop();
+    await this.kv?.stop();
     await this.#proxy.close();
     this.#closeClient();
   }
@@ -343,6 +361,7 @@ export class Gateway {
     m.cbState.reset();
     m.poolSize.reset();
     m.overloaded.reset();
+    this.kv?.gauges();
     for (const w of this.registry.all()) {
       m.workerHealth.with(w.url).set(w.status === "ready" ? 1 : 0);
       m.routingKeysActive.with(w.url).set(w.activeKeys);

@@ -56,6 +56,9 @@ function touchAll(m: Metrics): void {
   m.placements.with("m").set(1);
   m.treeCorrections.with("m", "string").inc();
   m.treeForgotten.with("m", "string").inc(40);
+  m.kvFailures.with("grpc://w:1", "disconnected").inc();
+  m.kvBatches.with("grpc://w:1").inc();
+  m.kvIndexBlocks.with("m").set(3);
 }
 
 const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
@@ -107,6 +110,9 @@ const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
   ["smg_cache_placement_entries", "gauge"],
   ["smg_cache_tree_corrections_total", "counter"],
   ["smg_cache_tree_forgotten_total", "counter"],
+  ["smg_kv_event_subscription_failures_total", "counter"],
+  ["smg_kv_event_batches_total", "counter"],
+  ["smg_kv_index_blocks", "gauge"],
 ];
 
 Deno.test("Metrics: every SMG name renders with its TYPE and a sample once a series exists", async () => {
