@@ -111,12 +111,20 @@ export class InferenceProxy {
         ? () => grpcInput(endpoint, body as Record<string, unknown>, tok, rr.model ?? "default")
         : null;
       let grpc: GrpcInput | null = null;
-      if (prepareGrpc && this.#servesGrpc(rr.model)) {
+      const grpcOnly = prepareGrpc !== null && this.#servesGrpc(rr.model);
+      if (grpcOnly) {
         grpc = prepareGrpc();
         if (rr.tokens === null) rr = { ...rr, tokens: grpc.ids };
+      } else if (prepareGrpc && rr.tokens === null && d.routesOnTokens?.(rr.model ?? "unknown")) {
+        // HTTP workers publishing KV events: route on the prompt's tokens, as the engine holds
+        // them; a body the gRPC form refuses still goes, routed on its text.
+        try {
+          grpc = prepareGrpc();
+          rr = { ...rr, tokens: grpc.ids };
+        } catch { /* routed on text */ }
       }
       const plan = this.#plan;
-      const connection: ConnectionMode = grpc ? "grpc" : "http";
+      const connection: ConnectionMode = grpcOnly ? "grpc" : "http";
       series = plan.series(this.#pm, rr, connection);
       series.requests[rr.stream ? 1 : 0].inc();
       const call = new Call({

@@ -79,6 +79,11 @@ export interface ProxyDeps {
   pd?: PdPolicies;
   /** gRPC workers' clients and the gateway's tokenizer (`--model-path`); absent without one. */
   grpc?: GrpcBackend;
+  /**
+   * Whether requests for `model` are routed on their token ids though its workers speak HTTP
+   * (their engines publish KV events, indexed by token); needs `grpc`'s tokenizer. Default no.
+   */
+  routesOnTokens?: (model: string) => boolean;
 }
 
 /** Per-request context from the server. */

@@ -248,6 +248,7 @@ export class Gateway {
       admission: new Admission(config.admission, metrics, clock),
       pd,
       grpc: opts.grpc ? grpcBackend(grpcWorkers, opts.grpc.tokenizer) : undefined,
+      routesOnTokens: kv ? (model) => kv!.routesOnTokens(model) : undefined,
     });
     const infoDeps: info.InfoApiDeps = {
       registry,

@@ -34,7 +34,10 @@ const PRUNE_MS = 30_000;
 export interface KvSetupDeps {
   config: GatewayConfig;
   registry: WorkerRegistry;
-  /** gRPC workers' clients (null without gRPC support: gRPC workers are then not subscribed). */
+  /**
+   * gRPC workers' clients and the gateway's tokenizer (`--model-path`): null without them, and
+   * then no worker is subscribed (events are matched to requests by their token ids).
+   */
   grpc: GrpcWorkers | null;
   /** Whether `model` is routed by cache_aware. */
   cacheAware: (model: string) => boolean;
@@ -95,6 +98,12 @@ export class KvEvents {
     await this.monitor.close();
   }
 
+  /** Whether `model`'s index holds anything (its requests are then worth tokenizing). */
+  routesOnTokens(model: string): boolean {
+    const index = this.monitor.index(model);
+    return index !== null && !index.empty;
+  }
+
   /** Sets the index gauges (at each scrape). */
   gauges(): void {
     this.#d.metrics.kvIndexBlocks.reset();
@@ -132,6 +141,13 @@ export class KvEvents {
     }
     const endpoint = w.labels.kv_events;
     if (!endpoint) return null;
+    if (!this.#d.grpc) {
+      this.#d.log.warn(
+        "worker publishes KV events but the gateway has no tokenizer to match them to requests (give --model-path or --tokenizer-path); its events are not used",
+        { worker: w.url, kv_events: endpoint },
+      );
+      return null;
+    }
     return (sink) => {
       const replayEndpoint = w.labels.kv_events_replay ?? null;
       const sub = new ZmqSubscriber({ endpoint, replayEndpoint, clock, logger: this.#d.log }, sink);

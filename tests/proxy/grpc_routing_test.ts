@@ -104,7 +104,12 @@ function fakeClient(
   };
 }
 
-function setup(urls: string[], failures = 0, script?: Script) {
+function setup(
+  urls: string[],
+  failures = 0,
+  script?: Script,
+  routesOnTokens?: (model: string) => boolean,
+) {
   const config = testConfig({ retry: { initialBackoffMs: 0, maxBackoffMs: 0 } });
   const clock = new FakeClock(1000);
   const { registry, manager } = workerSetup(clock, {
@@ -140,6 +145,7 @@ function setup(urls: string[], failures = 0, script?: Script) {
         eosTokenIds: tok.eosTokenIds,
       },
     },
+    routesOnTokens,
   });
   const send = async (body: Record<string, unknown>) => {
     const done = Promise.withResolvers<void>();
@@ -200,6 +206,17 @@ Deno.test("grpc routing: a model with only HTTP workers is not tokenized", async
   await s.chat("plain").catch(() => {});
   assert.deepEqual(s.policy.seen, [null]);
   assert.equal(s.encodes(), 0);
+});
+
+Deno.test("grpc routing: HTTP workers whose KV events the gateway indexes are routed on the prompt's tokens", async () => {
+  const s = setup(["http://127.0.0.1:8000"], 0, undefined, (model) => model === "m");
+  await s.chat("indexed").catch(() => {});
+  const want = qwen3().encode(
+    qwen3().applyChatTemplate([{ role: "user", content: "indexed" }]),
+    false,
+  );
+  assert.deepEqual(s.policy.seen, [want]);
+  assert.equal(s.sent.length, 0, "still sent over HTTP, not gRPC");
 });
 
 Deno.test("grpc routing: a model with HTTP workers too routes on text (HTTP-only requests still go)", async () => {
