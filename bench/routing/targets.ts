@@ -1,7 +1,8 @@
 /**
  * The targets of the routing benchmark, by name: the references `ref:upper-bound`, `ref:oracle`
  * and `ref:affinity` (`references.ts`), `smg:<policy>` for every policy name SMG knows (and
- * `smg:<policy>/smg` with SMG's scoring where ours is the default),
+ * `smg:<policy>/smg` with SMG's scoring where ours is the default, and `smg:cache_aware/tree`
+ * without KV events),
  * `haproxy:<variant>` and `nginx:<variant>`; the `--targets` list resolved against them; the
  * ones a workload gives no meaning to; and starting one target in front of a fleet.
  */
@@ -30,6 +31,22 @@ export type TargetSpec =
 export const NOT_BY_DEFAULT: Record<string, string> = {
   "smg:passthrough":
     "smg:passthrough left out by default: it sends everything to the first worker (meant for one worker); name it in --targets to include it",
+  "smg:cache_aware/tree":
+    "smg:cache_aware/tree left out by default: cache_aware on its tree only (--kv-events off), which differs from smg:cache_aware only where workers publish KV events (--connection-mode grpc); name it in --targets to include it",
+  "smg:cache_aware/plain-tree":
+    "smg:cache_aware/plain-tree left out by default: cache_aware on its tree without corrections from the answers (--kv-events off --tree-feedback off); name it in --targets to include it",
+};
+
+/**
+ * Variants of our policies with flags of ours (`smg:<policy>/<variant>`): `cache_aware/tree` is
+ * cache_aware without KV events (its tree alone decides, corrected by the answers), and
+ * `cache_aware/plain-tree` without the corrections too.
+ */
+export const VARIANTS: Record<string, Record<string, string[]>> = {
+  cache_aware: {
+    tree: ["--kv-events", "off"],
+    "plain-tree": ["--kv-events", "off", "--tree-feedback", "off"],
+  },
 };
 
 /**
@@ -55,6 +72,12 @@ export function allTargets(): TargetSpec[] {
       ...(policy in SMG_SCORING
         ? [{ name: `smg:${policy}/smg`, kind: "smg" as const, policy, flags: SMG_SCORING[policy] }]
         : []),
+      ...Object.entries(VARIANTS[policy] ?? {}).map(([variant, flags]) => ({
+        name: `smg:${policy}/${variant}`,
+        kind: "smg" as const,
+        policy,
+        flags,
+      })),
     ]),
     ...(Object.keys(HAPROXY_VARIANTS) as HaproxyVariant[]).map((variant) => ({
       name: `haproxy:${variant}`,

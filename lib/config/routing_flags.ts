@@ -239,6 +239,12 @@ export const CACHE_AWARE_FLAGS: Flags<CacheAwareConfig> = {
     help:
       "cache_aware: route on workers' KV cache events (gRPC workers, HTTP workers labelled kv_events=tcp://host:port)",
   },
+  treeFeedback: {
+    name: "tree-feedback",
+    kind: choices(["on", "off"]),
+    default: "on",
+    help: "cache_aware: forget a worker's stale branches when its answer reports less cached",
+  },
   kvIndexerTtlSecs: {
     name: "kv-indexer-ttl-secs",
     kind: int,

@@ -97,6 +97,11 @@ export interface CacheAwareConfig {
    * and of HTTP workers labelled `kv_events`, and routes on them where they hold anything; `off`.
    */
   kvEvents: "auto" | "off";
+  /**
+   * Whether an answer reporting clearly fewer cached tokens than the tree held makes the tree
+   * forget the worker's stale branches (`--tree-feedback`, ours).
+   */
+  treeFeedback: "on" | "off";
   /** A KV-index key neither stored nor read for this long is pruned; 0 off (`--kv-indexer-ttl-secs`). */
   kvIndexerTtlSecs: number;
   /** Most KV-index keys per model before the oldest are pruned; 0 off (`--kv-indexer-max-entries`). */

@@ -183,7 +183,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
       places.add(hashes[hashes.length - 1], url);
       sink(this.#role, model, kind, hashes[hashes.length - 1], url);
     }
-    if (note && url !== null && believed > 0) {
+    if (note && url !== null && believed > 0 && this.#c.treeFeedback === "on") {
       note.onReport = this.#corrector(model, trees, tokens ?? request.text, url, believed);
     }
     return this.#decide(url === null ? "fallback" : branch, chosen, uncached, cached, note);

@@ -290,3 +290,21 @@ Deno.test("cache_aware: where workers publish KV events, their account routes to
   const third = pick();
   assert.equal(third.note.predictedCached, 0);
 });
+
+Deno.test("cache_aware: --tree-feedback off leaves the tree uncorrected", () => {
+  const config = defaultConfig();
+  config.cacheAware.treeFeedback = "off";
+  const p = new CacheAwarePolicy({
+    random: seededRandom(7),
+    now: () => 0,
+    log: silentLogger,
+    config,
+  });
+  const ws = [w("w1"), w("w2")];
+  const text = "shared prefix of a conversation ".repeat(20);
+  p.select(ws, request(text));
+  const note: SelectionNote = { prefillTokens: 0, predictedCached: null };
+  p.select(ws, request(text + " and more"), note);
+  assert.ok(note.predictedCached! > 0, "a hit, predicted");
+  assert.equal(note.onReport, undefined);
+});
