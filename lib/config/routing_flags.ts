@@ -151,7 +151,8 @@ export const CACHE_AWARE_FLAGS: Flags<CacheAwareConfig> = {
     aliases: ["cache-match-threshold"],
     kind: float,
     default: 0.3,
-    help: "cache_aware: match share above which the holder is preferred",
+    help:
+      "cache_aware (--cache-aware-scoring smg): match share above which the holder is preferred",
     check: must((v) => v >= 0 && v <= 1, "Must be between 0.0 and 1.0"),
   },
   balanceAbsThreshold: {

@@ -165,22 +165,38 @@ Deno.test("cost scoring: affinity wins while the holder's backlog costs less tha
 Deno.test("cost scoring: the deepest holder wins among holders of equal backlog; no match is a miss", () => {
   const { d, branches } = ours();
   const p = new CacheAwarePolicy(d);
+  const turns = "turn one reply one turn two ".repeat(3); // more than a block (64 characters)
   p.apply("m", SYSTEM, view("a").url);
-  p.apply("m", SYSTEM + "turn one reply one turn two", view("b").url);
+  p.apply("m", SYSTEM + turns, view("b").url);
   const got = p.select(
     [busy("a", 0), busy("b", 0), busy("c", 0)],
-    request(SYSTEM + "turn one reply one turn two reply two turn three"),
+    request(SYSTEM + turns + "reply two turn three"),
   );
   assert.equal(got?.id, "b");
   assert.equal(p.select([busy("a", 0), busy("c", 300)], request("unrelated text"))?.id, "a");
   assert.deepEqual(branches, ["hit", "miss"]);
 });
 
+Deno.test("cost scoring: a short shared part counts, below --cache-threshold's share", () => {
+  // A shared document of ~500 tokens in a ~2,100-token prompt: a quarter, under the 0.3 share
+  // SMG's gate wants, still saves the holder a quarter of the prefill.
+  const doc = "a shared document of the tenant. ".repeat(60);
+  const prompt = doc + "a long question that nobody asked before, ".repeat(150);
+  const { d, branches } = ours();
+  assert.equal(d.config.cacheAware.cacheThreshold, 0.3);
+  const p = new CacheAwarePolicy(d);
+  p.apply("m", doc + "an earlier question", view("h").url);
+  const n = note(0);
+  assert.equal(p.select([busy("c", 0), busy("h", 0)], request(prompt), n)?.id, "h");
+  assert.deepEqual(branches, ["hit"]);
+  assert.equal(n.predictedCached, Math.floor(doc.length / 64) * 16);
+  assert.ok(doc.length / prompt.length < 0.3);
+});
+
 Deno.test("cost property: the pick minimises 2 × uncached tokens + backlog; a free full holder always wins", () => {
   const random = seededRandom(3);
   for (let trial = 0; trial < 200; trial++) {
     const { d } = ours(trial);
-    d.config.cacheAware.cacheThreshold = 0;
     const p = new CacheAwarePolicy(d);
     const n = 2 + Math.floor(random() * 5);
     const ids = Array.from({ length: n }, (_, i) => `w${i}`);
@@ -190,8 +206,10 @@ Deno.test("cost property: the pick minimises 2 × uncached tokens + backlog; a f
     ids.forEach((id, i) => held[i] > 0 && p.apply("m", convo.slice(0, held[i]), view(id).url));
     const cands = ids.map((id) => busy(id, Math.floor(random() * 800), Math.floor(random() * 4)));
     const got = p.select(cands, request(convo))!;
+    // A match saves its whole blocks (16 tokens, 64 characters), however short.
     const cost = (i: number) =>
-      2 * Math.ceil((convo.length - held[i]) / 4) + Math.floor(backlogScore(cands[i]));
+      2 * Math.ceil((convo.length - (held[i] - held[i] % 64)) / 4) +
+      Math.floor(backlogScore(cands[i]));
     const best = Math.min(...ids.map((_, i) => cost(i)));
     const gi = ids.indexOf(got.id);
     // A tree match may be a little longer than what was inserted (shared prefixes), never shorter.

@@ -144,7 +144,15 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     const decide = (tree: PrefixMatch, remote: PlacementMatch | null) => {
       if (this.#c.scoring === "cost") {
         const held = tokens ? trees.tokens : trees.text;
-        const r = this.#cheapest(candidates, tree, remote, perToken, (u) => held.tenantSize(u));
+        const block = blockUnits(tokens ? "token" : "string", this.#c.blockSize);
+        const r = this.#cheapest(
+          candidates,
+          tree,
+          remote,
+          perToken,
+          block,
+          (u) => held.tenantSize(u),
+        );
         branch = r.branch;
         uncached = r.uncached;
         cached = r.cached;
@@ -230,10 +238,10 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     tree: PrefixMatch,
     remote: PlacementMatch | null,
     perToken: number,
+    block: number,
     heldBy: (url: string) => number,
   ): { worker: W; branch: CacheAwareBranch; uncached: number; cached: number } {
-    const floor = this.#c.cacheThreshold * tree.total;
-    const c = cheapest(candidates, tree, remote, perToken, floor, heldBy, this.#d.random);
+    const c = cheapest(candidates, tree, remote, perToken, block, heldBy, this.#d.random);
     const { matched, deepest } = c;
     this.#d.observer?.matchRatio?.("cache_aware", tree.total === 0 ? 0 : deepest / tree.total);
     let i = c.index;

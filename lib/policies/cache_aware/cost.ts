@@ -2,8 +2,9 @@
  * cache_aware's cost scoring (`--cache-aware-scoring cost`): every candidate scored, in tokens, by
  * what placing the request there adds to the fleet's waiting: twice its uncached share of the
  * prompt (its own prefill, and the wait it adds for whoever arrives there next; the tree's match
- * for that worker, a peer's placement if deeper; a match at or below the threshold's floor counts
- * as none) plus the worker's prefill backlog (`backlogScore`, what it waits behind), as Dynamo's
+ * for that worker, a peer's placement if deeper, counted in whole blocks: an engine reuses its
+ * cache a block at a time, so a match saves its full blocks however short a share of the prompt
+ * they are; `--cache-threshold` is SMG scoring's gate, not used here) plus the worker's prefill backlog (`backlogScore`, what it waits behind), as Dynamo's
  * KV router costs overlap against load. The cheapest wins (exact ties uniformly). A worker
  * holding the prompt keeps it unless its backlog exceeds twice the work a cold prefill elsewhere
  * would add, so hot prefixes replicate when, and only when, it pays. Equal costs (a miss on an
@@ -21,7 +22,7 @@ import type { PrefixMatch } from "./tree_types.ts";
 export interface CostPick {
   /** Index of the cheapest candidate. */
   index: number;
-  /** Units of the prompt each candidate counts as cached (0 at or below the floor). */
+  /** Units of the prompt each candidate counts as cached (whole blocks). */
   matched: number[];
   /** The largest of `matched`. */
   deepest: number;
@@ -31,7 +32,7 @@ const NO_DEPTHS: ReadonlyMap<string, number> = new Map();
 
 /**
  * Scores `candidates` for a prompt the tree matched as `tree` (a peer's placement `remote`),
- * `perToken` units a token, matches of at most `floor` units ignored, `heldBy` a worker's share
+ * `perToken` units a token, matches counted in whole blocks of `block` units, `heldBy` a worker's share
  * of the tree in units; see the module comment.
  */
 export function cheapest(
@@ -39,7 +40,7 @@ export function cheapest(
   tree: PrefixMatch,
   remote: PlacementMatch | null,
   perToken: number,
-  floor: number,
+  block: number,
   heldBy: (url: string) => number,
   random: Random,
 ): CostPick {
@@ -55,7 +56,7 @@ export function cheapest(
     const w = candidates[i];
     let m = depths.get(w.url) ?? 0;
     if (remote !== null && remote.depth > m && remote.tenants.includes(w.url)) m = remote.depth;
-    if (m <= floor) m = 0;
+    m -= m % block;
     matched[i] = m;
     if (m > deepest) deepest = m;
     // The in-flight term and the tree share are both below 1: they order ties.

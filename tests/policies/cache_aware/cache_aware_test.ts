@@ -231,6 +231,8 @@ Deno.test("cache_aware: an answer reporting less cached makes the tree forget th
   const S = "shared system prompt ".repeat(20);
   const a = S + "conversation a ".repeat(20);
   const [x, y, z] = ["x ", "y ", "z "].map((t) => t.repeat(40));
+  // Whole blocks of 16 tokens: 64 characters.
+  const blocks = (chars: number) => Math.floor(chars / 64) * 16;
   const pick = (text: string) => {
     const note: SelectionNote = { prefillTokens: 0, predictedCached: null };
     return { chosen: p.select(ws, request(text), note)!, note };
@@ -241,16 +243,16 @@ Deno.test("cache_aware: an answer reporting less cached makes the tree forget th
   assert.equal(c.chosen.id, holder);
   assert.ok(c.note.onReport, "a prediction comes with a way to correct it");
   // What the tree believes of the x branch before any report: all of it.
-  assert.equal(pick(a + x).note.predictedCached, Math.floor((a + x).length / 4));
+  assert.equal(pick(a + x).note.predictedCached, blocks((a + x).length));
   // The answer to c: the worker had only S (its conversation had been evicted).
   c.note.onReport!({ prompt: 1000, cached: Math.floor((S.length / (a + z).length) * 1000) });
   assert.deepEqual(corrections, [["m", "string", y.length]], "the y branch, stale, is forgotten");
   // x was refreshed by the check above (after c): kept. The conversation itself was re-sent
   // with c, so the worker holds it again.
-  assert.equal(pick(a + x).note.predictedCached, Math.floor((a + x).length / 4));
+  assert.equal(pick(a + x).note.predictedCached, blocks((a + x).length));
   assert.equal(
     pick(a + y).note.predictedCached,
-    Math.floor(a.length / 4),
+    blocks(a.length),
     "y: only what c re-sent",
   );
   // A report close to the prediction changes nothing.
