@@ -21,6 +21,7 @@ export {
   type CursorSubscriberOptions,
 } from "./cursor_subscriber.ts";
 export {
+  type KvIndexView,
   KvMonitor,
   type KvMonitorObserver,
   type KvMonitorOptions,

@@ -8,8 +8,13 @@
  * out and counted: the index then under-reports that worker, never over-reports it. A lost gap
  * makes the worker's entries unreliable, and a restarted publisher (an engine restart empties
  * its cache) makes them wrong: both drop them (`clearWorker`), to be rebuilt from what the
- * worker stores next. A worker detached (removed) leaves the index at once. `prune()` applies the indexes' TTL and capacity bounds. Counts go to the
- * `KvMonitorObserver`.
+ * worker stores next. A worker detached (removed) leaves the index at once. `prune()` applies
+ * the indexes' TTL and capacity bounds. Counts go to the `KvMonitorObserver`.
+ *
+ * A worker *reports* while its stream is connected: from its first `connected` status until a
+ * `disconnected` or `connect_failed` one. While it does not, what it stores is not seen, so its
+ * entries under-report it: `view(model).reports(worker)` says so, and the policy takes its own
+ * records for that worker instead (when its events stop, the worker falls back to the tree).
  */
 
 import type { Clock } from "../core/clock.ts";
@@ -52,6 +57,17 @@ export interface KvMonitorOptions {
 interface Attached {
   model: string;
   stream: KvStream;
+  connected: boolean;
+}
+
+/** What a policy reads of a model's index: the blocks held, and whose account is current. */
+export interface KvIndexView {
+  /** Nothing held by any worker. */
+  readonly empty: boolean;
+  /** Each worker's leading tokens of `tokens` held; workers holding none are absent. */
+  match(tokens: readonly number[]): ReadonlyMap<string, number>;
+  /** Whether `worker`'s stream is connected (its account is current). */
+  reports(worker: string): boolean;
 }
 
 /** The indexes and subscriptions of KV-event mode; see the module comment. */
@@ -60,6 +76,7 @@ export class KvMonitor {
   readonly #indexes = new Map<string, BlockIndex>();
   readonly #workers = new Map<string, Attached>();
   readonly #listeners = new Set<() => void>();
+  readonly #views = new Map<string, KvIndexView>();
 
   constructor(o: KvMonitorOptions) {
     this.#o = o;
@@ -68,6 +85,25 @@ export class KvMonitor {
   /** The index of `model`, or null when no worker of it publishes events. */
   index(model: string): BlockIndex | null {
     return this.#indexes.get(model) ?? null;
+  }
+
+  /** What a policy reads of `model`'s index, or null when no worker of it publishes events. */
+  view(model: string): KvIndexView | null {
+    const index = this.#indexes.get(model);
+    if (!index) return null;
+    let v = this.#views.get(model);
+    if (!v) {
+      const workers = this.#workers;
+      v = {
+        get empty() {
+          return index.empty;
+        },
+        match: (tokens) => index.match(tokens),
+        reports: (worker) => workers.get(worker)?.connected === true,
+      };
+      this.#views.set(model, v);
+    }
+    return v;
   }
 
   /** Calls `listener` after each batch or status applied; returns its removal. */
@@ -112,12 +148,19 @@ export class KvMonitor {
       },
       onStatus: (s) => {
         observer?.status?.(worker, s);
+        const a = this.#workers.get(worker);
+        if (a && s.kind === "connected") a.connected = true;
+        else if (a && (s.kind === "disconnected" || s.kind === "connect_failed")) {
+          a.connected = false;
+        }
         if (s.kind === "publisher_restarted") reset("restart");
         else if (s.kind === "gap_unrecoverable") reset("gap");
         for (const l of this.#listeners) l();
       },
     };
-    this.#workers.set(worker, { model, stream: start(sink) });
+    const attached: Attached = { model, stream: null!, connected: false };
+    this.#workers.set(worker, attached);
+    attached.stream = start(sink);
   }
 
   /** Stops `worker`'s subscription and drops its entries. */

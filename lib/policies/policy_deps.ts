@@ -20,6 +20,8 @@ export interface CacheIndexView {
   readonly empty: boolean;
   /** Each worker's leading tokens of `tokens` held; workers holding none are absent. */
   match(tokens: readonly number[]): ReadonlyMap<string, number>;
+  /** Whether `url`'s account is current (its event stream is up); if not, the policy's own. */
+  reports(url: string): boolean;
 }
 
 /** What a policy factory hands every policy. */

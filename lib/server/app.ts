@@ -133,7 +133,7 @@ export class Gateway {
       config,
       observer: policyObserver(metrics),
       replicas,
-      cacheIndex: (model: string) => kv?.monitor.index(model) ?? null,
+      cacheIndex: (model: string) => kv?.monitor.view(model) ?? null,
     };
     this.policy = createPolicy(config.policy, policyDeps);
     const policies = this.policies = new PolicyRegistry(

@@ -57,3 +57,36 @@ Deno.test("kv monitor: batches build the model's index; refusals, restarts, gaps
   assert.deepEqual(closed, ["w1", "w2"]);
   assert.equal(m.size, 0);
 });
+
+Deno.test("kv monitor: a worker reports while its stream is connected", async () => {
+  const sinks = new Map<string, KvEventSink>();
+  const m = new KvMonitor({ clock: new FakeClock(), ttlMs: 0, maxEntries: 0 });
+  const start = (w: string) => (sink: KvEventSink) => {
+    sinks.set(w, sink);
+    return { close: () => Promise.resolve() };
+  };
+  assert.equal(m.view("m"), null, "no worker publishes for the model");
+  m.attach("http://w1", "m", start("w1"));
+  const view = m.view("m")!;
+  assert.equal(view.reports("http://w1"), false, "not before it connects");
+  const w1 = sinks.get("w1")!;
+  w1.onStatus({ kind: "connected", endpoint: "tcp://w1:1" });
+  assert.equal(view.reports("http://w1"), true);
+  w1.onBatch({ seq: 1, ts: 0, events: [stored(["a"], [1, 2])], rank: null, skipped: 0 });
+  assert.deepEqual(view.match([1, 2]), new Map([["http://w1", 2]]));
+  w1.onStatus({ kind: "disconnected", endpoint: "tcp://w1:1", reason: "reset", retryInMs: 100 });
+  assert.equal(view.reports("http://w1"), false, "down: its stores are not seen");
+  assert.equal(view.empty, false, "its entries stay for when it reconnects");
+  w1.onStatus({
+    kind: "connect_failed",
+    endpoint: "tcp://w1:1",
+    reason: "refused",
+    retryInMs: 200,
+  });
+  assert.equal(view.reports("http://w1"), false);
+  w1.onStatus({ kind: "connected", endpoint: "tcp://w1:1" });
+  assert.equal(view.reports("http://w1"), true);
+  assert.equal(view.reports("http://w2"), false, "never attached");
+  await m.close();
+  assert.equal(view.reports("http://w1"), false, "detached");
+});

@@ -24,8 +24,9 @@
  * `--eviction-interval`, lazily on the request path; a removed worker is purged from every tree.
  *
  * KV-event mode: where the model's workers publish their caches' events (`deps.cacheIndex`, keyed
- * by worker URL) and the index holds anything, a token request's matches are the workers' own
- * account instead of the tree's (the tree still records, warm for when the events stop). An
+ * by worker URL) and the index holds anything, a token request's match for each worker whose
+ * stream is up is that worker's own account instead of the tree's; a worker whose events stopped
+ * is judged by the tree, which still records every decision for that reason. An
  * answer whose reported cached tokens fall clearly short of the tree's belief makes the tree
  * forget the worker's stale branches (`#corrector`).
  *
@@ -131,14 +132,17 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     let uncached = promptTokens(request);
     let cached = 0;
     const perToken = tokens ? 1 : CHARS_PER_TOKEN;
-    // Where the model's workers publish KV events, their own account decides (the tree still
-    // records, so that it is warm if the events stop); an empty index leaves it to the tree.
+    // Where the model's workers publish KV events, a reporting worker's own account decides (the
+    // tree still records, so that it is warm if the events stop); a worker whose stream is down,
+    // or an empty index, leaves it to the tree.
     const index = tokens ? this.#d.cacheIndex?.(model) ?? null : null;
-    const reported = index !== null && !index.empty ? indexMatch(index, tokens!) : null;
+    const account = index !== null && !index.empty ? index : null;
     let believed = 0; // the pick's own depth in the local tree before the insert, in units
     const choose = (tree: PrefixMatch) => {
-      const url = decide(reported ?? tree, reported ? null : remote);
-      believed = reported === null && tree.matched > 0 ? tree.depths().get(url) ?? 0 : 0;
+      const merged = account ? accountMatch(account, tokens!, tree, candidates) : null;
+      const url = decide(merged ?? tree, merged ? remoteOf(remote, account!) : remote);
+      const fromTree = account === null || !account.reports(url);
+      believed = fromTree && tree.matched > 0 ? tree.depths().get(url) ?? 0 : 0;
       return url;
     };
     const decide = (tree: PrefixMatch, remote: PlacementMatch | null) => {
@@ -381,14 +385,39 @@ function ownDepth(tree: PrefixMatch, remote: PlacementMatch | null, url: string)
     : local;
 }
 
-/** The KV-event index's account of `tokens` as a `PrefixMatch` (holders of the deepest share). */
-function indexMatch(index: CacheIndexView, tokens: readonly number[]): PrefixMatch {
-  const held = index.match(tokens);
+/**
+ * The match of `tokens` with each reporting candidate's depth from the KV-event `index` and each
+ * other's from the `tree` (holders of the deepest share as tenants); null when no candidate
+ * reports (then the tree alone decides).
+ */
+function accountMatch(
+  index: CacheIndexView,
+  tokens: readonly number[],
+  tree: PrefixMatch,
+  candidates: readonly WorkerView[],
+): PrefixMatch | null {
+  let held: ReadonlyMap<string, number> | null = null;
+  let own: ReadonlyMap<string, number> | null = null;
+  const depths = new Map<string, number>();
   let matched = 0;
-  for (const d of held.values()) if (d > matched) matched = d;
-  const tenants: string[] = [];
-  for (const [url, d] of held) {
-    if (d === matched && matched > 0 && tenants.length < MAX_MATCHED_TENANTS) tenants.push(url);
+  for (const w of candidates) {
+    let d: number;
+    if (index.reports(w.url)) d = (held ??= index.match(tokens)).get(w.url) ?? 0;
+    else d = tree.matched > 0 ? (own ??= tree.depths()).get(w.url) ?? 0 : 0;
+    if (d > 0) depths.set(w.url, d);
+    if (d > matched) matched = d;
   }
-  return { matched, total: tokens.length, tenants, depths: () => held };
+  if (held === null) return null;
+  const tenants: string[] = [];
+  for (const [url, d] of depths) {
+    if (d === matched && tenants.length < MAX_MATCHED_TENANTS) tenants.push(url);
+  }
+  return { matched, total: tokens.length, tenants, depths: () => depths };
+}
+
+/** A peer's placement counts only for workers whose own account is not current. */
+function remoteOf(remote: PlacementMatch | null, index: CacheIndexView): PlacementMatch | null {
+  if (remote === null) return null;
+  const tenants = remote.tenants.filter((t) => !index.reports(t));
+  return tenants.length === 0 ? null : { ...remote, tenants };
 }

@@ -270,7 +270,7 @@ Deno.test("cache_aware: where workers publish KV events, their account routes to
     now: () => 0,
     log: silentLogger,
     config,
-    cacheIndex: (model) => model === "m" ? { empty, match: () => held } : null,
+    cacheIndex: (model) => model === "m" ? { empty, match: () => held, reports: () => true } : null,
   });
   const ws = [w("w1"), w("w2"), w("w3")];
   const tokens = Array.from({ length: 64 }, (_, i) => i);
@@ -291,6 +291,39 @@ Deno.test("cache_aware: where workers publish KV events, their account routes to
   held.clear(); // the index holds blocks, none of this prompt's: nobody is credited
   const third = pick();
   assert.equal(third.note.predictedCached, 0);
+});
+
+Deno.test("cache_aware: a worker whose events stopped is judged by the tree, the others by their account", () => {
+  const config = defaultConfig();
+  const held = new Map<string, number>();
+  const down = new Set<string>();
+  const p = new CacheAwarePolicy({
+    random: seededRandom(7),
+    now: () => 0,
+    log: silentLogger,
+    config,
+    cacheIndex: () => ({ empty: false, match: () => held, reports: (u) => !down.has(u) }),
+  });
+  const ws = [w("w1"), w("w2"), w("w3")];
+  const tokens = Array.from({ length: 64 }, (_, i) => i);
+  const pick = () => {
+    const note: SelectionNote = { prefillTokens: 0, predictedCached: null };
+    const chosen = p.select(ws, request("ignored", { tokens }), note)!;
+    return { id: chosen.id, note };
+  };
+  p.apply("m", tokens, "http://w1:8000"); // the tree: w1 was sent the prompt
+  held.set("http://w2:8000", 32); // the engines: w2 holds half, w1 nothing (evicted)
+  assert.equal(pick().id, "w2", "every stream up: the engines' account");
+  down.add("http://w1:8000"); // w1's events stop: its part comes from the tree
+  const r = pick();
+  assert.equal(r.id, "w1");
+  assert.equal(r.note.predictedCached, 64);
+  assert.ok(r.note.onReport, "the tree's belief, corrected by the answer");
+  down.add("http://w2:8000");
+  down.add("http://w3:8000"); // nobody reports: the tree alone, where w1 and w2 hold it all
+  const t = pick();
+  assert.notEqual(t.id, "w3");
+  assert.equal(t.note.predictedCached, 64);
 });
 
 Deno.test("cache_aware: --tree-feedback off leaves the tree uncorrected", () => {
