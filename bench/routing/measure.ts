@@ -13,7 +13,12 @@ import { delta, readCounters, startFleet, type WorkerCounters } from "./fleet.ts
 import type { LoadPoint, Options } from "./options.ts";
 import { summarise, type Summary } from "./report.ts";
 import { upperBoundKnobs } from "./references.ts";
-import { type Histogram, readHistogram, summarisePrediction } from "./prediction.ts";
+import {
+  emptyHistogram,
+  type Histogram,
+  readHistogram,
+  summarisePrediction,
+} from "./prediction.ts";
 import { streamChat } from "./stream.ts";
 import { startTarget, type TargetSpec } from "./targets.ts";
 import type { TrafficFor } from "./traffic.ts";
@@ -88,7 +93,7 @@ export async function measureOne(
 
     let before: WorkerCounters[] | null = null;
     let cpuBefore: CpuSample | null = null;
-    const empty: Histogram = { buckets: new Map(), count: 0, sum: 0 };
+    const empty: Histogram = emptyHistogram();
     let predBefore = empty;
     const traffic = c.traffic(point, target, fleet.targets);
     const d = await drive(url, traffic.offer, {

@@ -220,15 +220,15 @@ export function predictionMarkdown(rows: Summary[]): string | null {
   const have = rows.filter((r) => r.prediction);
   if (have.length === 0) return null;
   const lines = [
-    "| load point | target | checked | mean error | within ±0.05 | within ±0.25 |",
-    "| --- | --- | ---: | ---: | ---: | ---: |",
+    "| load point | target | checked | mean error | within ±0.05 | within ±0.25 | predicted ÷ reported |",
+    "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
   ];
   for (const r of have) {
     const p = r.prediction!;
     lines.push(
       `| ${r.point} | ${r.target} | ${p.checked} | ${fmt(p.meanError, 3)} | ${pct(p.within5)} | ${
         pct(p.within25)
-      } |`,
+      } | ${fmt(p.ratio, 2)} |`,
     );
   }
   return lines.join("\n");
