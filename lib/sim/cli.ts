@@ -149,7 +149,7 @@ export function parseSimWorkerArgs(args: string[]): SimWorkerOptions | "help" {
     )
     .option(
       "--model-path <dir>",
-      "with --grpc-port: the tokenizer whose ids the generated words are (a directory or tokenizer.json)",
+      "the gateway's tokenizer (a directory or tokenizer.json): HTTP prompts are tokenized as the gateway does, and with --grpc-port the generated words are its ids",
     )
     .addOption(
       new Option("--role <role>", "PD role (sglang: --disaggregation-mode)").choices([
@@ -200,9 +200,6 @@ export function parseSimWorkerArgs(args: string[]): SimWorkerOptions | "help" {
     if (!Number.isInteger(grpcPort) || grpcPort < 0 || grpcPort > 65535) {
       throw badValue("--grpc-port", o.grpcPort, "expected a port 0..65535");
     }
-  }
-  if (o.modelPath !== undefined && grpcPort === null) {
-    throw badValue("--model-path", o.modelPath, "only with --grpc-port");
   }
   return {
     host: o.host as string,

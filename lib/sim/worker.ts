@@ -27,7 +27,10 @@ export interface SimWorkerOptions {
   bootstrapPort: number;
   /** Also serve the scheduler gRPC service on this port (`--grpc-port`), or null. */
   grpcPort?: number | null;
-  /** With `grpcPort`: the tokenizer of the generated ids (`--model-path`), or null. */
+  /**
+   * The gateway's tokenizer (`--model-path`), or null: the command loads it into
+   * `server.promptTokens` and the gRPC server's output ids.
+   */
   modelPath?: string | null;
 }
 
