@@ -26,6 +26,13 @@ export async function simWorkerCommand(args: string[]): Promise<number> {
   if (tok) opts.server.promptTokens = (api, body) => promptOf(api, body, tok).ids;
   const worker = startSimWorker(opts);
   log.info("sim-worker listening", { addr: worker.url, model: opts.server.model });
+  if (worker.kvEvents) {
+    // The worker labels a gateway subscribes with: kv_events, kv_events_replay.
+    log.info("sim-worker publishing KV events", {
+      kv_events: worker.kvEvents.endpoint,
+      kv_events_replay: worker.kvEvents.replayEndpoint ?? undefined,
+    });
+  }
   let grpc: { close(): Promise<void> } | null = null;
   if (opts.grpcPort !== null && opts.grpcPort !== undefined) {
     const { SimGrpcServer } = await import("../sim/grpc_server.ts");
