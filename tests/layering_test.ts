@@ -2,9 +2,9 @@
  * Dependencies point one way: the bottom (core, config, metrics) imports nothing above it;
  * policies and workers import only the bottom; requests only core; proxy uses those; the HTTP/1.1
  * parsing (http1) sits under both the worker client (upstream) and the front; discovery turns
- * pods into workers; only server wires the gateway; the simulator (sim) stands apart on core;
- * commands sit on top. And no two files under lib/ import each other, directly or around a loop.
- * Read from `deno info --json`; type-only imports count.
+ * pods into workers; only server wires the gateway; the simulator (sim) stands apart on core and
+ * the engines' wire formats (grpc, kv); commands sit on top. And no two files under lib/ import
+ * each other, directly or around a loop. Read from `deno info --json`; type-only imports count.
  */
 
 import assert from "node:assert/strict";
@@ -62,7 +62,9 @@ const ALLOWED: Record<string, string[]> = {
     "kv",
     "server",
   ],
-  sim: ["core", "grpc", "sim"],
+  // The simulator on core, serving its events over sglang's gRPC codec and kv's ZeroMQ
+  // publisher (what engines speak), never the gateway's own layers.
+  sim: ["core", "grpc", "kv", "sim"],
   mesh: ["core", "config", "metrics", "mesh"],
   // Adapters bridge the mesh to workers and policies; only the composition root imports them.
   "mesh/adapters": ["core", "config", "metrics", "mesh", "workers", "policies", "mesh/adapters"],

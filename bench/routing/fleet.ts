@@ -23,6 +23,11 @@ export interface Fleet {
   urls: string[];
   /** What a gateway routes to: the same, or the workers' `grpc://` URLs in gRPC mode. */
   targets: string[];
+  /**
+   * Each worker's labels for our gateway: in KV-event mode its ZeroMQ endpoints (`kv_events`,
+   * `kv_events_replay`), else none.
+   */
+  labels: Record<string, string>[];
   /** The worker processes. */
   children: Child[];
 }
@@ -65,7 +70,8 @@ export function simWorkerArgs(root: string, knobs: string[], modelPath?: string)
 
 /**
  * Starts `n` workers with `knobs` (sim-worker flags, the same for all or per worker index) and
- * waits until each answers /health (and, in gRPC mode, listens on its gRPC port).
+ * waits until each answers /health (and, in gRPC mode, listens on its gRPC port). With
+ * `modelPath`, the gRPC mode; with `kvEvents` too, HTTP workers publishing KV events instead.
  */
 export async function startFleet(
   n: number,
@@ -75,10 +81,28 @@ export async function startFleet(
   root: string,
   signal: AbortSignal,
   modelPath?: string,
+  kvEvents = false,
 ): Promise<Fleet> {
   const ports = freePorts(n);
   // gRPC mode: each worker also serves the scheduler service, its words as Qwen3 token ids.
-  const grpcPorts = modelPath ? freePorts(n) : [];
+  const grpcPorts = modelPath && !kvEvents ? freePorts(n) : [];
+  // KV-event mode: each worker tokenizes as the gateway does and publishes its events (a PUB
+  // and a replay ROUTER).
+  const kvPorts = modelPath && kvEvents ? freePorts(2 * n) : [];
+  const extra = (i: number): string[] => {
+    if (!modelPath) return [];
+    if (kvEvents) {
+      return [
+        "--model-path",
+        modelPath,
+        "--kv-events-port",
+        String(kvPorts[2 * i]),
+        "--kv-events-replay-port",
+        String(kvPorts[2 * i + 1]),
+      ];
+    }
+    return ["--grpc-port", String(grpcPorts[i]), "--model-path", modelPath];
+  };
   const children: Child[] = [];
   try {
     for (const [i, port] of ports.entries()) {
@@ -94,7 +118,7 @@ export async function startFleet(
             HOST,
             "--port",
             String(port),
-            ...(modelPath ? ["--grpc-port", String(grpcPorts[i]), "--model-path", modelPath] : []),
+            ...extra(i),
           ],
           logDir,
           root,
@@ -110,8 +134,16 @@ export async function startFleet(
     await Promise.all(
       grpcPorts.map((p, i) => waitForListener(`sim worker gRPC :${p}`, children[i], p)),
     );
-    const targets = modelPath ? grpcPorts.map((p) => `grpc://${HOST}:${p}`) : urls;
-    return { urls, targets, children };
+    const targets = grpcPorts.length > 0 ? grpcPorts.map((p) => `grpc://${HOST}:${p}`) : urls;
+    const labels = ports.map((_, i): Record<string, string> =>
+      kvPorts.length > 0
+        ? {
+          kv_events: `tcp://${HOST}:${kvPorts[2 * i]}`,
+          kv_events_replay: `tcp://${HOST}:${kvPorts[2 * i + 1]}`,
+        }
+        : {}
+    );
+    return { urls, targets, labels, children };
   } catch (e) {
     await stop(children);
     throw e;

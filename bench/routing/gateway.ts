@@ -28,8 +28,7 @@ export function gatewayArgs(
   flags: string[] = [],
 ): string[] {
   const args = gatewayCommand(root, port, promPort, seed, [
-    "--worker-urls",
-    ...workers,
+    ...(workers.length > 0 ? ["--worker-urls", ...workers] : []),
     "--policy",
     policy,
     ...flags,
@@ -75,7 +74,8 @@ export function gatewayCommand(
 
 /**
  * Starts the gateway with `policy` (and extra gateway `flags`) in front of `c.workers` and waits
- * until all are healthy.
+ * until all are healthy. Workers with labels (`c.labels`: KV-event endpoints) are registered
+ * through `POST /workers` once it listens, as `--worker-urls` carries no labels.
  */
 export async function startGateway(
   policy: string,
@@ -83,17 +83,36 @@ export async function startGateway(
   flags: string[] = [],
 ): Promise<Child> {
   const promPort = c.promPort ?? freePorts(1)[0];
+  const labelled = c.labels?.some((l) => Object.keys(l).length > 0) ?? false;
+  const urls = labelled ? [] : c.workers;
   const child = await spawn(
     `${c.tag}-smg`,
     c.cpu,
     [
       Deno.execPath(),
-      ...gatewayArgs(c.root, policy, c.port, promPort, c.workers, c.seed, c.modelPath, flags),
+      ...gatewayArgs(c.root, policy, c.port, promPort, urls, c.seed, c.modelPath, flags),
     ],
     c.dir,
     c.root,
   );
   try {
+    if (labelled) {
+      await waitFor(
+        `gateway --policy ${policy}`,
+        child,
+        `http://${HOST}:${c.port}/liveness`,
+        (s) => s === 200,
+      );
+      for (const [i, url] of c.workers.entries()) {
+        const res = await fetch(`http://${HOST}:${c.port}/workers`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ url, labels: c.labels![i] }),
+        });
+        const text = await res.text();
+        if (res.status !== 202) throw new Error(`POST /workers ${url}: ${res.status} ${text}`);
+      }
+    }
     await waitFor(
       `gateway --policy ${policy}`,
       child,

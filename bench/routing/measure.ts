@@ -40,8 +40,10 @@ export interface MeasureContext {
   root: string;
   /** Aborts the measurement (SIGINT). */
   signal: AbortSignal;
-  /** gRPC mode: the tokenizer directory (workers and gateway), else undefined. */
+  /** gRPC and KV-event modes: the tokenizer directory (workers and gateway), else undefined. */
   modelPath?: string;
+  /** KV-event mode: HTTP workers publishing KV events over ZeroMQ (with `modelPath`). */
+  kvEvents?: boolean;
 }
 
 /** Measures `target` at `point` on a fresh fleet; `tag` prefixes its log files. */
@@ -55,7 +57,16 @@ export async function measureOne(
   const direct = target.kind === "ref" && target.ref === "upper-bound";
   const fleet = direct
     ? await startFleet(1, upperBoundKnobs(c.simKnobs, o.workers), tag, c.dir, c.root, c.signal)
-    : await startFleet(o.workers, c.simKnobs, tag, c.dir, c.root, c.signal, c.modelPath);
+    : await startFleet(
+      o.workers,
+      c.simKnobs,
+      tag,
+      c.dir,
+      c.root,
+      c.signal,
+      c.modelPath,
+      c.kvEvents,
+    );
   const children: Child[] = [...fleet.children];
   try {
     let url = fleet.urls[0];
@@ -76,6 +87,7 @@ export async function measureOne(
           root: c.root,
           cpu: TARGET_CPU,
           modelPath: c.modelPath,
+          labels: fleet.labels,
           promPort,
         }),
       );

@@ -64,9 +64,16 @@ export interface Options {
   simArgs: string[];
   /** Where to write the JSON results, or null. */
   json: string | null;
-  /** How the gateway talks to the workers (`--connection-mode`): http, or grpc (gateway tokenizes). */
-  connectionMode: "http" | "grpc";
+  /**
+   * How the gateway talks to the workers (`--connection-mode`): http; grpc (the gateway
+   * tokenizes); http-kv (HTTP, the workers publishing KV events over ZeroMQ, the gateway
+   * tokenizing to route on them).
+   */
+  connectionMode: ConnectionMode;
 }
+
+/** How the gateway reaches the workers (`--connection-mode`). */
+export type ConnectionMode = "http" | "grpc" | "http-kv";
 
 /** Requests a trace replay sends unmeasured first, by default. */
 export const DEFAULT_TRACE_WARMUP = 400;
@@ -103,6 +110,10 @@ export const USAGE = `usage: deno task bench:routing [options]
                      the workers also serve sglang's scheduler gRPC service and our gateway
                      reaches them over it, tokenizing with Qwen3's tokenizer (HAProxy and nginx
                      targets are skipped; ref:upper-bound stays HTTP)
+  --connection-mode http-kv
+                     HTTP, and the workers publish their KV events over ZeroMQ (tokenizing with
+                     Qwen3, as our gateway does), labelled kv_events for our gateway, which
+                     tokenizes with Qwen3 and routes cache_aware on the events
 Trace replay, instead of the synthetic workload (no --rate, --concurrency, --warmup, --tenants,
 --tenant-skew):
   --trace FILE       a Mooncake-format trace (JSON lines of timestamp ms, input_length,
@@ -248,8 +259,10 @@ export function parseOptions(args: string[]): Options {
         break;
       case "--connection-mode": {
         const m = value();
-        if (m !== "http" && m !== "grpc") fail("--connection-mode is http or grpc");
-        o.connectionMode = m as "http" | "grpc";
+        if (m !== "http" && m !== "grpc" && m !== "http-kv") {
+          fail("--connection-mode is http, grpc or http-kv");
+        }
+        o.connectionMode = m;
         break;
       }
       case "-h":

@@ -149,7 +149,7 @@ async function main(args: string[]): Promise<number> {
     return 2;
   }
 
-  const modelPath = o.connectionMode === "grpc" ? await bundledQwen3() : undefined;
+  const modelPath = o.connectionMode === "http" ? undefined : await bundledQwen3();
   const workload = new Workload({
     seed: o.seed,
     tenants: o.tenants,
@@ -185,6 +185,7 @@ async function main(args: string[]): Promise<number> {
             root: ROOT,
             signal: shutdown.signal,
             modelPath,
+            kvEvents: o.connectionMode === "http-kv",
           },
           t,
           point,
@@ -224,6 +225,15 @@ async function main(args: string[]): Promise<number> {
         "`--model-path` Qwen3) and our gateway reaches it there with `--model-path` Qwen3: the " +
         "gateway applies the chat template and tokenizes with Qwen3, so token counts (and the " +
         "simulated prefill work) differ from the HTTP mode's stand-in tokenizer.\n",
+    );
+  }
+  if (o.connectionMode === "http-kv") {
+    console.log(
+      "Connection: HTTP with KV events. Every worker tokenizes with Qwen3 as our gateway does " +
+        "(`--model-path`) and publishes its KV cache's events over ZeroMQ (`--kv-events-port`, " +
+        "`--kv-events-replay-port`); our gateway has `--model-path` Qwen3 and registers the " +
+        "workers with their `kv_events` labels, so cache_aware routes on the events. Token " +
+        "counts (and the simulated prefill work) differ from the HTTP mode's stand-in tokenizer.\n",
     );
   }
   const preamble = replay

@@ -32,7 +32,7 @@ export const NOT_BY_DEFAULT: Record<string, string> = {
   "smg:passthrough":
     "smg:passthrough left out by default: it sends everything to the first worker (meant for one worker); name it in --targets to include it",
   "smg:cache_aware/tree":
-    "smg:cache_aware/tree left out by default: cache_aware on its tree only (--kv-events off), which differs from smg:cache_aware only where workers publish KV events (--connection-mode grpc); name it in --targets to include it",
+    "smg:cache_aware/tree left out by default: cache_aware on its tree only (--kv-events off), which differs from smg:cache_aware only where workers publish KV events (--connection-mode grpc or http-kv); name it in --targets to include it",
   "smg:cache_aware/plain-tree":
     "smg:cache_aware/plain-tree left out by default: cache_aware on its tree without corrections from the answers (--kv-events off --tree-feedback off); name it in --targets to include it",
 };
@@ -159,8 +159,10 @@ export interface TargetContext {
   root: string;
   /** CPU to pin the target to. */
   cpu: number;
-  /** gRPC mode: the tokenizer our gateway loads (`--model-path`). */
+  /** gRPC and KV-event modes: the tokenizer our gateway loads (`--model-path`). */
   modelPath?: string;
+  /** KV-event mode: each worker's labels (its ZeroMQ endpoints), registered with it. */
+  labels?: Record<string, string>[];
   /** Our gateway's metrics port (default: a free one). */
   promPort?: number;
 }

@@ -4,6 +4,7 @@
  */
 
 import { createLogger } from "../core/log.ts";
+import { promptOf } from "../tokenizer/prompt.ts";
 import { parseSimWorkerArgs } from "../sim/cli.ts";
 import { startSimWorker } from "../sim/worker.ts";
 
@@ -17,14 +18,24 @@ export async function simWorkerCommand(args: string[]): Promise<number> {
     log.warn("sim-worker dying as told (--die-after)");
     Deno.exit(1);
   };
+  // The gateway's tokenizer: HTTP prompts read as the gateway reads them, so the engine's
+  // blocks are the token ids the gateway routes on; gRPC output as its ids.
+  const tok = opts.modelPath
+    ? await (await import("../tokenizer/tokenizer.ts")).loadTokenizer(opts.modelPath)
+    : null;
+  if (tok) opts.server.promptTokens = (api, body) => promptOf(api, body, tok).ids;
   const worker = startSimWorker(opts);
   log.info("sim-worker listening", { addr: worker.url, model: opts.server.model });
+  if (worker.kvEvents) {
+    // The worker labels a gateway subscribes with: kv_events, kv_events_replay.
+    log.info("sim-worker publishing KV events", {
+      kv_events: worker.kvEvents.endpoint,
+      kv_events_replay: worker.kvEvents.replayEndpoint ?? undefined,
+    });
+  }
   let grpc: { close(): Promise<void> } | null = null;
   if (opts.grpcPort !== null && opts.grpcPort !== undefined) {
     const { SimGrpcServer } = await import("../sim/grpc_server.ts");
-    const tok = opts.modelPath
-      ? await (await import("../tokenizer/tokenizer.ts")).loadTokenizer(opts.modelPath)
-      : null;
     const server = new SimGrpcServer(worker.engine, {
       model: opts.server.model,
       maxNewTokens: opts.server.maxNewTokens,

@@ -1,4 +1,7 @@
-/** KV-cache events from the engines: the event types, their decoder, and the ZeroMQ stream. */
+/**
+ * KV-cache events from the engines: the event types, their decoder, the ZeroMQ stream, and the
+ * publishing side (PUB and replay ROUTER) a simulated engine serves them with.
+ */
 
 export type {
   AllBlocksCleared,
@@ -14,6 +17,9 @@ export type { KvEventSink, KvStreamStatus } from "./sink.ts";
 export { dialZmtp, ZmqSubscriber, type ZmqSubscriberOptions } from "./zmq_subscriber.ts";
 export type { Dial, KvSocket } from "./replay.ts";
 export { ZmtpError, type ZmtpErrorCode, ZmtpSocket } from "./zmtp.ts";
+export { ZmqPub } from "./zmq_pub.ts";
+export { type ReplaySource, seqFrame, ZmqReplayServer } from "./zmq_replay_server.ts";
+export type { ZmtpServerOptions } from "./zmtp_server.ts";
 export { BlockIndex, type BlockIndexOptions, chainKey, type StoreRefusal } from "./block_index.ts";
 export {
   type CursorSource,

@@ -18,30 +18,29 @@ import { type Clock, systemClock } from "../core/clock.ts";
 import { ByteReader } from "./byte_reader.ts";
 import { parseZmqEndpoint } from "./endpoint.ts";
 import {
-  COMPATIBLE_PEERS,
   encodeMessage,
   encodePing,
-  encodeReady,
   encodeSubscribe,
-  FLAG_LONG,
-  greeting,
-  GREETING_BYTES,
   parseCommand,
   parseErrorReason,
-  parseFrameHeader,
-  parseGreeting,
-  parseReady,
   pongFor,
   ZmtpError,
 } from "./zmtp_codec.ts";
+import {
+  closeQuietly,
+  errorText,
+  handshake,
+  isPeerGone,
+  type Message,
+  readMessage,
+  writeAll,
+} from "./zmtp_io.ts";
 
 export { ZmtpError, type ZmtpErrorCode } from "./zmtp_codec.ts";
+export type { Message } from "./zmtp_io.ts";
 
 /** The socket types this client speaks. */
 export type SocketType = "SUB" | "DEALER";
-
-/** A multipart message: its frames in order. */
-export type Message = Uint8Array[];
 
 /** How a socket connects and what it accepts. */
 export interface ZmtpOptions {
@@ -61,13 +60,6 @@ export interface ZmtpOptions {
 
 const MIB = 1024 * 1024;
 const encoder = new TextEncoder();
-
-/** One frame as read. */
-interface Frame {
-  more: boolean;
-  command: boolean;
-  body: Uint8Array;
-}
 
 /** A connected ZMTP socket (SUB or DEALER) over one TCP connection. */
 export class ZmtpSocket {
@@ -188,6 +180,14 @@ export class ZmtpSocket {
     );
   }
 
+  /** SUB only: cancels one subscription to `prefix` (the others, and other prefixes', stay). */
+  unsubscribe(prefix: Uint8Array | string = ""): Promise<void> {
+    if (this.type !== "SUB") throw new TypeError(`unsubscribe on a ${this.type} socket`);
+    return this.#write(
+      encodeSubscribe(typeof prefix === "string" ? encoder.encode(prefix) : prefix, false),
+    );
+  }
+
   /** DEALER only: sends one multipart message (strings as UTF-8). */
   send(parts: readonly (Uint8Array | string)[]): Promise<void> {
     if (this.type !== "DEALER") throw new TypeError(`send on a ${this.type} socket`);
@@ -211,28 +211,14 @@ export class ZmtpSocket {
     if (this.#closed) return null;
     this.#receiving = true;
     try {
-      const parts: Message = [];
-      let total = 0;
-      for (;;) {
-        const frame = await this.#readFrame(this.#maxMessageBytes - total);
-        if (frame === null) {
-          this.close();
-          return null;
-        }
-        if (frame.command) {
-          if (parts.length > 0) {
-            throw new ZmtpError("protocol", "a command frame arrived inside a multipart message");
-          }
-          await this.#onCommand(frame.body);
-          continue;
-        }
-        parts.push(frame.body);
-        total += frame.body.length;
-        if (parts.length > this.#maxFrames) {
-          throw new ZmtpError("too_large", `message has more than ${this.#maxFrames} frames`);
-        }
-        if (!frame.more) return parts;
-      }
+      const limits = {
+        maxFrameBytes: this.#maxFrameBytes,
+        maxMessageBytes: this.#maxMessageBytes,
+        maxFrames: this.#maxFrames,
+      };
+      const msg = await readMessage(this.#reader, limits, (body) => this.#onCommand(body));
+      if (msg === null) this.close();
+      return msg;
     } catch (e) {
       if (this.#closed) return null;
       this.close();
@@ -255,62 +241,21 @@ export class ZmtpSocket {
 
   /** Greeting and READY both ways; sets the peer's type and version. */
   async #handshake(): Promise<void> {
-    const reader = this.#reader;
-    await writeAll(this.#conn, greeting());
-    const g = await reader.view(GREETING_BYTES);
-    if (g === null) {
-      throw new ZmtpError("protocol", "peer closed the connection during the greeting");
-    }
-    const { major, minor } = parseGreeting(g);
-    reader.skip(GREETING_BYTES);
     // A DEALER's empty Identity lets a ROUTER pick one for it, as libzmq's DEALER does.
-    const props: Record<string, string> = { "Socket-Type": this.type };
-    if (this.type === "DEALER") props.Identity = "";
-    await writeAll(this.#conn, encodeReady(props));
-    const frame = await this.#readFrame(64 * 1024);
-    if (frame === null) throw new ZmtpError("protocol", "peer closed the connection before READY");
-    if (!frame.command) throw new ZmtpError("protocol", "peer sent a message before READY");
-    const cmd = parseCommand(frame.body);
-    if (cmd.name === "ERROR") {
-      throw new ZmtpError(
-        "peer_error",
-        `peer refused the handshake: ${parseErrorReason(cmd.data)}`,
-      );
-    }
-    if (cmd.name !== "READY") throw new ZmtpError("protocol", `expected READY, got ${cmd.name}`);
-    const peerType = parseReady(cmd.data)["Socket-Type"] ?? "";
-    if (!COMPATIBLE_PEERS[this.type].includes(peerType)) {
-      throw new ZmtpError("protocol", `a ${this.type} socket cannot talk to a "${peerType}" peer`);
-    }
-    this.#peerType = peerType;
-    this.#peerVersion = `${major}.${minor}`;
-  }
-
-  /** One frame, its size checked against the frame limit and `budget` before the body is read. */
-  async #readFrame(budget: number): Promise<Frame | null> {
-    const first = await this.#reader.view(1);
-    if (first === null) return null;
-    const head = await this.#reader.view((first[0] & FLAG_LONG) !== 0 ? 9 : 2);
-    if (head === null) return null;
-    const h = parseFrameHeader(head, this.#maxFrameBytes)!;
-    if (h.size > budget) {
-      throw new ZmtpError(
-        "too_large",
-        `message exceeds the ${this.#maxMessageBytes}-byte limit (a frame of ${h.size} bytes)`,
-      );
-    }
-    this.#reader.skip(h.headerBytes);
-    const body = await this.#reader.take(h.size);
-    return body === null ? null : { more: h.more, command: h.command, body };
+    const props: Record<string, string> = this.type === "DEALER" ? { Identity: "" } : {};
+    const h = await handshake(this.#conn, this.#reader, this.type, props);
+    this.#peerType = h.peerType;
+    this.#peerVersion = h.version;
   }
 
   /** PING is answered; ERROR fails the socket; anything else (PONG included) is ignored. */
-  async #onCommand(body: Uint8Array): Promise<void> {
+  async #onCommand(body: Uint8Array): Promise<null> {
     const cmd = parseCommand(body);
     if (cmd.name === "PING") await this.#write(pongFor(cmd.data));
     else if (cmd.name === "ERROR") {
       throw new ZmtpError("peer_error", `peer sent ERROR: ${parseErrorReason(cmd.data)}`);
     }
+    return null;
   }
 
   /** Queues `bytes` behind earlier writes, so frames of two sends never interleave. */
@@ -336,27 +281,4 @@ export class ZmtpSocket {
     this.#writing = done.catch(() => {});
     return done;
   }
-}
-
-async function writeAll(conn: Deno.Conn, data: Uint8Array): Promise<void> {
-  let off = 0;
-  while (off < data.length) off += await conn.write(data.subarray(off));
-}
-
-function closeQuietly(conn: Deno.Conn | null): void {
-  try {
-    conn?.close();
-  } catch {
-    // Already closed.
-  }
-}
-
-/** Errors that mean the peer went away, like an orderly close. */
-function isPeerGone(e: unknown): boolean {
-  return e instanceof Deno.errors.ConnectionReset || e instanceof Deno.errors.BrokenPipe ||
-    e instanceof Deno.errors.UnexpectedEof || e instanceof Deno.errors.ConnectionAborted;
-}
-
-function errorText(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
 }

@@ -1,12 +1,13 @@
 /**
  * ZMTP 3.x wire format as pure functions over bytes: the 64-byte greeting, frame headers and
- * frames, and the commands a NULL-mechanism client meets (READY with its properties, PING, PONG,
- * ERROR). No I/O: `zmtp.ts` reads and writes these over a TCP connection.
+ * frames, the commands of NULL security (READY with its properties, PING, PONG, ERROR) and
+ * subscriptions. No I/O: `zmtp_io.ts` reads and writes these over a TCP connection.
  *
  * Frames: one flags byte (bit 0 MORE, bit 1 LONG, bit 2 COMMAND, bits 3-7 zero), then the body
  * size in one byte (short) or eight big-endian bytes (long), then the body. A command body is a
  * one-byte name length, the name, and the command's data. We greet as ZMTP 3.0 (what libzmq peers
- * of every 3.x and 4.x release accept, subscriptions as data frames) and also answer 3.1's PING.
+ * of every 3.x and 4.x release accept, subscriptions as data frames) and also answer 3.1's PING
+ * and read 3.1's SUBSCRIBE and CANCEL commands.
  */
 
 /** Frame flag: more frames of the same message follow. */
@@ -228,18 +229,55 @@ export function parseErrorReason(data: Uint8Array): string {
   return decoder.decode(data.subarray(1, 1 + len));
 }
 
-/** The socket types a client may talk to, for the peer-type check after READY. */
-export const COMPATIBLE_PEERS: Readonly<Record<"SUB" | "DEALER", readonly string[]>> = {
+/** The socket types spoken: SUB and DEALER connect, PUB and ROUTER accept. */
+export type SocketType = "SUB" | "DEALER" | "PUB" | "ROUTER";
+
+/** The peer types each socket type may talk to, for the peer-type check after READY. */
+export const COMPATIBLE_PEERS: Readonly<Record<SocketType, readonly string[]>> = {
   SUB: ["PUB", "XPUB"],
   DEALER: ["ROUTER", "DEALER", "REP"],
+  PUB: ["SUB", "XSUB"],
+  ROUTER: ["DEALER", "REQ", "ROUTER"],
 };
 
-/** A SUB's subscription to `prefix` in ZMTP 3.0 form: a data frame of 0x01 and the prefix. */
-export function encodeSubscribe(prefix: Uint8Array): Uint8Array {
+/**
+ * A SUB's subscription to `prefix` in ZMTP 3.0 form: a data frame of 0x01 and the prefix (0x00
+ * and the prefix cancels one, with `subscribe` false).
+ */
+export function encodeSubscribe(prefix: Uint8Array, subscribe = true): Uint8Array {
   const body = new Uint8Array(1 + prefix.length);
-  body[0] = 1;
+  body[0] = subscribe ? 1 : 0;
   body.set(prefix, 1);
   return encodeFrame(body, 0);
+}
+
+/** A subscription change a SUB sent: subscribe to, or cancel, a topic prefix. */
+export interface SubscriptionChange {
+  /** True for a subscription, false for a cancellation. */
+  subscribe: boolean;
+  /** The topic prefix. */
+  prefix: Uint8Array;
+}
+
+/**
+ * The subscription change in a SUB's one-frame message (ZMTP 3.0: first byte 1 subscribes, 0
+ * cancels, the rest is the prefix), or null for any other message (a PUB ignores those).
+ */
+export function parseSubscription(parts: readonly Uint8Array[]): SubscriptionChange | null {
+  if (parts.length !== 1 || parts[0].length === 0 || parts[0][0] > 1) return null;
+  return { subscribe: parts[0][0] === 1, prefix: parts[0].subarray(1) };
+}
+
+/**
+ * A ZMTP 3.1 SUBSCRIBE or CANCEL command in the 3.0 message form `parseSubscription` reads;
+ * null for any other command.
+ */
+export function subscriptionMessage(cmd: Command): Uint8Array[] | null {
+  if (cmd.name !== "SUBSCRIBE" && cmd.name !== "CANCEL") return null;
+  const body = new Uint8Array(1 + cmd.data.length);
+  body[0] = cmd.name === "SUBSCRIBE" ? 1 : 0;
+  body.set(cmd.data, 1);
+  return [body];
 }
 
 /** Bytes as hex, for error messages. */

@@ -126,6 +126,16 @@ function camel(flag: string): string {
   return flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
 }
 
+/** A port flag's value (0..65535), or null when absent; ConfigError otherwise. */
+function portFlag(flag: string, raw: unknown): number | null {
+  if (raw === undefined) return null;
+  const port = Number(raw);
+  if (String(raw).trim() === "" || !Number.isInteger(port) || port < 0 || port > 65535) {
+    throw badValue(flag, raw, "expected a port 0..65535");
+  }
+  return port;
+}
+
 /** Parses `smg sim-worker` flags; throws ConfigError on bad input, or `"help"` after --help. */
 export function parseSimWorkerArgs(args: string[]): SimWorkerOptions | "help" {
   const program = new Command("smg sim-worker")
@@ -148,8 +158,16 @@ export function parseSimWorkerArgs(args: string[]): SimWorkerOptions | "help" {
       "also serve sglang's scheduler gRPC service on this port (0 picks one)",
     )
     .option(
+      "--kv-events-port <n>",
+      "publish the KV cache's events on a ZeroMQ PUB on this port, as vLLM's and SGLang's --kv-events-config do (0 picks one)",
+    )
+    .option(
+      "--kv-events-replay-port <n>",
+      "with --kv-events-port: serve their replay on a ZeroMQ ROUTER on this port (0 picks one)",
+    )
+    .option(
       "--model-path <dir>",
-      "with --grpc-port: the tokenizer whose ids the generated words are (a directory or tokenizer.json)",
+      "the gateway's tokenizer (a directory or tokenizer.json): HTTP prompts are tokenized as the gateway does, and with --grpc-port the generated words are its ids",
     )
     .addOption(
       new Option("--role <role>", "PD role (sglang: --disaggregation-mode)").choices([
@@ -194,20 +212,18 @@ export function parseSimWorkerArgs(args: string[]): SimWorkerOptions | "help" {
   for (const f of ["error-rate", "spike-rate"]) {
     if (num(f) > 1) throw badValue(`--${f}`, num(f), "allowed: 0..1");
   }
-  let grpcPort: number | null = null;
-  if (o.grpcPort !== undefined) {
-    grpcPort = Number(o.grpcPort);
-    if (!Number.isInteger(grpcPort) || grpcPort < 0 || grpcPort > 65535) {
-      throw badValue("--grpc-port", o.grpcPort, "expected a port 0..65535");
-    }
-  }
-  if (o.modelPath !== undefined && grpcPort === null) {
-    throw badValue("--model-path", o.modelPath, "only with --grpc-port");
+  const grpcPort = portFlag("--grpc-port", o.grpcPort);
+  const kvEventsPort = portFlag("--kv-events-port", o.kvEventsPort);
+  const kvEventsReplayPort = portFlag("--kv-events-replay-port", o.kvEventsReplayPort);
+  if (kvEventsReplayPort !== null && kvEventsPort === null) {
+    throw badValue("--kv-events-replay-port", kvEventsReplayPort, "only with --kv-events-port");
   }
   return {
     host: o.host as string,
     port: num("port"),
     grpcPort,
+    kvEventsPort,
+    kvEventsReplayPort,
     modelPath: (o.modelPath as string | undefined) ?? null,
     bootstrapPort: num("bootstrap-port"),
     seed: num("seed"),

@@ -1,7 +1,8 @@
 /**
  * The simulated worker's HTTP face: sglang's and vLLM's endpoints over a `SimEngine`.
- * Inference requests are rendered (chat template) and tokenized, submitted to the engine, and
- * answered whole or as SSE as the engine emits tokens; a client that leaves aborts its request.
+ * Inference requests are rendered (chat template) and tokenized (by the stand-in tokenizer, or as
+ * the gateway does when given its tokenizer), submitted to the engine, and answered whole or as
+ * SSE as the engine emits tokens; a client that leaves aborts its request.
  * Fault knobs: an error rate (500s), latency spikes, dying after N requests, hanging. PD roles:
  * a prefill worker computes the prompt and marks its bootstrap room ready; a decode worker waits
  * for the room, then decodes without prefilling (`pd.ts`).
@@ -53,6 +54,11 @@ export interface SimServerOptions {
   rooms?: BootstrapRooms;
   /** Decode role: how long to wait for the prefill partner's room (ms, 30000). */
   bootstrapTimeoutMs: number;
+  /**
+   * Tokenizes prompts as the gateway does (`--model-path`), so the blocks the engine reports
+   * are the token ids the gateway routes on; default: the stand-in tokenizer and ChatML.
+   */
+  promptTokens?: PromptTokens;
 }
 
 type Obj = Record<string, unknown>;
@@ -67,42 +73,72 @@ function isTokens(v: unknown): v is number[] {
   return Array.isArray(v) && v.length > 0 && v.every((t) => Number.isInteger(t) && t >= 0);
 }
 
-/** The prompt tokens and output length of a request body. */
+/** A request's prompt as token ids: the gateway's tokenizer and chat template (`--model-path`). */
+export type PromptTokens = (api: Api, body: Obj) => number[];
+
+/**
+ * `body` with one prompt: the first of a batch (`prompt: [text, ...]`, `text: [...]`,
+ * `input_ids: [[...], ...]`), which is all the simulator serves.
+ */
+function firstPrompt(body: Obj): Obj {
+  const one = { ...body };
+  if (Array.isArray(body.prompt) && typeof body.prompt[0] === "string") one.prompt = body.prompt[0];
+  if (Array.isArray(body.text)) one.text = body.text[0];
+  if (Array.isArray(body.input_ids) && Array.isArray(body.input_ids[0])) {
+    one.input_ids = body.input_ids[0];
+  }
+  return one;
+}
+
+/** The prompt's token ids by the stand-in tokenizer, ChatML rendering chat messages. */
+function ownTokens(api: Api, body: Obj): number[] {
+  if (api === "chat") {
+    const messages = body.messages as Parameters<typeof renderChat>[0];
+    return tokenize(renderChat(messages));
+  }
+  if (api === "completions") {
+    const p = body.prompt;
+    if (typeof p === "string") return tokenize(p);
+    if (isTokens(p)) return p;
+    throw new BadRequest("'prompt' must be a string or token ids");
+  }
+  if (isTokens(body.input_ids)) return body.input_ids;
+  if (typeof body.text === "string") return tokenize(body.text);
+  throw new BadRequest("one of 'text' or 'input_ids' is required");
+}
+
+/**
+ * The prompt tokens and output length of a request body: its prompt tokenized by `promptTokens`
+ * when given (a refusal is a 400 quoting it), else by the stand-in tokenizer.
+ */
 export function parseInference(
   api: Api,
   body: unknown,
   defaultMax: number,
+  promptTokens?: PromptTokens,
 ): { tokens: number[]; max: number } {
   if (!isObj(body)) throw new BadRequest("request body must be a JSON object");
-  let tokens: number[];
   let max: unknown;
   if (api === "chat") {
     const messages = body.messages;
     if (!Array.isArray(messages) || messages.length === 0) {
       throw new BadRequest("'messages' must be a non-empty array");
     }
-    tokens = tokenize(renderChat(messages as Parameters<typeof renderChat>[0]));
     max = body.max_completion_tokens ?? body.max_tokens;
-  } else if (api === "completions") {
-    const p = body.prompt;
-    if (typeof p === "string") tokens = tokenize(p);
-    else if (isTokens(p)) tokens = p;
-    else if (Array.isArray(p) && typeof p[0] === "string") tokens = tokenize(p[0]);
-    else throw new BadRequest("'prompt' must be a string or token ids");
-    max = body.max_tokens;
-  } else {
-    const text = Array.isArray(body.text) ? body.text[0] : body.text;
-    const ids = Array.isArray(body.input_ids) && Array.isArray(body.input_ids[0])
-      ? body.input_ids[0]
-      : body.input_ids;
-    if (isTokens(ids)) tokens = ids;
-    else if (typeof text === "string") tokens = tokenize(text);
-    else throw new BadRequest("one of 'text' or 'input_ids' is required");
-    max = isObj(body.sampling_params) ? body.sampling_params.max_new_tokens : undefined;
-  }
+  } else if (api === "completions") max = body.max_tokens;
+  else max = isObj(body.sampling_params) ? body.sampling_params.max_new_tokens : undefined;
   if (max !== undefined && max !== null && !(Number.isInteger(max) && (max as number) >= 0)) {
     throw new BadRequest("max tokens must be a non-negative integer");
   }
+  const one = firstPrompt(body);
+  let tokens: number[];
+  if (promptTokens) {
+    try {
+      tokens = promptTokens(api, one);
+    } catch (e) {
+      throw new BadRequest((e as Error).message);
+    }
+  } else tokens = ownTokens(api, one);
   return { tokens, max: (max as number | undefined) ?? defaultMax };
 }
 
@@ -200,7 +236,7 @@ export class SimServer {
     let body: Obj;
     try {
       body = await req.json();
-      parsed = parseInference(api, body, o.maxNewTokens);
+      parsed = parseInference(api, body, o.maxNewTokens, o.promptTokens);
     } catch (e) {
       const msg = e instanceof BadRequest ? e.message : `invalid JSON: ${(e as Error).message}`;
       return Response.json(errorBody(msg, "invalid_request_error", 400), { status: 400 });

@@ -1,10 +1,12 @@
 /**
- * Starts one simulated worker: an engine, its HTTP server and the listener, in this process.
+ * Starts one simulated worker: an engine, its HTTP server and the listener, and its KV-event
+ * publisher when asked, in this process.
  * Used by `smg sim-worker` and by `smg serve --backend sim` (in-process workers) and tests.
  */
 
 import { seededRandom, sleep, systemClock } from "../core/clock.ts";
 import { type EngineDeps, SimEngine } from "./engine.ts";
+import { SimKvPublisher } from "./kv_publisher.ts";
 import { BootstrapRooms } from "./pd.ts";
 import { SimServer, type SimServerOptions } from "./server.ts";
 import type { EngineConfig } from "./types.ts";
@@ -27,8 +29,15 @@ export interface SimWorkerOptions {
   bootstrapPort: number;
   /** Also serve the scheduler gRPC service on this port (`--grpc-port`), or null. */
   grpcPort?: number | null;
-  /** With `grpcPort`: the tokenizer of the generated ids (`--model-path`), or null. */
+  /**
+   * The gateway's tokenizer (`--model-path`), or null: the command loads it into
+   * `server.promptTokens` and the gRPC server's output ids.
+   */
   modelPath?: string | null;
+  /** Publish the engine's KV events on a ZeroMQ PUB on this port (`--kv-events-port`), or null. */
+  kvEventsPort?: number | null;
+  /** With `kvEventsPort`: their replay ROUTER's port (`--kv-events-replay-port`), or null. */
+  kvEventsReplayPort?: number | null;
 }
 
 /** A running simulated worker. */
@@ -41,6 +50,8 @@ export interface SimWorker {
   bootstrapPort: number | null;
   /** Prefill role: the rooms served on the bootstrap port (shared with a gRPC server). */
   rooms?: BootstrapRooms;
+  /** The KV-event publisher (`kvEventsPort`), or null. */
+  kvEvents: SimKvPublisher | null;
   /** Stops serving and the engine. */
   close(): Promise<void>;
 }
@@ -59,6 +70,14 @@ export function startSimWorker(o: SimWorkerOptions): SimWorker {
     rooms,
     ...o.server,
   });
+  const kvEvents = o.kvEventsPort === null || o.kvEventsPort === undefined
+    ? null
+    : new SimKvPublisher(engine.kvEvents, {
+      host: o.host,
+      port: o.kvEventsPort,
+      replayPort: o.kvEventsReplayPort ?? null,
+      blockSize: o.engine.blockSize,
+    });
   const http = Deno.serve({ hostname: o.host, port: o.port, onListen: () => {} }, server.handle);
   let closed: Promise<void> | null = null;
   return {
@@ -66,10 +85,11 @@ export function startSimWorker(o: SimWorkerOptions): SimWorker {
     engine,
     bootstrapPort: rooms?.port ?? null,
     rooms,
+    kvEvents,
     close: () =>
       closed ??= (async () => {
         await engine.close();
-        await Promise.all([http.shutdown(), rooms?.close()]);
+        await Promise.all([http.shutdown(), rooms?.close(), kvEvents?.close()]);
       })(),
   };
 }

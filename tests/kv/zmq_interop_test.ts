@@ -2,8 +2,9 @@
  * The ZMTP client and the subscriber against a real ZeroMQ publisher (libzmq through npm
  * `zeromq` in node, run by tests/support/zmq_node.ts) shaped like the engines': batches in
  * order, a gap recovered through the replay ROUTER, a publisher whose sequence restarts, one
- * killed and started again on the same ports, PING answered, and close while waiting.
- * Skipped, saying why, where node or npm is missing or zeromq cannot be installed.
+ * killed and started again on the same ports, PING answered, and close while waiting; and our
+ * PUB and replay ROUTER (what the simulated engine publishes with) read by libzmq's SUB and
+ * DEALER. Skipped, saying why, where node or npm is missing or zeromq cannot be installed.
  */
 
 import assert from "node:assert/strict";
@@ -11,10 +12,12 @@ import { encode } from "@msgpack/msgpack";
 import { FakeClock } from "../../lib/core/clock.ts";
 import type { KvEventBatch } from "../../lib/kv/events.ts";
 import type { KvEventSink, KvStreamStatus } from "../../lib/kv/sink.ts";
+import { ZmqPub } from "../../lib/kv/zmq_pub.ts";
+import { seqFrame, ZmqReplayServer } from "../../lib/kv/zmq_replay_server.ts";
 import { ZmqSubscriber } from "../../lib/kv/zmq_subscriber.ts";
 import { ZmtpSocket } from "../../lib/kv/zmtp.ts";
-import { poll, Waiters, within } from "../support/wait.ts";
-import { NodePublisher, zeromqForNode } from "../support/zmq_node.ts";
+import { poll, until, Waiters, within } from "../support/wait.ts";
+import { NodePublisher, NodeSubscriber, zeromqForNode } from "../support/zmq_node.ts";
 
 const zmq = await zeromqForNode();
 if ("skip" in zmq) console.warn(`zmq interop tests skipped: ${zmq.skip}`);
@@ -209,4 +212,37 @@ Deno.test({
       await within(s.sub.close(), "close", 1000);
       assert.ok(!s.sub.connected);
     }),
+});
+
+Deno.test({
+  name:
+    "zmq interop: libzmq's SUB reads our PUB (its topic filter applied) and its DEALER our replays",
+  ignore,
+  fn: async () => {
+    const enc = new TextEncoder();
+    const sent: [number, Uint8Array][] = [];
+    const pub = new ZmqPub();
+    const replay = new ZmqReplayServer({}, (from) => sent.filter(([seq]) => seq >= from));
+    let sub: NodeSubscriber | null = null;
+    try {
+      sub = await NodeSubscriber.start(dir, pub.endpoint, replay.endpoint, "kv");
+      await until(() => pub.subscribers === 1, (l) => pub.watch(l), "libzmq's subscription");
+      for (let seq = 0; seq < 20; seq++) {
+        sent.push([seq, payload(seq)]);
+        pub.publish([enc.encode("kv@0"), seqFrame(seq), payload(seq)]);
+        pub.publish([enc.encode("other"), seqFrame(seq), payload(seq)]);
+      }
+      const s = sub;
+      await s.changed.wait(() => s.messages.length >= 20, "20 messages in node");
+      assert.deepEqual(s.messages.map((m) => [m.topic, m.seq]), sent.map(([n]) => ["kv@0", n]));
+      assert.deepEqual(s.messages.map((m) => m.payload), sent.map(([, p]) => p));
+      const replayed = await s.replay(15);
+      assert.deepEqual(replayed, sent.slice(15));
+      assert.deepEqual(await s.replay(100), []);
+    } finally {
+      await sub?.close();
+      await pub.close();
+      await replay.close();
+    }
+  },
 });

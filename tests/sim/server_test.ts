@@ -1,7 +1,8 @@
 /**
  * The simulated worker's HTTP API over a real engine at time scale 0 (instant), called as a
  * handler: OpenAI chat and completions (whole and streamed, with cached-token usage), sglang's
- * /generate, the load endpoints, flush, and the fault knobs.
+ * /generate, prompts tokenized as the gateway does when given its tokenizer, the load endpoints,
+ * flush, and the fault knobs.
  */
 
 import assert from "node:assert/strict";
@@ -10,6 +11,8 @@ import { SimEngine } from "../../lib/sim/engine.ts";
 import { SimServer, type SimServerOptions } from "../../lib/sim/server.ts";
 import { simDeps } from "../../lib/sim/worker.ts";
 import { DEFAULT_ENGINE } from "../../lib/sim/cli.ts";
+import { promptOf } from "../../lib/tokenizer/prompt.ts";
+import { qwen3 } from "../support/qwen3.ts";
 import { until } from "../support/wait.ts";
 
 async function withServer(
@@ -139,6 +142,31 @@ Deno.test("sim server: completions and /generate (text or input_ids, cumulative 
       JSON.parse(e.slice(6)).text
     );
     assert.ok(texts[1].startsWith(texts[0]) && texts[2].startsWith(texts[1]), "cumulative text");
+  });
+});
+
+Deno.test("sim server: given the gateway's tokenizer, prompts are the ids the gateway routes on", async () => {
+  const tok = qwen3();
+  const promptTokens = (api: "chat" | "completions" | "generate", body: Record<string, unknown>) =>
+    promptOf(api, body, tok).ids;
+  await withServer({ promptTokens }, async (s, engine) => {
+    const stored: number[] = [];
+    engine.kvEvents.subscribe(0, (b) => {
+      for (const e of b.events) if (e.type === "stored") stored.push(...e.tokens);
+    });
+    const body = chat("what is a radix tree?");
+    const ids = promptOf("chat", body, tok).ids;
+    const r = await (await post(s, "/v1/chat/completions", body)).json();
+    assert.equal(r.usage.prompt_tokens, ids.length);
+    const bs = DEFAULT_ENGINE.blockSize;
+    const full = Math.floor(ids.length / bs) * bs;
+    assert.deepEqual(stored.slice(0, full), ids.slice(0, full), "the engine's blocks hold them");
+    // A batch's first prompt, as without the tokenizer; what the tokenizer refuses is a 400.
+    const batch = await (await post(s, "/v1/completions", { prompt: ["hello", "x"] })).json();
+    assert.equal(batch.usage.prompt_tokens, tok.encode("hello", true).length);
+    const bad = await post(s, "/generate", { text: "" });
+    assert.equal(bad.status, 400);
+    assert.match((await bad.json()).error.message, /no tokens/);
   });
 });
 

@@ -1,12 +1,13 @@
 /**
- * A real ZeroMQ publisher for interop tests: `zmq_publisher.mjs` run by `node` with npm
- * `zeromq@6.8.0` (libzmq), installed once into /tmp/smg-zmq-node and reused. Without node or
- * npm, or when the install fails, `zeromqForNode` says why and the tests that need it are
- * skipped, so a clone without them still passes.
+ * Real ZeroMQ peers for interop tests, run by `node` with npm `zeromq@6.8.0` (libzmq) installed
+ * once into /tmp/smg-zmq-node and reused: a publisher (`zmq_publisher.mjs`) for our subscriber,
+ * and a subscriber with a replay DEALER (`zmq_subscriber.mjs`) for our PUB and ROUTER. Without
+ * node or npm, or when the install fails, `zeromqForNode` says why and the tests that need it
+ * are skipped, so a clone without them still passes.
  */
 
 import { hasCommand } from "./process.ts";
-import { within } from "./wait.ts";
+import { Waiters, within } from "./wait.ts";
 
 /** Where zeromq is installed for node, shared by test runs. */
 const DIR = "/tmp/smg-zmq-node";
@@ -212,4 +213,121 @@ function toBase64(bytes: Uint8Array): string {
   let s = "";
   for (const b of bytes) s += String.fromCharCode(b);
   return btoa(s);
+}
+
+/** A message as `zmq_subscriber.mjs` reports it. */
+export interface NodeMessage {
+  /** The topic frame, as text. */
+  topic: string;
+  /** The sequence frame. */
+  seq: number;
+  /** The payload frame. */
+  payload: Uint8Array;
+}
+
+/** A running `zmq_subscriber.mjs`: libzmq's SUB on a PUB, and its DEALER for replays. */
+export class NodeSubscriber {
+  /** Messages received so far, in order. */
+  readonly messages: NodeMessage[] = [];
+  /** Poked at each message. */
+  readonly changed = new Waiters();
+  readonly #child: Deno.ChildProcess;
+  readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
+  readonly #replays: ((got: [number, Uint8Array][]) => void)[];
+  readonly #pump: Promise<void>;
+
+  private constructor(
+    child: Deno.ChildProcess,
+    pump: Promise<void>,
+    messages: NodeMessage[],
+    replays: ((got: [number, Uint8Array][]) => void)[],
+    changed: Waiters,
+  ) {
+    this.#child = child;
+    this.#pump = pump;
+    this.messages = messages;
+    this.#replays = replays;
+    this.changed = changed;
+    this.#writer = child.stdin.getWriter();
+  }
+
+  /** Starts one with zeromq from `dir`, connected to `pub` (and `replay`) and subscribed to `topic`. */
+  static async start(
+    dir: string,
+    pub: string,
+    replay: string,
+    topic = "",
+  ): Promise<NodeSubscriber> {
+    const script = new URL("./zmq_subscriber.mjs", import.meta.url).pathname;
+    const child = new Deno.Command("node", {
+      args: [script, dir, pub, topic, replay],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "inherit",
+    }).spawn();
+    const messages: NodeMessage[] = [];
+    const replays: ((got: [number, Uint8Array][]) => void)[] = [];
+    const changed = new Waiters();
+    const ready = Promise.withResolvers<void>();
+    const pump = (async () => {
+      let buf = "";
+      for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
+        buf += chunk;
+        for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
+          const line = JSON.parse(buf.slice(0, i)) as Line;
+          buf = buf.slice(i + 1);
+          if (line.ready) ready.resolve();
+          else if (Array.isArray(line.replayed)) {
+            const got = (line.replayed as [number, string][]).map(([s, p]) =>
+              [s, fromBase64(p)] as [number, Uint8Array]
+            );
+            replays.shift()?.(got);
+          } else {
+            messages.push({
+              topic: line.topic as string,
+              seq: line.seq as number,
+              payload: fromBase64(line.payload as string),
+            });
+            changed.poke();
+          }
+        }
+      }
+      ready.reject(new Error("the subscriber exited before it was ready"));
+    })();
+    try {
+      await within(ready.promise, "the node subscriber");
+      return new NodeSubscriber(child, pump, messages, replays, changed);
+    } catch (e) {
+      child.kill("SIGKILL");
+      await child.status;
+      await pump;
+      throw e;
+    }
+  }
+
+  /** Asks the replay ROUTER for what it holds from `from` on, through libzmq's DEALER. */
+  async replay(from: number): Promise<[number, Uint8Array][]> {
+    const answer = new Promise<[number, Uint8Array][]>((resolve) => this.#replays.push(resolve));
+    await this.#writer.write(
+      new TextEncoder().encode(JSON.stringify({ op: "replay", from }) + "\n"),
+    );
+    return await within(answer, `a replay from ${from}`);
+  }
+
+  /** Asks it to exit and waits (killing it after 5 s). */
+  async close(): Promise<void> {
+    const timer = setTimeout(() => this.#child.kill("SIGKILL"), 5000);
+    try {
+      await this.#writer.write(new TextEncoder().encode('{"op":"exit"}\n')).catch(() => {});
+      await this.#writer.close().catch(() => {});
+      await this.#child.status;
+      await this.#pump;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+function fromBase64(s: string): Uint8Array {
+  return Uint8Array.from(atob(s), (c) => c.charCodeAt(0));
 }

@@ -8,29 +8,14 @@
  * Bad input is a 400 naming the field; a prompt longer than the model's context a 400 too.
  */
 
-import { GatewayError, invalidRequest } from "../../core/errors.ts";
+import { invalidRequest } from "../../core/errors.ts";
 import type { Endpoint } from "../../core/types.ts";
 import type { SamplingParamsPb } from "../../grpc/sglang_proto.ts";
-import type { TemplateMessage } from "../../tokenizer/tokenizer.ts";
+import { promptOf, type PromptTokenizer, tokenIds } from "../../tokenizer/prompt.ts";
+
+export type { PromptTokenizer } from "../../tokenizer/prompt.ts";
 
 type Obj = Record<string, unknown>;
-
-/** What preparing a request needs of the tokenizer. */
-export interface PromptTokenizer {
-  /** Token ids (cached). */
-  encode(text: string, addSpecial: boolean): number[];
-  /** The chat prompt of `messages`. */
-  applyChatTemplate(
-    messages: readonly TemplateMessage[],
-    o: { tools?: unknown; kwargs?: Record<string, unknown>; addGenerationPrompt?: boolean },
-  ): string;
-  /** Whether there is a chat template. */
-  readonly hasChatTemplate: boolean;
-  /** The model's context length, when known. */
-  readonly maxLength: number | null;
-  /** Ids that end generation (trimmed from answers, as sglang's detokenizer does). */
-  readonly eosTokenIds: readonly number[];
-}
 
 /** A request ready for `Generate`, and how its answer is shaped. */
 export interface GrpcInput {
@@ -104,12 +89,6 @@ function stops(v: unknown, param: string): string[] {
   throw invalidRequest(`${param} must be a string or a list of strings`, param);
 }
 
-function ids(v: unknown, param: string): number[] {
-  if (v === undefined || v === null) return [];
-  if (Array.isArray(v) && v.every((t) => Number.isInteger(t) && t >= 0)) return v as number[];
-  throw invalidRequest(`${param} must be a list of token ids`, param);
-}
-
 /** Sampling parameters from `o` (OpenAI names, or sglang's under `/generate`). */
 export function samplingParams(o: Obj, maxTokens: number | undefined): SamplingParamsPb {
   const s: SamplingParamsPb = {
@@ -121,7 +100,7 @@ export function samplingParams(o: Obj, maxTokens: number | undefined): SamplingP
     presence_penalty: num(o, "presence_penalty", 0),
     repetition_penalty: num(o, "repetition_penalty", 1),
     stop: stops(o.stop, "stop"),
-    stop_token_ids: ids(o.stop_token_ids, "stop_token_ids"),
+    stop_token_ids: tokenIds(o.stop_token_ids, "stop_token_ids"),
     skip_special_tokens: bool(o, "skip_special_tokens", true),
     spaces_between_special_tokens: bool(o, "spaces_between_special_tokens", true),
     n: 1,
@@ -170,12 +149,6 @@ export function samplingParams(o: Obj, maxTokens: number | undefined): SamplingP
   return s;
 }
 
-/** The text of a chat message's content (a string, or text parts). */
-function contentText(content: unknown): unknown {
-  if (!Array.isArray(content)) return content;
-  return content.map((p) => (isObj(p) && typeof p.text === "string" ? p.text : "")).join("");
-}
-
 /** Prepares `body` (validated by route extraction) for a gRPC worker. */
 export function grpcInput(
   endpoint: Endpoint,
@@ -183,59 +156,16 @@ export function grpcInput(
   tok: PromptTokenizer,
   fallbackModel: string,
 ): GrpcInput {
-  let text = "";
-  let promptIds: number[];
+  const { ids: promptIds, text } = promptOf(endpoint, body, tok);
   let sampling: SamplingParamsPb;
   if (endpoint === "chat") {
-    if (!tok.hasChatTemplate) {
-      throw new GatewayError(400, "invalid_request", "the model's tokenizer has no chat template", {
-        type: "invalid_request_error",
-      });
-    }
-    // A turn without content (an assistant's tool calls) renders as empty text.
-    const messages = (body.messages as Obj[]).map((m) => ({
-      ...m,
-      content: contentText(m.content) ?? "",
-    }));
-    const kwargs = isObj(body.chat_template_kwargs) ? body.chat_template_kwargs : undefined;
-    try {
-      text = tok.applyChatTemplate(messages as TemplateMessage[], { tools: body.tools, kwargs });
-    } catch (e) {
-      throw invalidRequest(
-        `the model's chat template refused the messages: ${(e as Error).message}`,
-        "messages",
-      );
-    }
-    promptIds = tok.encode(text, false);
     sampling = samplingParams(body, int(body, "max_completion_tokens") ?? int(body, "max_tokens"));
   } else if (endpoint === "completions") {
-    const p = body.prompt;
-    if (typeof p === "string") {
-      text = p;
-      promptIds = tok.encode(p, true);
-    } else if (Array.isArray(p) && p.length > 0 && p.every((t) => Number.isInteger(t))) {
-      promptIds = p as number[];
-    } else {
-      throw invalidRequest(
-        "prompt must be a string or a list of token ids for gRPC workers",
-        "prompt",
-      );
-    }
     sampling = samplingParams(body, int(body, "max_tokens"));
-  } else if (endpoint === "generate") {
-    if (Array.isArray(body.input_ids)) promptIds = ids(body.input_ids, "input_ids");
-    else if (typeof body.text === "string") {
-      text = body.text;
-      promptIds = tok.encode(text, true);
-    } else throw invalidRequest("text or input_ids is required", "text");
+  } else {
     const sp = isObj(body.sampling_params) ? body.sampling_params : {};
     sampling = samplingParams(sp, int(sp, "max_new_tokens", "sampling_params.max_new_tokens"));
-  } else {
-    throw new GatewayError(400, "invalid_request", `${endpoint} is not served by gRPC workers`, {
-      type: "invalid_request_error",
-    });
   }
-  if (promptIds.length === 0) throw invalidRequest("the prompt has no tokens", "prompt");
   const max = tok.maxLength;
   if (max !== null && promptIds.length + (sampling.max_new_tokens ?? 0) > max) {
     throw invalidRequest(

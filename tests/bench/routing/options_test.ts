@@ -1,4 +1,4 @@
-/** The routing benchmark's command line: the trace flags and their defaults. */
+/** The routing benchmark's command line: trace flags and defaults, connection modes. */
 
 import assert from "node:assert/strict";
 import { parseOptions } from "../../../bench/routing/options.ts";
@@ -39,4 +39,10 @@ Deno.test("options: without --trace the synthetic workload's points are as befor
     "light, open loop 5 req/s",
     "near saturation, open loop 14 req/s",
   ]);
+});
+
+Deno.test("options: --connection-mode http (default), grpc, or http-kv", () => {
+  assert.equal(parseOptions([]).connectionMode, "http");
+  assert.equal(parseOptions(["--connection-mode", "grpc"]).connectionMode, "grpc");
+  assert.equal(parseOptions(["--connection-mode=http-kv"]).connectionMode, "http-kv");
 });
