@@ -30,6 +30,7 @@ export interface Summary {
   rps: number;
   outTokPerS: number;
   /** Client-side time to first content delta, ms, over ok requests. */
+  ttftMeanMs: number | null;
   ttftP50Ms: number | null;
   ttftP99Ms: number | null;
   /** Client-side end-to-end time, ms, over ok requests. */
@@ -99,6 +100,7 @@ export function summarise(
     offeredRps: round(measured.length / Math.max(d.windowMs / 1000, 1e-3), 2),
     rps: round(ok.length / spanS, 2),
     outTokPerS: round(outTokens / spanS, 0),
+    ttftMeanMs: ttft.length > 0 ? round(ttft.reduce((a, b) => a + b, 0) / ttft.length, 1) : null,
     ttftP50Ms: r1(percentile(ttft, 0.5)),
     ttftP99Ms: r1(percentile(ttft, 0.99)),
     e2eP50Ms: r1(percentile(e2e, 0.5)),
@@ -138,6 +140,7 @@ export function markdown(point: string, rows: Summary[]): string {
     "failed",
     "req/s",
     "out tok/s",
+    "TTFT mean ms",
     "TTFT p50 ms",
     "TTFT p99 ms",
     "E2E p50 ms",
@@ -173,6 +176,7 @@ export function markdown(point: string, rows: Summary[]): string {
           fmt(s.failed),
           fmt(s.rps, 2),
           fmt(s.outTokPerS),
+          fmt(s.ttftMeanMs),
           fmt(s.ttftP50Ms),
           fmt(s.ttftP99Ms),
           fmt(s.e2eP50Ms),

@@ -194,7 +194,7 @@ async function main(args: string[]): Promise<number> {
         const bound = replay?.facts.points.find((p) => p.label === point.label)?.bound;
         rows.push(bound === undefined ? s : { ...s, cacheBound: bound });
         note(
-          `${point.label} ${t.name}: ok ${s.ok}/${s.sent}, ${s.rps} req/s, TTFT p50 ${s.ttftP50Ms} ` +
+          `${point.label} ${t.name}: ok ${s.ok}/${s.sent}, ${s.rps} req/s, TTFT mean ${s.ttftMeanMs} p50 ${s.ttftP50Ms} ` +
             `p99 ${s.ttftP99Ms} ms, cache hit ${s.cacheHitRate}, spread ${s.spreadTokens}` +
             (s.errors.length ? `; errors: ${s.errors.join(" | ")}` : ""),
         );

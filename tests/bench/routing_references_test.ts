@@ -90,6 +90,7 @@ function row(target: string, point: string, hit: number, p50: number, p99: numbe
     offeredRps: 1,
     rps: 1,
     outTokPerS: 1,
+    ttftMeanMs: null,
     ttftP50Ms: p50,
     ttftP99Ms: p99,
     e2eP50Ms: null,
