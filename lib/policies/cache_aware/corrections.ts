@@ -25,6 +25,9 @@ export const CORRECTION_TTL_MS = 10 * 60_000;
 /** Corrections a model's tree kind remembers; the oldest go first. */
 export const MAX_TOMBSTONES = 256;
 
+/** Branch units and hashes a model's tree kind remembers in all (4 Mi); the oldest go first. */
+export const MAX_TOMBSTONE_UNITS = 1 << 22;
+
 /** Most placement hashes one correction names. */
 export const MAX_CORRECTION_HASHES = 4096;
 
@@ -83,18 +86,24 @@ function startsWith(path: string | readonly number[], prefix: string | readonly 
 interface Tombstone {
   correction: TreeCorrection;
   hashes: Set<number>;
+  /** What it costs against `MAX_TOMBSTONE_UNITS`. */
+  units: number;
   /** Local time up to which the worker's records on the branch were stale. */
   since: number;
   expires: number;
 }
 
-/** The corrections of one model's tree kind, remembered for `CORRECTION_TTL_MS`. */
+/**
+ * The corrections of one model's tree kind, remembered for `CORRECTION_TTL_MS`, at most
+ * `MAX_TOMBSTONES` of them and `MAX_TOMBSTONE_UNITS` of branches and hashes.
+ */
 export class Tombstones {
   /** Oldest first (so also by expiry). */
   #list: Tombstone[] = [];
   readonly #ids = new Set<string>();
   /** Tombstones per worker, to skip the scan for the others. */
   readonly #workers = new Map<string, number>();
+  #units = 0;
 
   /** Whether correction `id` is remembered. */
   has(id: string): boolean {
@@ -105,13 +114,22 @@ export class Tombstones {
   record(c: TreeCorrection, hashes: Iterable<number>, now: number): void {
     this.#sweep(now);
     if (this.#ids.has(c.id)) return;
-    if (this.#list.length >= MAX_TOMBSTONES) this.#drop(1);
+    const set = new Set(hashes);
+    const units = (c.branch?.length ?? 0) + set.size;
+    let n = 0;
+    for (let left = this.#units + units; n < this.#list.length; n++) {
+      if (this.#list.length - n < MAX_TOMBSTONES && left <= MAX_TOMBSTONE_UNITS) break;
+      left -= this.#list[n].units;
+    }
+    if (n > 0) this.#drop(n);
     this.#list.push({
       correction: c,
-      hashes: new Set(hashes),
+      hashes: set,
+      units,
       since: now - c.ageMs,
       expires: now + CORRECTION_TTL_MS,
     });
+    this.#units += units;
     this.#ids.add(c.id);
     this.#workers.set(c.worker, (this.#workers.get(c.worker) ?? 0) + 1);
   }
@@ -161,7 +179,8 @@ export class Tombstones {
 
   /** Forgets the `n` oldest. */
   #drop(n: number): void {
-    for (const { correction: c } of this.#list.slice(0, n)) {
+    for (const { correction: c, units } of this.#list.slice(0, n)) {
+      this.#units -= units;
       this.#ids.delete(c.id);
       const left = this.#workers.get(c.worker)! - 1;
       if (left === 0) this.#workers.delete(c.worker);

@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import {
   branchOf,
   CORRECTION_TTL_MS,
+  MAX_TOMBSTONE_UNITS,
   MAX_TOMBSTONES,
   staleHashes,
   StampLog,
@@ -77,6 +78,11 @@ Deno.test("Tombstones: a token branch cuts token paths; the oldest go past the b
   assert.equal(t.has("a/1"), false);
   assert.equal(t.admitted([1, 2, 3, 4, 5, 6], "http://w1:8000", 3), 6);
   assert.equal(t.live(3).length, MAX_TOMBSTONES);
+  // Long branches go by their size too.
+  const long = new Tombstones();
+  const branch = "b".repeat(MAX_TOMBSTONE_UNITS / 4);
+  for (let i = 0; i < 5; i++) long.record(correction({ id: `l/${i}`, branch }), [1], 0);
+  assert.deepEqual(long.live(0).map((c) => c.id), ["l/2", "l/3", "l/4"]);
 });
 
 Deno.test("StampLog: the stamp below which everything was stamped by a given time; nothing before the log", () => {
