@@ -244,7 +244,8 @@ export const CACHE_AWARE_FLAGS: Flags<CacheAwareConfig> = {
     name: "tree-feedback",
     kind: choices(["on", "off"]),
     default: "on",
-    help: "cache_aware: forget a worker's stale branches when its answer reports less cached",
+    help:
+      "cache_aware: forget a worker's stale branches when its answer reports less cached (mesh peers too)",
   },
   kvIndexerTtlSecs: {
     name: "kv-indexer-ttl-secs",

@@ -56,6 +56,8 @@ export class MeshMetrics {
   readonly treePages: FastCounter;
   /** `router_mesh_tree_bytes_sent_total{type}`. */
   readonly treeBytes: FastCounter;
+  /** `router_mesh_tree_corrections_total{result}`. */
+  readonly treeCorrections: FastCounter;
 
   /** Registers the mesh metrics in `r`. */
   constructor(r: client.Registry) {
@@ -168,6 +170,12 @@ export class MeshMetrics {
       "router_mesh_tree_bytes_sent_total",
       "Bytes of cache-tree envelopes sent, by type (deltas, pages), summed over peers",
       ["type"],
+    );
+    this.treeCorrections = new FastCounter(
+      r,
+      "router_mesh_tree_corrections_total",
+      "Cache-tree corrections (tree feedback) by result (sent: summed over peers, received, relayed: placements this router's own tree forgot with a peer's correction, published in turn, dropped)",
+      ["result"],
     );
   }
 }

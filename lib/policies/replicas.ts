@@ -18,6 +18,32 @@ export type TreeEntry =
   | { tokens: readonly number[]; tenants: readonly string[] }
   | { hash: number; tenants: readonly string[] };
 
+/**
+ * A worker's part of a tree branch that a router forgot on the worker's own report (tree
+ * feedback), as the mesh shares it. A relay (no branch) names only placements: those a router
+ * dropped because its own tree forgot their paths on receiving a correction.
+ */
+export interface TreeCorrection {
+  /** Names the correction across the mesh (tree sync gives it when publishing). */
+  id: string;
+  /** The worker's URL. */
+  worker: string;
+  /**
+   * The request's path up to `kept` and one unit (text) or page (token ids) beyond it, which
+   * picks the branch; null for a relay.
+   */
+  branch: string | readonly number[] | null;
+  /** Units of the branch the worker still holds. */
+  kept: number;
+  /** Hashes of paths the worker no longer holds: placements to drop it from. */
+  hashes: readonly number[];
+  /** Milliseconds since the request that revealed it was routed: what was recorded before is stale. */
+  ageMs: number;
+}
+
+/** A correction before tree sync names it. */
+export type NewCorrection = Omit<TreeCorrection, "id">;
+
 /** What a cache-aware policy offers to tree sync. */
 export interface SharedTrees {
   /** Records a peer's decision; returns whether the path was already known here. */
@@ -31,6 +57,13 @@ export interface SharedTrees {
   applyEntry(model: string, kind: TreeKind, entry: TreeEntry): void;
   /** The models and kinds whose tree or placements are not empty. */
   heldTrees(): { model: string; kind: TreeKind }[];
+  /**
+   * Applies a peer's correction, once per id; returns the relay to publish (the placements of
+   * the paths this router's own tree forgot with it), or null.
+   */
+  applyCorrection(model: string, kind: TreeKind, c: TreeCorrection): NewCorrection | null;
+  /** The corrections of a tree still remembered, ages as of now (for a repair to carry). */
+  corrections(model: string, kind: TreeKind): TreeCorrection[];
 }
 
 /** Hears each decision a shared tree makes. */
@@ -41,6 +74,14 @@ export type DeltaSink = (
   hash: number,
   tenant: string,
 ) => void;
+
+/** Hears each correction a shared tree makes; returns the id it is published under. */
+export type CorrectionSink = (
+  role: TreeRole,
+  model: string,
+  kind: TreeKind,
+  c: NewCorrection,
+) => string;
 
 /**
  * Which pin maps a pin belongs to: sticky sessions or `manual`, of the model's policy
@@ -73,6 +114,8 @@ export type PinSink = (scope: PinScope, key: string, urls: readonly string[]) =>
 export class PolicyReplicas {
   /** Set by tree sync: hears every shared tree's decisions. */
   deltaSink: DeltaSink | null = null;
+  /** Set by tree sync: hears every shared tree's corrections (tree feedback). */
+  correctionSink: CorrectionSink | null = null;
   /** Set by pin sync: hears every pin map's changes. */
   pinSink: PinSink | null = null;
   /** Set by pin sync: hears every use of a pinned key. */

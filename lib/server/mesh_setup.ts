@@ -129,6 +129,7 @@ function treeCounter(mm: MeshMetrics, what: TreeCounter, n: number): void {
   else if (family === "delta") mm.treeBytes.with("deltas").inc(n);
   else if (family === "page") mm.treeBytes.with("pages").inc(n);
   else if (family === "pages") mm.treePages.with(result).inc(n);
+  else if (family === "corrections") mm.treeCorrections.with(result).inc(n);
   else mm.treeRepairs.with(result).inc(n);
 }
 

@@ -31,7 +31,13 @@ export interface TreeUnderTest {
   /** The stamp of the latest insert. */
   stamp(): number;
   /** `forgetBeyond` with `depth` in characters; returns characters removed. */
-  forgetBeyond(text: string, tenant: string, depth: number, before: number): number;
+  forgetBeyond(
+    text: string,
+    tenant: string,
+    depth: number,
+    before: number,
+    stale?: (path: string, from: number) => void,
+  ): number;
   size(): number;
   tenantSize(tenant: string): number;
   tenants(): string[];
@@ -55,7 +61,8 @@ export function stringTree(): TreeUnderTest {
     evict: (budget) => t.evict(budget),
     removeTenant: (tenant) => t.removeTenant(tenant),
     stamp: () => t.stamp,
-    forgetBeyond: (text, tenant, depth, before) => t.forgetBeyond(text, tenant, depth, before),
+    forgetBeyond: (text, tenant, depth, before, stale) =>
+      t.forgetBeyond(text, tenant, depth, before, stale),
     size: () => t.size,
     tenantSize: (tenant) => t.tenantSize(tenant),
     tenants: () => t.tenants(),
@@ -110,8 +117,14 @@ export function tokenTree(page: number): TreeUnderTest {
     evict: (budget) => t.evict(budget * page) / page,
     removeTenant: (tenant) => t.removeTenant(tenant),
     stamp: () => t.stamp,
-    forgetBeyond: (text, tenant, depth, before) =>
-      t.forgetBeyond(encode(text, page), tenant, depth * page, before) / page,
+    forgetBeyond: (text, tenant, depth, before, stale) =>
+      t.forgetBeyond(
+        encode(text, page),
+        tenant,
+        depth * page,
+        before,
+        stale && ((path, from) => stale(decode(path, page), from / page)),
+      ) / page,
     size: () => t.size / page,
     tenantSize: (tenant) => t.tenantSize(tenant) / page,
     tenants: () => t.tenants(),

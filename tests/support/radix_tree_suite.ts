@@ -164,8 +164,20 @@ export function radixTreeSuite(name: string, make: () => TreeUnderTest): void {
     t.insert(`${S}A-new`, "w1"); // the request whose answer reports only S cached
     const before = t.stamp();
     const sizeBefore = t.tenantSize("w1");
-    const removed = t.forgetBeyond(`${S}A-new`, "w1", S.length, before);
+    const stale: string[] = [];
+    const removed = t.forgetBeyond(
+      `${S}A-new`,
+      "w1",
+      S.length,
+      before,
+      (path, from) => stale.push(`${path}@${from}`),
+    );
     assert.equal(removed, "old-".length + "P".length + "Q".length, "the stale branch below A-");
+    assert.deepEqual(
+      stale.sort(),
+      [`${S}A-old-P@${S.length + 2}`, `${S}A-old-Q@${S.length + 2}`],
+      "each forgotten leaf's whole path, and where the forgotten part starts",
+    );
     assert.equal(t.tenantSize("w1"), sizeBefore - removed);
     assert.equal(t.depths(`${S}A-old-P`).get("w1"), `${S}A-`.length);
     assert.equal(t.depths(`${S}A-old-P`).get("w2"), `${S}A-old-P`.length, "w2 untouched");

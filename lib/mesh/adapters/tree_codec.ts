@@ -1,13 +1,14 @@
 /**
- * Wire form of cache-aware tree sync (`TreeDeltas`, `TreeRepairRequest`, `TreeRepairPage` in
- * `proto/mesh.proto`). Worker URLs are sent once per group or page and referenced by index, so
- * a delta costs its 8-byte hash and about one byte. Decoding refuses malformed bytes, hashes
- * past 2^53 and worker indexes out of range with `{ ok: false }` instead of throwing.
+ * Wire form of cache-aware tree sync (`TreeDeltas`, `TreeRepairRequest`, `TreeRepairPage` and
+ * the `TreeCorrection`s both carry, in `proto/mesh.proto`). Worker URLs are sent once per group
+ * or page and referenced by index, so a delta costs its 8-byte hash and about one byte. Decoding
+ * refuses malformed bytes, hashes past 2^53, worker indexes out of range and a correction's
+ * branch of the other tree kind with `{ ok: false }` instead of throwing.
  */
 
 import protobuf from "protobufjs";
 import type { TreeKind } from "../../policies/cache_aware/shared_paths.ts";
-import type { TreeEntry, TreeRole } from "../../policies/replicas.ts";
+import type { TreeCorrection, TreeEntry, TreeRole } from "../../policies/replicas.ts";
 import { MESH_PROTO } from "../transport/codec.ts";
 import { decode, type Decoded, safe } from "../store/store_codec.ts";
 
@@ -18,6 +19,8 @@ export interface DeltaGroup {
   kind: TreeKind;
   /** Hash and worker URL of each decision. */
   deltas: { hash: number; worker: string }[];
+  /** Corrections, each after the first `after` deltas. */
+  corrections: { after: number; correction: TreeCorrection }[];
 }
 
 /** A repair request. */
@@ -41,6 +44,8 @@ export interface RepairPage {
   /** Entries consumed from the start of the tree, this page included. */
   nextCursor: number;
   last: boolean;
+  /** The tree's corrections, applied before the entries (on a session's first page). */
+  corrections: TreeCorrection[];
 }
 
 const root = protobuf.parse(MESH_PROTO, { keepCase: true }).root;
@@ -84,6 +89,53 @@ class Urls {
   }
 }
 
+interface CorrectionPb {
+  id: string;
+  worker_index: number;
+  text?: string;
+  tokens?: { ids: number[] };
+  kept: string;
+  hashes: string[];
+  age_ms: string;
+  after: number;
+}
+
+function correctionOut(c: TreeCorrection, urls: Urls, after = 0) {
+  const branch = c.branch === null
+    ? {}
+    : typeof c.branch === "string"
+    ? { text: c.branch }
+    : { tokens: { ids: c.branch } };
+  return {
+    id: c.id,
+    worker_index: urls.of(c.worker),
+    ...branch,
+    kept: c.kept,
+    hashes: c.hashes,
+    age_ms: Math.max(0, Math.round(c.ageMs)),
+    after,
+  };
+}
+
+function correctionIn(c: CorrectionPb, kind: TreeKind, workers: string[]): TreeCorrection {
+  const text = c.text !== undefined && c.text !== null;
+  const tokens = c.tokens !== undefined && c.tokens !== null;
+  if ((text && kind !== "string") || (tokens && kind !== "token")) {
+    throw new Error(`correction ${c.id}: a branch of the other tree kind`);
+  }
+  return {
+    id: c.id,
+    worker: at(workers, c.worker_index),
+    branch: text ? c.text! : tokens ? c.tokens!.ids : null,
+    kept: safe(c.kept),
+    hashes: c.hashes.map(safe),
+    ageMs: safe(c.age_ms),
+  };
+}
+
+/** Path units a correction carries. */
+export const correctionUnits = (c: TreeCorrection): number => c.branch?.length ?? 0;
+
 /** One round's envelope as received. */
 export interface Deltas {
   /** Rounds the sender sent on this stream, this one included. */
@@ -114,6 +166,7 @@ export function encodeDeltas(groups: readonly DeltaGroup[]): Uint8Array {
         kind: KINDS.indexOf(g.kind),
         hashes: g.deltas.map((d) => d.hash),
         worker_index: g.deltas.map((d) => urls.of(d.worker)),
+        corrections: g.corrections.map((c) => correctionOut(c.correction, urls, c.after)),
         workers: urls.list,
       };
     }),
@@ -127,6 +180,7 @@ interface GroupPb {
   workers: string[];
   hashes: string[];
   worker_index: number[];
+  corrections: CorrectionPb[];
 }
 
 /** Decodes one round of delta groups. */
@@ -135,13 +189,18 @@ export function decodeDeltas(bytes: Uint8Array): Decoded<Deltas> {
     round: safe(o.round),
     groups: o.groups.map((g) => {
       if (g.hashes.length !== g.worker_index.length) throw new Error("hashes and workers differ");
+      const kind = kindIn(g.kind);
       return {
         role: roleIn(g.role),
         model: g.model,
-        kind: kindIn(g.kind),
+        kind,
         deltas: g.hashes.map((h, i) => ({
           hash: safe(h),
           worker: at(g.workers, g.worker_index[i]),
+        })),
+        corrections: g.corrections.map((c) => ({
+          after: Math.min(c.after, g.hashes.length),
+          correction: correctionIn(c, kind, g.workers),
         })),
       };
     }),
@@ -208,10 +267,11 @@ export function encodePage(p: RepairPage): Uint8Array {
     model: p.model,
     kind: KINDS.indexOf(p.kind),
     index: p.index,
-    workers: urls.list,
     entries,
     next_cursor: p.nextCursor,
     last: p.last,
+    corrections: p.corrections.map((c) => correctionOut(c, urls)),
+    workers: urls.list,
   }).finish();
 }
 
@@ -224,7 +284,7 @@ interface EntryPb {
 }
 
 /** What a page is, before its entries are expanded. */
-export type PageHead = Omit<RepairPage, "entries">;
+export type PageHead = Omit<RepairPage, "entries" | "corrections">;
 
 /** Most path units a decoded page may expand to by default (2^22). */
 export const MAX_PAGE_UNITS = 1 << 22;
@@ -249,6 +309,7 @@ export function decodePage(
     entries: EntryPb[];
     next_cursor: string;
     last: boolean;
+    corrections: CorrectionPb[];
   }) => {
     const head: PageHead = {
       session: o.session,
@@ -260,7 +321,11 @@ export function decodePage(
       last: o.last,
     };
     if (!accept(head)) return null;
-    return { ...head, entries: decodeEntries(o.entries, o.workers, maxUnits) };
+    const corrections = o.corrections.map((c) => correctionIn(c, head.kind, o.workers));
+    const units = corrections.reduce((n, c) => n + correctionUnits(c), 0);
+    if (units > maxUnits) throw new Error(`page expands past ${maxUnits} path units`);
+    const entries = decodeEntries(o.entries, o.workers, maxUnits - units);
+    return { ...head, entries, corrections };
   });
 }
 

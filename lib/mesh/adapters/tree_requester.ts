@@ -7,7 +7,8 @@
  * An unknown hash from a peer whose tree this router has not copied since their stream opened,
  * or since a round of that peer's deltas went missing, means history may be missing (this
  * router started late, the two were apart, or a queue overflowed), so it asks that peer for its
- * whole tree of that role, model and kind. Unknown hashes from a peer already copied are simply
+ * whole tree of that role, model and kind (a session's first page also carries the peer's
+ * remembered corrections, applied before any entry). Unknown hashes from a peer already copied are simply
  * new decisions: asking again would resend the tree for every new conversation (SMG repairs on
  * every unknown hash, which its full-text hashes make nearly every delta). A tree a peer
  * announces when their stream opens (a group without deltas) is copied at once too, unless a
@@ -22,7 +23,7 @@
  */
 
 import type { TreeKind } from "../../policies/cache_aware/shared_paths.ts";
-import type { TreeRole } from "../../policies/replicas.ts";
+import type { TreeCorrection, TreeRole } from "../../policies/replicas.ts";
 import type { StreamPort } from "../streams.ts";
 import * as codec from "./tree_codec.ts";
 import type { TreeSyncOptions } from "./tree_sync_options.ts";
@@ -46,6 +47,14 @@ export type RequesterDeps =
   & {
     /** The streams (null before attach). */
     port: () => StreamPort | null;
+    /** Applies corrections a page carried from `peer`. */
+    correct: (
+      peer: string,
+      role: TreeRole,
+      model: string,
+      kind: TreeKind,
+      corrections: readonly TreeCorrection[],
+    ) => void;
   };
 
 interface Session {
@@ -175,6 +184,8 @@ export class TreeRequester {
     if (p.value === null || !s) return this.#o.count("pages_stale", 1);
     const page = p.value;
     this.#o.count("pages_received", 1);
+    // Corrections first: the entries of a peer that has not applied one must not undo it.
+    this.#o.correct(peer, page.role, page.model, page.kind, page.corrections);
     const trees = this.#o.replicas.treesFor(page.role, page.model);
     if (trees) { for (const e of page.entries) trees.applyEntry(page.model, page.kind, e); }
     s.pages.set(page.index, page.nextCursor);

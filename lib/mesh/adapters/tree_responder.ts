@@ -6,10 +6,11 @@
  * handling never waits long, and sent only while the stream to the requester holds fewer than
  * `maxQueued` frames. A newer request from the same peer for the same tree cancels the earlier
  * answer; at most two answers per peer and `maxResponses` in all run at once (more are refused:
- * the requester retries).
+ * the requester retries). The first page also carries the tree's remembered corrections (the
+ * newest, within half of `pageUnits`), so a requester that missed one applies it.
  */
 
-import type { PolicyReplicas, TreeEntry } from "../../policies/replicas.ts";
+import type { PolicyReplicas, TreeCorrection, TreeEntry } from "../../policies/replicas.ts";
 import type { Clock } from "../../core/clock.ts";
 import type { StreamPort } from "../streams.ts";
 import type { TreeCounter } from "./tree_sync_options.ts";
@@ -51,6 +52,8 @@ interface Job {
   index: number;
   /** The entry that did not fit the previous page (taken, not yet sent). */
   held: TreeEntry | null;
+  /** Corrections for the first page. */
+  corrections: TreeCorrection[];
   /** The page being filled: entries, estimated bytes, path units. */
   entries: TreeEntry[];
   bytes: number;
@@ -77,6 +80,12 @@ function entrySize(e: TreeEntry, prev: TreeEntry | null): number {
     : 0;
   const units = path === null ? 8 : (path.length - shared) * (typeof path === "string" ? 3 : 5);
   return ENTRY_OVERHEAD + e.tenants.length * 2 + units;
+}
+
+/** About the bytes a correction takes in a page (an upper bound for text). */
+function correctionSize(c: TreeCorrection): number {
+  const units = c.branch === null ? 0 : c.branch.length * (typeof c.branch === "string" ? 3 : 5);
+  return ENTRY_OVERHEAD * 2 + c.id.length + c.hashes.length * 9 + units;
 }
 
 /** Answers repair requests. */
@@ -107,6 +116,7 @@ export class TreeResponder {
     }
     const trees = this.#d.replicas.treesFor(role, model);
     const entries = trees ? trees.exportTree(model, kind) : [];
+    const corrections = this.#fit(trees ? trees.corrections(model, kind) : []);
     const job: Job = {
       key,
       peer,
@@ -115,9 +125,10 @@ export class TreeResponder {
       consumed: 0,
       index: 0,
       held: null,
+      corrections,
       entries: [],
-      bytes: 0,
-      units: 0,
+      bytes: corrections.reduce((n, c) => n + correctionSize(c), 0),
+      units: corrections.reduce((n, c) => n + codec.correctionUnits(c), 0),
       page: null,
       last: false,
       deadline: 0,
@@ -125,6 +136,21 @@ export class TreeResponder {
     };
     this.#jobs.set(key, job);
     this.#d.clock.after(0, () => this.#respond(job));
+  }
+
+  /** The newest of `corrections` that fit in half a page. */
+  #fit(corrections: TreeCorrection[]): TreeCorrection[] {
+    let units = 0;
+    let bytes = 0;
+    let i = corrections.length;
+    while (i > 0) {
+      const c = corrections[i - 1];
+      units += codec.correctionUnits(c);
+      bytes += correctionSize(c);
+      if (units > this.#d.pageUnits / 2 || bytes > this.#d.pageBytes / 2) break;
+      i--;
+    }
+    return corrections.slice(i);
   }
 
   /**
@@ -192,7 +218,9 @@ export class TreeResponder {
         entries: job.entries,
         nextCursor,
         last: job.last,
+        corrections: job.corrections,
       });
+      job.corrections = [];
       job.entries = [];
       job.bytes = 0;
       job.units = 0;

@@ -16,12 +16,24 @@
  *    answers in pages built in slices of `sliceMs` of work, yielding to request handling
  *    between slices (`tree_responder.ts`).
  *
- * Evictions stay local. Deltas of a role or model this router routes without cache-aware are
- * dropped and counted.
+ * Corrections (tree feedback: a worker reported holding less than its tree said) are their own
+ * operation. Published through `PolicyReplicas.correctionSink`, each gets a mesh-wide id and
+ * rides the next round in its group, placed among the deltas in the order they were made; the
+ * receiver applies it once (`SharedTrees.applyCorrection`: forgets the worker's part of the
+ * branch recorded before the request, drops its placements) and publishes the relay that
+ * returns (the placements of the paths its own tree forgot, which only it can name). A relay
+ * names no branch, so it causes no further relay. Against repairs, the policies keep tombstones
+ * (`cache_aware/corrections.ts`): a repair from a peer that has not applied a correction yet
+ * cannot re-insert the branch, and a repair's first page carries the responder's tombstones, so
+ * a router that missed a correction applies it then. At most `maxCorrections` corrections and
+ * `pageUnits` branch units go out per round; more are dropped and counted.
+ *
+ * Evictions stay local. Deltas and corrections of a role or model this router routes without
+ * cache-aware are dropped and counted.
  */
 
 import type { TreeKind } from "../../policies/cache_aware/shared_paths.ts";
-import type { TreeRole } from "../../policies/replicas.ts";
+import type { NewCorrection, TreeCorrection, TreeRole } from "../../policies/replicas.ts";
 import type { StreamPort } from "../streams.ts";
 import type { EnvelopeType } from "../wire.ts";
 import * as codec from "./tree_codec.ts";
@@ -36,6 +48,8 @@ interface Group {
   model: string;
   kind: TreeKind;
   deltas: { hash: number; worker: string }[];
+  /** With the time each was published (its age grows until it is sent). */
+  corrections: { after: number; correction: TreeCorrection; at: number }[];
 }
 
 /** Keeps one router's cache-aware trees in step with its peers'. */
@@ -44,6 +58,12 @@ export class TreeSync {
   #port: StreamPort | null = null;
   readonly #buffer = new Map<string, Group>();
   #buffered = 0;
+  /** Corrections buffered, and the branch units they carry. */
+  #corrections = 0;
+  #correctionUnits = 0;
+  /** Names this process's corrections: unique across the mesh and across restarts. */
+  readonly #idPrefix: string;
+  #nextId = 0;
   /** Per open peer: delta rounds sent to it, and the last round number received from it. */
   readonly #rounds = new Map<string, { sent: number; received: number }>();
   /** Peers whose stream opened since the last round: told which trees this router holds. */
@@ -56,7 +76,13 @@ export class TreeSync {
   /** Builds the sync and takes over the replicas' delta sink. */
   constructor(o: TreeSyncOptions) {
     this.#o = withDefaults(o);
-    this.#requester = new TreeRequester({ ...this.#o, port: () => this.#port });
+    this.#idPrefix = `${o.name}/${Math.floor(this.#o.random() * 2 ** 32).toString(36)}`;
+    this.#requester = new TreeRequester({
+      ...this.#o,
+      port: () => this.#port,
+      correct: (peer, role, model, kind, list) =>
+        this.#applyCorrections(peer, role, model, kind, list),
+    });
     this.#responder = new TreeResponder({
       ...this.#o,
       port: () => this.#port,
@@ -64,6 +90,8 @@ export class TreeSync {
     });
     o.replicas.deltaSink = (role, model, kind, hash, worker) =>
       this.#publish(role, model, kind, hash, worker);
+    o.replicas.correctionSink = (role, model, kind, c) =>
+      this.#publishCorrection(role, model, kind, c);
   }
 
   /** Repair sessions in flight (for status and tests). */
@@ -102,15 +130,39 @@ export class TreeSync {
     this.#stopped = true;
     this.#cancelTimer();
     this.#o.replicas.deltaSink = null;
+    this.#o.replicas.correctionSink = null;
   }
 
   #publish(role: TreeRole, model: string, kind: TreeKind, hash: number, worker: string): void {
     if (this.#buffered >= this.#o.maxDeltas) return this.#o.count("deltas_dropped", 1);
+    this.#group(role, model, kind).deltas.push({ hash, worker });
+    this.#buffered++;
+  }
+
+  /** Buffers a correction (this router's, or a relay) for the next round; returns its id. */
+  #publishCorrection(role: TreeRole, model: string, kind: TreeKind, c: NewCorrection): string {
+    const id = `${this.#idPrefix}/${++this.#nextId}`;
+    const units = c.branch?.length ?? 0;
+    if (
+      this.#corrections >= this.#o.maxCorrections ||
+      this.#correctionUnits + units > this.#o.pageUnits
+    ) {
+      this.#o.count("corrections_dropped", 1);
+      return id;
+    }
+    const g = this.#group(role, model, kind);
+    const at = this.#o.clock.now();
+    g.corrections.push({ after: g.deltas.length, correction: { ...c, id }, at });
+    this.#corrections++;
+    this.#correctionUnits += units;
+    return id;
+  }
+
+  #group(role: TreeRole, model: string, kind: TreeKind): Group {
     const k = codec.groupKey(role, model, kind);
     let g = this.#buffer.get(k);
-    if (!g) this.#buffer.set(k, g = { role, model, kind, deltas: [] });
-    g.deltas.push({ hash, worker });
-    this.#buffered++;
+    if (!g) this.#buffer.set(k, g = { role, model, kind, deltas: [], corrections: [] });
+    return g;
   }
 
   #schedule(): void {
@@ -126,8 +178,15 @@ export class TreeSync {
     if (!port) return;
     const fresh = [...this.#announce].filter((p) => this.#rounds.has(p));
     this.#announce.clear();
-    if (this.#buffered > 0 || fresh.length > 0) {
-      const groups = [...this.#buffer.values()];
+    if (this.#buffered > 0 || this.#corrections > 0 || fresh.length > 0) {
+      const now = this.#o.clock.now();
+      const groups = [...this.#buffer.values()].map((g) => ({
+        ...g,
+        corrections: g.corrections.map(({ after, correction: c, at }) => ({
+          after,
+          correction: { ...c, ageMs: c.ageMs + now - at },
+        })),
+      }));
       const encoded = codec.encodeDeltas(groups);
       for (const peer of port.openPeers()) {
         const r = this.#rounds.get(peer);
@@ -141,23 +200,29 @@ export class TreeSync {
         const bytes = codec.withRound(body, ++r.sent);
         if (port.send(peer, "tree_deltas", bytes)) {
           this.#o.count("deltas_sent", this.#buffered);
+          this.#o.count("corrections_sent", this.#corrections);
           this.#o.count("delta_bytes_sent", bytes.byteLength);
-        } else this.#o.count("deltas_dropped", this.#buffered);
+        } else {
+          this.#o.count("deltas_dropped", this.#buffered);
+          this.#o.count("corrections_dropped", this.#corrections);
+        }
       }
       this.#buffer.clear();
       this.#buffered = 0;
+      this.#corrections = 0;
+      this.#correctionUnits = 0;
     }
     this.#requester.retryScan();
   }
 
   /** Empty groups for the non-empty trees held here that `groups` does not name. */
-  #held(groups: readonly Group[]): Group[] {
+  #held(groups: readonly codec.DeltaGroup[]): codec.DeltaGroup[] {
     const named = new Set(groups.map((g) => codec.groupKey(g.role, g.model, g.kind)));
-    const out: Group[] = [];
+    const out: codec.DeltaGroup[] = [];
     for (const { role, trees } of this.#o.replicas.allTrees()) {
       for (const { model, kind } of trees.heldTrees()) {
         if (!named.has(codec.groupKey(role, model, kind))) {
-          out.push({ role, model, kind, deltas: [] });
+          out.push({ role, model, kind, deltas: [], corrections: [] });
         }
       }
     }
@@ -181,13 +246,58 @@ export class TreeSync {
       const trees = this.#o.replicas.treesFor(g.role, g.model);
       if (!trees) {
         this.#o.count("deltas_dropped", g.deltas.length);
+        this.#applyCorrections(
+          peer,
+          g.role,
+          g.model,
+          g.kind,
+          g.corrections.map((c) => c.correction),
+        );
         continue;
       }
       let unknown = 0;
-      for (const x of g.deltas) if (!trees.applyDelta(g.model, g.kind, x.hash, x.worker)) unknown++;
+      let next = 0; // the next correction, applied once the deltas decided before it are
+      for (const [i, x] of g.deltas.entries()) {
+        for (; next < g.corrections.length && g.corrections[next].after <= i; next++) {
+          this.#applyCorrections(peer, g.role, g.model, g.kind, [g.corrections[next].correction]);
+        }
+        if (!trees.applyDelta(g.model, g.kind, x.hash, x.worker)) unknown++;
+      }
+      const rest = g.corrections.slice(next).map((c) => c.correction);
+      this.#applyCorrections(peer, g.role, g.model, g.kind, rest);
       this.#o.count("deltas_applied", g.deltas.length - unknown);
       this.#o.count("deltas_unknown", unknown);
-      this.#requester.heard(peer, g.role, g.model, g.kind, g.deltas.length, unknown);
+      // A group of corrections alone announces no tree.
+      if (g.deltas.length > 0 || g.corrections.length === 0) {
+        this.#requester.heard(peer, g.role, g.model, g.kind, g.deltas.length, unknown);
+      }
+    }
+  }
+
+  /** Applies `peer`'s corrections of a tree and publishes the relays they return. */
+  #applyCorrections(
+    peer: string,
+    role: TreeRole,
+    model: string,
+    kind: TreeKind,
+    list: readonly TreeCorrection[],
+  ): void {
+    if (list.length === 0) return;
+    this.#o.count("corrections_received", list.length);
+    const trees = this.#o.replicas.treesFor(role, model);
+    if (!trees) return this.#o.count("corrections_dropped", list.length);
+    for (const c of list) {
+      const relay = trees.applyCorrection(model, kind, c);
+      if (relay === null) continue;
+      this.#o.count("corrections_relayed", 1);
+      this.#o.log.debug("relaying the placements a peer's tree correction made this tree forget", {
+        peer,
+        model,
+        kind,
+        worker: c.worker,
+        placements: relay.hashes.length,
+      });
+      this.#publishCorrection(role, model, kind, relay);
     }
   }
 }

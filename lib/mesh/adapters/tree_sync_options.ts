@@ -28,6 +28,10 @@ export type TreeCounter =
   | "requests_refused"
   | "repairs_queued"
   | "entries_skipped"
+  | "corrections_sent"
+  | "corrections_received"
+  | "corrections_relayed"
+  | "corrections_dropped"
   | "malformed";
 
 /** Options of tree sync. */
@@ -67,6 +71,11 @@ export interface TreeSyncOptions {
   maxDeltas?: number;
   /** Repairs answered at once at most; more are refused (the requester retries) (4). */
   maxResponses?: number;
+  /**
+   * Corrections (tree feedback) sent per round at most, besides at most `pageUnits` of their
+   * branches' units; more are dropped and counted (256).
+   */
+  maxCorrections?: number;
   /** Hears each counted event with its amount. */
   count?: (what: TreeCounter, n: number) => void;
 }
@@ -85,6 +94,7 @@ export function withDefaults(o: TreeSyncOptions): Required<TreeSyncOptions> {
     sliceMs: 4,
     maxDeltas: 8192,
     maxResponses: 4,
+    maxCorrections: 256,
     count: () => {},
     ...o,
   };

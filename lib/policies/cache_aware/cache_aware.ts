@@ -33,7 +33,9 @@
  * Tenants are worker URLs (what another gateway of a mesh knows a worker by). With the mesh on
  * (`deps.replicas` with a delta sink), each decision is also published as a path hash and the
  * peers' decisions are kept as placements consulted as matches (`shared_paths.ts`); `exportTree`
- * and `applyEntry` serve repairs. `export` and `apply` copy trees between instances.
+ * and `applyEntry` serve repairs. A correction is published too, and a peer's is applied like a
+ * local one (`applyCorrection`, `corrections.ts`). `export` and `apply` copy trees between
+ * instances.
  */
 
 import type { CacheAwareConfig } from "../../config/config.ts";
@@ -49,7 +51,14 @@ import {
 } from "../expected_wait.ts";
 import type { Policy } from "../policy.ts";
 import type { CacheIndexView, PolicyDeps } from "../policy_deps.ts";
-import type { PolicyReplicas, SharedTrees, TreeEntry, TreeRole } from "../replicas.ts";
+import type {
+  NewCorrection,
+  PolicyReplicas,
+  SharedTrees,
+  TreeCorrection,
+  TreeEntry,
+  TreeRole,
+} from "../replicas.ts";
 import { Balance } from "./balance.ts";
 import { cheapest } from "./cost.ts";
 import { headKeys } from "./hash_index.ts";
@@ -82,7 +91,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     const c = this.#c = deps.config.cacheAware;
     const tuning = sanitizeTuning(deps.config.leastLoad);
     this.#balance = new Balance(c, tuning, reportMaxAgeMs(deps.config), deps.random);
-    this.#trees = new ModelTreeSet(c);
+    this.#trees = new ModelTreeSet(c, deps.now);
     this.#boundaries = [...new Set(deps.config.cacheBoundaries.filter((b) => b > 0))].sort((a, b) =>
       a - b
     );
@@ -189,6 +198,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     const url = tokens
       ? trees.tokens.matchAndInsert(tokens, choose).tenant
       : trees.text.matchAndInsert(request.text, choose).tenant;
+    this.#trees.stamped(trees, now);
     const chosen = candidates.find((w) => w.url === url) ??
       candidates[randomIndex(this.#d.random, candidates.length)];
     if (url !== null && hashes.length > 0 && sink !== null) {
@@ -196,7 +206,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
       sink(this.#role, model, kind, hashes[hashes.length - 1], url);
     }
     if (note && url !== null && believed > 0 && this.#c.treeFeedback === "on") {
-      note.onReport = this.#corrector(model, trees, tokens ?? request.text, url, believed);
+      note.onReport = this.#corrector(model, trees, tokens ?? request.text, url, believed, now);
     }
     return this.#decide(url === null ? "fallback" : branch, chosen, uncached, cached, note);
   }
@@ -205,8 +215,9 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
    * What to do with the pick's report of the prompt (`SelectionNote.onReport`): where the worker
    * held clearly less of `units` than the tree's `believed` depth for it (by more than a block
    * and 5 % of the prompt), it lost the rest to eviction, and with it every branch of its below
-   * that point that it was sent before this request: the tree forgets them (`forgetBeyond`). On
-   * text, the reported tokens count as the same share of the characters.
+   * that point that it was sent before this request: the tree forgets them (`forgetBeyond`), and
+   * with the mesh on, the peers are told (`ModelTreeSet.correct`). On text, the reported tokens
+   * count as the same share of the characters.
    */
   #corrector(
     model: string,
@@ -214,6 +225,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     units: string | readonly number[],
     url: string,
     believed: number,
+    routedAt: number,
   ): (reported: { prompt: number; cached: number }) => void {
     const kind: TreeKind = typeof units === "string" ? "string" : "token";
     const stamp = kind === "string" ? trees.text.stamp : trees.tokens.stamp;
@@ -224,9 +236,10 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
         ? cached
         : Math.floor(Math.min(1, cached / prompt) * units.length);
       if (believed - held <= slack) return;
-      const forgotten = typeof units === "string"
-        ? trees.text.forgetBeyond(units, url, held, stamp)
-        : trees.tokens.forgetBeyond(units, url, held, stamp);
+      const sink = this.#replicas?.correctionSink ?? null;
+      const publish = sink && ((c: NewCorrection) => sink(this.#role, model, kind, c));
+      const age = this.#d.now() - routedAt;
+      const forgotten = this.#trees.correct(trees, units, url, held, stamp, age, publish);
       if (forgotten > 0) this.#d.observer?.treeCorrection?.(model, kind, forgotten);
     };
   }
@@ -330,15 +343,25 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     this.#trees.applyEntry(model, kind, entry);
   }
 
+  applyCorrection(model: string, kind: TreeKind, c: TreeCorrection): NewCorrection | null {
+    return this.#trees.applyCorrection(model, kind, c);
+  }
+
+  corrections(model: string, kind: TreeKind): TreeCorrection[] {
+    return this.#trees.corrections(model, kind);
+  }
+
   #record(model: string, trees: ModelTrees, request: RouteRequest, url: string, now: number): void {
     if (this.#c.cacheIndex === "hash") {
       const units = request.tokens && request.tokens.length > 0 ? request.tokens : request.text;
       trees.hash.record(headKeys(units, this.#boundaries), url, now);
     } else if (request.tokens && request.tokens.length > 0) {
       trees.tokens.insert(request.tokens, url);
+      this.#trees.stamped(trees, now);
       this.#share(model, trees, "token", request.tokens, url);
     } else {
       trees.text.insert(request.text, url);
+      this.#trees.stamped(trees, now);
       this.#share(model, trees, "string", request.text, url);
     }
   }

@@ -1,16 +1,19 @@
 /**
  * What cache_aware keeps per model: the string tree (text requests), the token tree (token-id
- * requests), the hash index (`--cache-index hash`) and the peers' placements per tree kind. In:
- * models by name, workers removed, eviction ticks, and a mesh's trees and deltas to replay; out:
- * the structures a decision walks, sizes for the observer, and trees exported for a repair.
- * Implements `SharedTrees`, the policies' side of tree sync (`../replicas.ts`).
+ * requests), the hash index (`--cache-index hash`), the peers' placements per tree kind, and what
+ * corrections leave (`corrections.ts`). In: models by name, workers removed, eviction ticks,
+ * workers' reports of what they hold, and a mesh's trees, deltas and corrections to replay; out:
+ * the structures a decision walks, sizes for the observer, trees exported for a repair, and
+ * corrections to publish. Implements `SharedTrees`, the policies' side of tree sync
+ * (`../replicas.ts`).
  */
 
 import type { CacheAwareConfig } from "../../config/config.ts";
 import type { PolicyObserver } from "../policy.ts";
-import type { SharedTrees, TreeEntry } from "../replicas.ts";
+import type { NewCorrection, SharedTrees, TreeCorrection, TreeEntry } from "../replicas.ts";
+import { branchOf, staleHashes, StampLog, Tombstones } from "./corrections.ts";
 import { HashIndex } from "./hash_index.ts";
-import { Placements, type TreeKind } from "./shared_paths.ts";
+import { blockUnits, Placements, type TreeKind } from "./shared_paths.ts";
 import { StringTree } from "./string_tree.ts";
 import { TokenTree } from "./token_tree.ts";
 
@@ -24,6 +27,10 @@ export interface ModelTrees {
   hash: HashIndex;
   /** Peers' decisions (and, while sharing, this router's) by path hash, per tree kind. */
   placements: Record<TreeKind, Placements>;
+  /** Corrections remembered (while sharing), per tree kind. */
+  corrections: Record<TreeKind, Tombstones>;
+  /** The trees' stamps by time. */
+  log: StampLog;
 }
 
 /** Models a policy creates trees for on its peers' word (its own requests are not limited). */
@@ -33,10 +40,18 @@ const MAX_MODELS = 256;
 export class ModelTreeSet implements SharedTrees {
   readonly #models = new Map<string, ModelTrees>();
   readonly #c: Pick<CacheAwareConfig, "blockSize" | "cacheTtlSecs">;
+  readonly #now: () => number;
 
-  /** Trees paged by `--block-size` tokens, hash-index entries living `--cache-ttl-secs`. */
-  constructor(c: Pick<CacheAwareConfig, "blockSize" | "cacheTtlSecs">) {
+  /**
+   * Trees paged by `--block-size` tokens, hash-index entries living `--cache-ttl-secs`; `now`
+   * dates corrections and tree stamps (default 0: corrections from peers forget nothing).
+   */
+  constructor(
+    c: Pick<CacheAwareConfig, "blockSize" | "cacheTtlSecs">,
+    now: () => number = () => 0,
+  ) {
     this.#c = c;
+    this.#now = now;
   }
 
   /** `model`'s trees, created on first use. */
@@ -48,6 +63,8 @@ export class ModelTreeSet implements SharedTrees {
         tokens: new TokenTree({ pageSize: this.#c.blockSize }),
         hash: new HashIndex(this.#c.cacheTtlSecs * 1000),
         placements: { string: new Placements(), token: new Placements() },
+        corrections: { string: new Tombstones(), token: new Tombstones() },
+        log: new StampLog(),
       };
       this.#models.set(model, t);
     }
@@ -90,6 +107,78 @@ export class ModelTreeSet implements SharedTrees {
     const t = this.get(model);
     if (typeof key === "string") t.text.apply(key, tenant);
     else t.tokens.apply(key, tenant);
+    this.stamped(t);
+  }
+
+  /** Notes the time of `t`'s latest stamps (after each insert). */
+  stamped(t: ModelTrees, now = this.#now()): void {
+    t.log.record(now, t.text.stamp, t.tokens.stamp);
+  }
+
+  /**
+   * Worker `url` reported holding only `held` units of `key`, which was routed `ageMs` ago with
+   * the tree at stamp `before`: it leaves the branch of `key` beyond `held` where it was recorded
+   * before, and the placements of the paths forgotten. When something was forgotten and the
+   * placements are shared (`publish`), the correction is published and remembered. Returns the
+   * units forgotten.
+   */
+  correct(
+    t: ModelTrees,
+    key: string | readonly number[],
+    url: string,
+    held: number,
+    before: number,
+    ageMs: number,
+    publish: ((c: NewCorrection) => string) | null,
+  ): number {
+    const kind: TreeKind = typeof key === "string" ? "string" : "token";
+    const places = t.placements[kind];
+    const hashes = new Set<number>();
+    const block = blockUnits(kind, this.#c.blockSize);
+    const stale = publish !== null || places.size > 0 ? staleHashes(block, hashes) : undefined;
+    const forgotten = typeof key === "string"
+      ? t.text.forgetBeyond(key, url, held, before, stale)
+      : t.tokens.forgetBeyond(key, url, held, before, stale);
+    for (const h of hashes) places.drop(h, url);
+    if (forgotten === 0 || publish === null) return forgotten;
+    const c: NewCorrection = {
+      worker: url,
+      ...branchOf(key, held, block),
+      hashes: [...hashes],
+      ageMs,
+    };
+    t.corrections[kind].record({ ...c, id: publish(c) }, hashes, this.#now());
+    return forgotten;
+  }
+
+  applyCorrection(model: string, kind: TreeKind, c: TreeCorrection): NewCorrection | null {
+    const t = this.#peerTrees(model);
+    if (t === null || t.corrections[kind].has(c.id)) return null;
+    const now = this.#now();
+    const own = new Set<number>();
+    const { branch, worker } = c;
+    const before = t.log.before(kind, now - c.ageMs);
+    if (branch !== null && before > 0) {
+      const stale = staleHashes(blockUnits(kind, this.#c.blockSize), own);
+      if (kind === "string" && typeof branch === "string") {
+        t.text.forgetBeyond(branch, worker, c.kept, before, stale);
+      } else if (kind === "token" && typeof branch !== "string") {
+        t.tokens.forgetBeyond(branch, worker, c.kept, before, stale);
+      }
+    }
+    const places = t.placements[kind];
+    for (const h of c.hashes) places.drop(h, worker);
+    for (const h of own) places.drop(h, worker);
+    t.corrections[kind].record(c, [...c.hashes, ...own], now);
+    const named = new Set(c.hashes);
+    const relay = [...own].filter((h) => !named.has(h));
+    return relay.length === 0
+      ? null
+      : { worker, branch: null, kept: 0, hashes: relay, ageMs: c.ageMs };
+  }
+
+  corrections(model: string, kind: TreeKind): TreeCorrection[] {
+    return this.#models.get(model)?.corrections[kind].live(this.#now()) ?? [];
   }
 
   applyDelta(model: string, kind: TreeKind, hash: number, tenant: string): boolean {
@@ -118,17 +207,30 @@ export class ModelTreeSet implements SharedTrees {
     return out;
   }
 
+  /** Replays one exported entry, short of what a remembered correction forgot. */
   applyEntry(model: string, kind: TreeKind, entry: TreeEntry): void {
     const t = this.#peerTrees(model);
     if (t === null) return;
+    const now = this.#now();
+    const stones = t.corrections[kind];
     if ("hash" in entry) {
       // Oldest holder first, so the most recent ends up first.
       for (let i = entry.tenants.length - 1; i >= 0; i--) {
-        t.placements[kind].add(entry.hash, entry.tenants[i]);
+        const x = entry.tenants[i];
+        if (stones.admits(entry.hash, x, now)) t.placements[kind].add(entry.hash, x);
       }
-    } else if ("path" in entry) {
-      if (kind === "string") { for (const x of entry.tenants) t.text.apply(entry.path, x); }
-    } else if (kind === "token") { for (const x of entry.tenants) t.tokens.apply(entry.tokens, x); }
+      return;
+    }
+    const path = "path" in entry ? entry.path : entry.tokens;
+    if ((kind === "string") !== (typeof path === "string")) return;
+    for (const x of entry.tenants) {
+      const n = stones.admitted(path, x, now);
+      if (n === 0 && path.length > 0) continue;
+      const p = n === path.length ? path : path.slice(0, n);
+      if (typeof p === "string") t.text.apply(p, x);
+      else t.tokens.apply(p, x);
+    }
+    this.stamped(t, now);
   }
 
   /**

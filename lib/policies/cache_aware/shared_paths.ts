@@ -12,7 +12,9 @@
  * from router A to router B continues on A's worker and B's tree learns it. Whole paths travel
  * only in repairs (`lib/mesh/adapters/tree_sync.ts`), which also carry placements.
  *
- * Evictions stay local: placements past the bound go least recently used first.
+ * Evictions stay local: placements past the bound go least recently used first. Corrections
+ * (tree feedback) travel: a worker that reported less cached than believed is dropped from the
+ * placements of the paths forgotten (`corrections.ts`).
  */
 
 import { blockDigests } from "../hash_ring.ts";
@@ -112,6 +114,16 @@ export class Placements {
       return { depth: (i + 1) * block, tenants };
     }
     return null;
+  }
+
+  /** Takes `tenant` off `hash`'s holders (a correction); returns whether it was one. */
+  drop(hash: number, tenant: string): boolean {
+    const held = this.#map.get(hash);
+    const i = held?.indexOf(tenant) ?? -1;
+    if (i < 0) return false;
+    if (held!.length === 1) this.#map.delete(hash);
+    else held!.splice(i, 1);
+    return true;
   }
 
   /** Forgets `tenant` everywhere. */

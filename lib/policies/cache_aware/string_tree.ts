@@ -97,9 +97,16 @@ export class StringTree {
    * A worker reported holding only the first `depth` characters of `text`: `tenant` leaves the
    * branch of `text` beyond `depth` wherever it was last stamped before `before` (inserts since,
    * this text's own included, are kept: the worker now holds what it was sent since). An edge
-   * that spans `depth` is split there. Returns the characters removed.
+   * that spans `depth` is split there. `stale` hears the full text of each of the tenant's leaves
+   * in what is forgotten, and the depth from which it is forgotten. Returns the characters removed.
    */
-  forgetBeyond(text: string, tenant: string, depth: number, before: number): number {
+  forgetBeyond(
+    text: string,
+    tenant: string,
+    depth: number,
+    before: number,
+    stale?: (path: string, from: number) => void,
+  ): number {
     let node = this.#core.root;
     let at = 0;
     while (at < text.length) {
@@ -118,7 +125,8 @@ export class StringTree {
       // Unless `child` goes on along this text past `depth`, nothing of it lies beyond.
       if (k <= depth - at) return 0;
       if (depth > at) this.#split(node, child, depth - at); // `child` now starts at `depth`
-      return this.#core.forgetStale(child, tenant, before);
+      const leaves = stale && ((leaf: StringNode, from: number) => stale(pathTo(leaf), from));
+      return this.#core.forgetStale(child, tenant, before, leaves);
     }
     return 0;
   }
@@ -161,14 +169,10 @@ export class StringTree {
   *export(order: "stamp" | "path" = "stamp"): Iterable<StringEntry> {
     const root = this.#core.root;
     for (const { node, tenant, stamp } of this.#core.leaves(order)) {
-      let text = "";
       let top: StringNode = node;
-      for (let x: StringNode | null = node; x !== null; x = x.parent) {
-        text = x.label + text;
-        top = x;
-      }
+      while (top.parent !== null) top = top.parent;
       // A node pruned while a lazy walk was under way no longer reaches the root: skip it.
-      if (top === root) yield { text, tenant, stamp };
+      if (top === root) yield { text: pathTo(node), tenant, stamp };
     }
   }
 
@@ -242,6 +246,13 @@ export class StringTree {
     linkChild(mid, child);
     return mid;
   }
+}
+
+/** The text from the root to the end of `node`. */
+function pathTo(node: StringNode): string {
+  let text = "";
+  for (let x: StringNode | null = node; x !== null; x = x.parent) text = x.label + text;
+  return text;
 }
 
 /**

@@ -111,9 +111,16 @@ export class TokenTree {
    * A worker reported holding only the first `depth` tokens of `tokens` (rounded down to whole
    * pages): `tenant` leaves the branch of `tokens` beyond it wherever it was last stamped before
    * `before` (inserts since, these tokens' own included, are kept). An edge that spans the depth
-   * is split there. Returns the tokens removed.
+   * is split there. `stale` hears the full token path of each of the tenant's leaves in what is
+   * forgotten, and the depth from which it is forgotten. Returns the tokens removed.
    */
-  forgetBeyond(tokens: readonly number[], tenant: string, depth: number, before: number): number {
+  forgetBeyond(
+    tokens: readonly number[],
+    tenant: string,
+    depth: number,
+    before: number,
+    stale?: (path: number[], from: number) => void,
+  ): number {
     const page = this.pageSize;
     const end = tokens.length - tokens.length % page;
     const cut = depth - depth % page;
@@ -139,7 +146,8 @@ export class TokenTree {
       // Unless `child` goes on along these tokens past the cut, nothing of it lies beyond.
       if (k <= cut - at) return 0;
       if (cut > at) this.#split(node, child, cut - at); // `child` now starts at the cut
-      return this.#core.forgetStale(child, tenant, before);
+      const leaves = stale && ((leaf: TokenNode, from: number) => stale(pathTo(leaf), from));
+      return this.#core.forgetStale(child, tenant, before, leaves);
     }
     return 0;
   }
@@ -182,17 +190,10 @@ export class TokenTree {
   *export(order: "stamp" | "path" = "stamp"): Iterable<TokenEntry> {
     const root = this.#core.root;
     for (const { node, tenant, stamp } of this.#core.leaves(order)) {
-      const labels: Uint32Array[] = [];
       let top: TokenNode = node;
-      for (let x: TokenNode | null = node; x !== null; x = x.parent) {
-        labels.push(x.label);
-        top = x;
-      }
+      while (top.parent !== null) top = top.parent;
       // A node pruned while a lazy walk was under way no longer reaches the root: skip it.
-      if (top !== root) continue;
-      const tokens: number[] = [];
-      for (let i = labels.length - 1; i >= 0; i--) for (const id of labels[i]) tokens.push(id);
-      yield { tokens, tenant, stamp };
+      if (top === root) yield { tokens: pathTo(node), tenant, stamp };
     }
   }
 
@@ -275,6 +276,15 @@ export class TokenTree {
     linkChild(mid, child);
     return mid;
   }
+}
+
+/** The token ids from the root to the end of `node`. */
+function pathTo(node: TokenNode): number[] {
+  const labels: Uint32Array[] = [];
+  for (let x: TokenNode | null = node; x !== null; x = x.parent) labels.push(x.label);
+  const tokens: number[] = [];
+  for (let i = labels.length - 1; i >= 0; i--) for (const id of labels[i]) tokens.push(id);
+  return tokens;
 }
 
 /** A 30-bit hash (a small-integer Map key) of the page of `ids` at `at`; exported for tests. */

@@ -201,9 +201,16 @@ export class TreeCore<N extends CoreNode<N>> {
    * Removes `tenant` from `start` and every node below it that the tenant last touched before
    * stamp `before` (a node stamped later is kept, with its path), pruning nodes left without
    * tenants. Stamps never grow going down a path, so what is removed is whole subtrees and the
-   * tenants stay nested. Returns the units removed.
+   * tenants stay nested. `stale` hears, before each removal, the tenant's leaves in the subtree
+   * removed and the depth at which that subtree starts (what the tenant still holds of their
+   * paths). Returns the units removed.
    */
-  forgetStale(start: N, tenant: string, before: number): number {
+  forgetStale(
+    start: N,
+    tenant: string,
+    before: number,
+    stale?: (leaf: N, from: number) => void,
+  ): number {
     let removed = 0;
     const stack: N[] = [start];
     for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
@@ -214,6 +221,7 @@ export class TreeCore<N extends CoreNode<N>> {
         continue;
       }
       // Stale here, so stale on the whole subtree: the tenant leaves all of it.
+      if (stale) this.#staleLeaves(node, tenant, stale);
       const sub: N[] = [node];
       for (let x = sub.pop(); x !== undefined; x = sub.pop()) {
         if (!dropTenant(x, tenant)) continue;
@@ -277,6 +285,22 @@ export class TreeCore<N extends CoreNode<N>> {
     }
     for (const t of sizes.keys()) if (!this.#sizes.has(t)) problems.push(`unknown tenant ${t}`);
     return problems;
+  }
+
+  /** Calls `visit` with each of `tenant`'s leaves under `top` and the depth where `top` starts. */
+  #staleLeaves(top: N, tenant: string, visit: (leaf: N, from: number) => void): void {
+    let from = 0;
+    for (let x = top.parent; x !== null; x = x.parent) from += x.len;
+    const stack: N[] = [top];
+    for (let node = stack.pop(); node !== undefined; node = stack.pop()) {
+      let leaf = true;
+      for (const child of childrenOf(node)) {
+        if (stampOf(child, tenant) === undefined) continue;
+        leaf = false;
+        stack.push(child);
+      }
+      if (leaf) visit(node, from);
+    }
   }
 
   /** Prunes the nodes left without tenants below `node` (whole subtrees: tenants nest). */

@@ -3,18 +3,21 @@
  * routers with message loss share their decisions; across a partition each half routes on its
  * own, and after the heal (repair on the reopened streams) every router sends each
  * conversation's next turn where it went before; a router that joins after 10,000 decisions
- * copies them at once.
+ * copies them at once; and the feedback trim over three routers: one router's correction makes
+ * the others forget the worker's stale branch, and repairs from a router that missed it do not
+ * bring it back.
  */
 
 import assert from "node:assert/strict";
 import { defaultConfig } from "../../../lib/config/config.ts";
 import { seededRandom } from "../../../lib/core/clock.ts";
 import { silentLogger } from "../../../lib/core/log.ts";
-import type { WorkerView } from "../../../lib/core/types.ts";
-import { TreeSync } from "../../../lib/mesh/adapters/tree_sync.ts";
+import type { SelectionNote, WorkerView } from "../../../lib/core/types.ts";
+import { type TreeCounter, TreeSync } from "../../../lib/mesh/adapters/tree_sync.ts";
 import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.ts";
 import { PolicyReplicas } from "../../../lib/policies/replicas.ts";
 import { Cluster } from "../../../bench/mesh/cluster.ts";
+import { believed } from "../../support/beliefs.ts";
 import { request, view } from "../../support/policies.ts";
 
 const WORKERS = Array.from({ length: 6 }, (_, i) => view(`u${i}`));
@@ -24,7 +27,10 @@ const conversation = (i: number) =>
 async function mesh(n: number) {
   const c = new Cluster();
   const names = await c.grow(n);
-  const routers = new Map<string, { policy: CacheAwarePolicy; sync: TreeSync }>();
+  const routers = new Map<
+    string,
+    { policy: CacheAwarePolicy; sync: TreeSync; counts: Map<TreeCounter, number> }
+  >();
   const attach = (name: string) => {
     const i = routers.size;
     const node = c.nodes.get(name)!.node;
@@ -37,17 +43,19 @@ async function mesh(n: number) {
       replicas,
     });
     replicas.mainFor = () => policy;
+    const counts = new Map<TreeCounter, number>();
     const sync = new TreeSync({
       replicas,
       clock: c.clock,
       log: silentLogger,
       random: seededRandom(50 + i),
       name,
+      count: (what, n) => counts.set(what, (counts.get(what) ?? 0) + n),
     });
     node.streams.onPeer((p, open) => sync.peerChanged(p, open));
     node.streams.onEnvelope((p, t, b) => sync.onEnvelope(p, t, b));
     sync.attach(node.streams);
-    routers.set(name, { policy, sync });
+    routers.set(name, { policy, sync, counts });
   };
   for (const name of names) attach(name);
   assert.notEqual(c.waitFor(() => c.converged(), 30_000), null);
@@ -120,5 +128,77 @@ Deno.test("tree cluster: a router that joins after 10,000 decisions routes their
     assert.equal(nextTurn("late", i), picks.get(i), `conversation ${i}`);
   }
   assert.equal(routers.get("late")!.sync.repairing, 0);
+  await stop();
+});
+
+Deno.test("tree cluster: the feedback trim over three routers: one router's correction makes the others forget the worker's stale branch, and a repair from a router that missed it does not bring it back", async () => {
+  const { c, routers, stop } = await mesh(3);
+  const [a, b, r2] = ["r0", "r1", "r2"].map((n) => routers.get(n)!);
+  const W = WORKERS[0];
+  const system = (k: number) => `tenant ${k} system prompt, kept by every turn. `.repeat(8);
+  const turn = (k: number, q: string) => system(k) + `${q}: a question of its own, `.repeat(6);
+  const send = (r: typeof a, text: string) => {
+    const note: SelectionNote = { prefillTokens: 0, predictedCached: null };
+    r.policy.select([W], request(text), note);
+    return note;
+  };
+  /** `r` routes `text` to W, whose answer says it held only half the system prompt. */
+  const evicted = (r: typeof a, k: number, text: string) => {
+    const note = send(r, text);
+    note.onReport!({ prompt: text.length / 4, cached: system(k).length / 8 });
+  };
+  const believes = (r: typeof a, text: string) => believed(r.policy, "m", text, W.url);
+  const all = [a, b, r2];
+  // Conversations under two system prompts, through every router, all on W.
+  send(a, turn(1, "x"));
+  send(b, turn(1, "y"));
+  send(a, turn(2, "u"));
+  send(r2, turn(2, "v"));
+  c.clock.advance(5000);
+  for (const r of all) {
+    for (const t of [turn(1, "x"), turn(1, "y"), turn(2, "u"), turn(2, "v")]) {
+      assert.ok(believes(r, t) > system(1).length, "everyone believes W holds every turn");
+    }
+  }
+
+  // 1. Everyone connected: r0 learns that W evicted most of prompt 1; r1 and r2 follow.
+  evicted(a, 1, turn(1, "z"));
+  c.clock.advance(3000);
+  for (const r of all) {
+    for (const t of [turn(1, "x"), turn(1, "y")]) {
+      assert.ok(believes(r, t) <= system(1).length, `${t.slice(-30)}: forgotten`);
+    }
+    assert.ok(believes(r, turn(2, "u")) > system(2).length, "prompt 2 untouched");
+  }
+  for (const r of [b, r2]) assert.ok((r.counts.get("corrections_received") ?? 0) >= 1);
+
+  // 2. r2 is cut off while r0 learns the same of prompt 2: r1 follows at once, r2 still believes.
+  const addr = (n: string) => c.nodes.get(n)!.address;
+  c.net.partition([addr("r0"), addr("r1")], [addr("r2")]);
+  c.clock.advance(15_000);
+  evicted(a, 2, turn(2, "w"));
+  c.clock.advance(3000);
+  assert.ok(believes(b, turn(2, "v")) <= system(2).length);
+  assert.ok(believes(r2, turn(2, "v")) > system(2).length, "r2 missed it");
+  const repairs = (r: typeof a) => r.counts.get("repairs_finished") ?? 0;
+  const before = all.map(repairs);
+  c.net.heal();
+  assert.notEqual(c.waitFor(() => c.converged(), 120_000, 100), null);
+  c.clock.advance(3000);
+  // New decisions on each side name paths the other lacks: each copies the other's trees.
+  send(a, turn(3, "new on r0"));
+  send(r2, turn(3, "new on r2"));
+  c.clock.advance(10_000);
+  for (const [i, r] of all.entries()) assert.ok(repairs(r) > before[i], "repaired after the heal");
+  for (const r of all) {
+    for (const t of [turn(2, "u"), turn(2, "v"), turn(1, "x"), turn(1, "y")]) {
+      assert.ok(believes(r, t) <= system(2).length, `${t.slice(-30)}: still forgotten`);
+    }
+    assert.equal(r.sync.repairing, 0);
+  }
+  // What each predicts for W's next turn of y: only what W still holds.
+  for (const r of all) {
+    assert.ok(send(r, turn(1, "y") + " and then?").predictedCached! <= system(1).length / 4);
+  }
   await stop();
 });

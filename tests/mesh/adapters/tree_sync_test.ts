@@ -3,20 +3,22 @@
  * once per round (applied vs unknown), repair of a late joiner (10,000 decisions, paged), no
  * repair for new decisions of a peer already copied, folding, retry to another peer after 5 s
  * without progress, failure after three retries, stale and duplicate pages, PD legs by role,
- * and deltas for a model routed without cache_aware dropped.
+ * deltas for a model routed without cache_aware dropped, and corrections: delivered in order
+ * among the deltas, relayed, and caught up by a router that missed one.
  */
 
 import assert from "node:assert/strict";
 import { defaultConfig } from "../../../lib/config/config.ts";
 import { seededRandom } from "../../../lib/core/clock.ts";
 import { silentLogger } from "../../../lib/core/log.ts";
-import type { WorkerView } from "../../../lib/core/types.ts";
+import type { SelectionNote, WorkerView } from "../../../lib/core/types.ts";
 import { type TreeCounter, TreeSync } from "../../../lib/mesh/adapters/tree_sync.ts";
 import { FakeClock } from "../../../lib/core/clock.ts";
 import type { EnvelopeType } from "../../../lib/mesh/wire.ts";
 import * as codec from "../../../lib/mesh/adapters/tree_codec.ts";
 import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.ts";
 import { PolicyReplicas, type TreeRole } from "../../../lib/policies/replicas.ts";
+import { believed } from "../../support/beliefs.ts";
 import { request, view } from "../../support/policies.ts";
 
 interface Node {
@@ -354,5 +356,89 @@ Deno.test("tree sync: a path too long to send is skipped and counted", () => {
   assert.equal(count(a, "entries_skipped"), 1);
   const paths = [...b.policy.exportTree("m", "string")].filter((e) => "path" in e);
   assert.equal(paths.length, 1);
+  m.stop();
+});
+
+// ---- Corrections (tree feedback) ----
+
+const W1 = WORKERS[0];
+const SYSTEM = "You are the assistant of tenant nine; answer briefly and politely. ".repeat(6);
+const turn = (c: string) => SYSTEM + `${c}${c} question ${c}, `.repeat(12);
+
+/** Sends `text` to w1 through `node`; returns the selection note. */
+function send(node: Node, text: string): SelectionNote {
+  const note: SelectionNote = { prefillTokens: 0, predictedCached: null };
+  node.policy.select([W1], request(text), note);
+  return note;
+}
+
+/** `node` routes `text` to w1 and hears that w1 held only half the system prompt. */
+function evicted(node: Node, text: string): void {
+  const note = send(node, text);
+  note.onReport!({ prompt: text.length / 4, cached: SYSTEM.length / 8 });
+}
+
+Deno.test("tree sync: a correction reaches the peers in its round, in order among the deltas; a peer relays the placements of its own paths", () => {
+  const m = mesh(["a", "b", "c"]);
+  const [a, b, c] = ["a", "b", "c"].map(m.node);
+  m.link("a", "b");
+  m.link("a", "c");
+  m.link("b", "c");
+  send(a, turn("x"));
+  send(b, turn("y"));
+  assert.ok(m.clock.advanceUntil(() => count(c, "repairs_finished") === 2, 10_000));
+  send(b, turn("v")); // after a copied b's tree: a knows it as a placement only
+  m.clock.advance(1000);
+  for (const n of [a, b, c]) {
+    for (const t of ["x", "y", "v"]) {
+      assert.ok(believed(n.policy, "m", turn(t), W1.url) > SYSTEM.length);
+    }
+  }
+  evicted(a, turn("z"));
+  send(a, turn("x")); // re-sent after the correction, in the same round: w1 holds x again
+  m.clock.advance(1000);
+  assert.equal(count(a, "corrections_sent"), 2);
+  assert.equal(count(b, "corrections_received"), 1);
+  assert.equal(count(b, "corrections_relayed"), 1, "b forgot v, whose path only b held");
+  m.clock.advance(1000);
+  assert.equal(count(c, "corrections_received"), 2, "a's and b's relay");
+  for (const n of [a, b, c]) {
+    for (const t of ["y", "v"]) {
+      assert.ok(believed(n.policy, "m", turn(t), W1.url) <= SYSTEM.length, `${n.name}: ${t}`);
+    }
+    // The delta decided after the correction was applied after it.
+    assert.ok(believed(n.policy, "m", turn("x"), W1.url) > SYSTEM.length, `${n.name}: x again`);
+  }
+  m.stop();
+});
+
+Deno.test("tree sync: a router that missed a correction applies it from a repair's first page; a repair from it brings nothing back", () => {
+  const m = mesh(["a", "b", "c"]);
+  const [a, b, c] = ["a", "b", "c"].map(m.node);
+  m.link("a", "b");
+  m.link("a", "c");
+  m.link("b", "c");
+  send(a, turn("x"));
+  assert.ok(m.clock.advanceUntil(() => count(c, "repairs_finished") === 1, 10_000));
+  m.unlink("a", "c");
+  m.unlink("b", "c");
+  m.clock.advance(1000);
+  evicted(a, turn("z"));
+  m.clock.advance(1000);
+  assert.ok(believed(b.policy, "m", turn("x"), W1.url) <= SYSTEM.length);
+  assert.ok(believed(c.policy, "m", turn("x"), W1.url) > SYSTEM.length, "c missed it");
+  // The streams reopen: each side copies the other's trees, c's pages carrying the stale x.
+  m.link("a", "c");
+  m.link("b", "c");
+  const stale = pagesSeen(m, "c");
+  m.clock.advance(10_000);
+  for (const n of [a, b, c]) assert.equal(n.sync.repairing, 0);
+  assert.ok(count(a, "repairs_finished") >= 1 && count(b, "repairs_finished") >= 2);
+  const paths = stale.flatMap((p) => p.entries).filter((e) => "path" in e && e.path === turn("x"));
+  assert.ok(paths.length >= 1, "c's pages carried x");
+  assert.ok(count(c, "corrections_received") >= 1);
+  for (const n of [a, b, c]) {
+    assert.ok(believed(n.policy, "m", turn("x"), W1.url) <= SYSTEM.length, n.name);
+  }
   m.stop();
 });
