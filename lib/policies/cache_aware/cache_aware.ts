@@ -23,11 +23,9 @@
  * chosen is inserted. Trees are evicted to `--max-tree-size` (LRU tenant leaves) every
  * `--eviction-interval`, lazily on the request path; a removed worker is purged from every tree.
  *
- * KV-event mode: where the model's workers publish their caches' events (`deps.cacheIndex`, keyed
- * by worker URL) and the index holds anything, a token request's match for each worker whose
- * stream is up is that worker's own account instead of the tree's; a worker whose events stopped
- * is judged by the tree, which still records every decision for that reason. An
- * answer whose reported cached tokens fall clearly short of the tree's belief makes the tree
+ * KV-event mode (`deps.cacheIndex`, by worker URL): a worker whose event stream is up is judged
+ * by its own account (`accountMatch`), one whose events stopped by the tree, which records every
+ * decision. An answer reporting clearly fewer cached tokens than the tree believed makes it
  * forget the worker's stale branches (`#corrector`).
  *
  * Tenants are worker URLs (what another gateway of a mesh knows a worker by). With the mesh on
@@ -50,7 +48,7 @@ import {
   sanitizeTuning,
 } from "../expected_wait.ts";
 import type { Policy } from "../policy.ts";
-import type { CacheIndexView, PolicyDeps } from "../policy_deps.ts";
+import type { PolicyDeps } from "../policy_deps.ts";
 import type {
   NewCorrection,
   PolicyReplicas,
@@ -61,10 +59,11 @@ import type {
 } from "../replicas.ts";
 import { Balance } from "./balance.ts";
 import { cheapest } from "./cost.ts";
+import { accountMatch, ownDepth, remoteOf } from "./matches.ts";
 import { headKeys } from "./hash_index.ts";
 import { type ModelTrees, ModelTreeSet } from "./model_trees.ts";
 import { blockUnits, pathHashes, type PlacementMatch, type TreeKind } from "./shared_paths.ts";
-import { MAX_MATCHED_TENANTS, type PrefixMatch } from "./tree_types.ts";
+import type { PrefixMatch } from "./tree_types.ts";
 
 /** A decision's branch, as counted in `smg_policy_decisions_total{policy="cache_aware"}`. */
 export type CacheAwareBranch = "hit" | "miss" | "spill" | "pressure" | "fallback";
@@ -398,49 +397,4 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     this.#balance.credit(w, uncachedTokens);
     return w;
   }
-}
-
-/** `url`'s own matched units: the tree's depth for it, or a peer's placement when deeper. */
-function ownDepth(tree: PrefixMatch, remote: PlacementMatch | null, url: string): number {
-  const local = tree.matched > 0 ? tree.depths().get(url) ?? 0 : 0;
-  return remote !== null && remote.depth > local && remote.tenants.includes(url)
-    ? remote.depth
-    : local;
-}
-
-/**
- * The match of `tokens` with each reporting candidate's depth from the KV-event `index` and each
- * other's from the `tree` (holders of the deepest share as tenants); null when no candidate
- * reports (then the tree alone decides).
- */
-function accountMatch(
-  index: CacheIndexView,
-  tokens: readonly number[],
-  tree: PrefixMatch,
-  candidates: readonly WorkerView[],
-): PrefixMatch | null {
-  let held: ReadonlyMap<string, number> | null = null;
-  let own: ReadonlyMap<string, number> | null = null;
-  const depths = new Map<string, number>();
-  let matched = 0;
-  for (const w of candidates) {
-    let d: number;
-    if (index.reports(w.url)) d = (held ??= index.match(tokens)).get(w.url) ?? 0;
-    else d = tree.matched > 0 ? (own ??= tree.depths()).get(w.url) ?? 0 : 0;
-    if (d > 0) depths.set(w.url, d);
-    if (d > matched) matched = d;
-  }
-  if (held === null) return null;
-  const tenants: string[] = [];
-  for (const [url, d] of depths) {
-    if (d === matched && tenants.length < MAX_MATCHED_TENANTS) tenants.push(url);
-  }
-  return { matched, total: tokens.length, tenants, depths: () => depths };
-}
-
-/** A peer's placement counts only for workers whose own account is not current. */
-function remoteOf(remote: PlacementMatch | null, index: CacheIndexView): PlacementMatch | null {
-  if (remote === null) return null;
-  const tenants = remote.tenants.filter((t) => !index.reports(t));
-  return tenants.length === 0 ? null : { ...remote, tenants };
 }

@@ -1,0 +1,58 @@
+/**
+ * cache_aware's matches from sources other than its own tree's walk: a peer's placement deeper
+ * than the local match (`ownDepth`, `remoteOf`) and the workers' own account of their caches in
+ * KV-event mode (`accountMatch`).
+ */
+
+import type { WorkerView } from "../../core/types.ts";
+import type { CacheIndexView } from "../policy_deps.ts";
+import type { PlacementMatch } from "./shared_paths.ts";
+import { MAX_MATCHED_TENANTS, type PrefixMatch } from "./tree_types.ts";
+
+/** `url`'s own matched units: the tree's depth for it, or a peer's placement when deeper. */
+export function ownDepth(tree: PrefixMatch, remote: PlacementMatch | null, url: string): number {
+  const local = tree.matched > 0 ? tree.depths().get(url) ?? 0 : 0;
+  return remote !== null && remote.depth > local && remote.tenants.includes(url)
+    ? remote.depth
+    : local;
+}
+
+/**
+ * The match of `tokens` with each reporting candidate's depth from the KV-event `index` and each
+ * other's from the `tree` (holders of the deepest share as tenants); null when no candidate
+ * reports (then the tree alone decides).
+ */
+export function accountMatch(
+  index: CacheIndexView,
+  tokens: readonly number[],
+  tree: PrefixMatch,
+  candidates: readonly WorkerView[],
+): PrefixMatch | null {
+  let held: ReadonlyMap<string, number> | null = null;
+  let own: ReadonlyMap<string, number> | null = null;
+  const depths = new Map<string, number>();
+  let matched = 0;
+  for (const w of candidates) {
+    let d: number;
+    if (index.reports(w.url)) d = (held ??= index.match(tokens)).get(w.url) ?? 0;
+    else d = tree.matched > 0 ? (own ??= tree.depths()).get(w.url) ?? 0 : 0;
+    if (d > 0) depths.set(w.url, d);
+    if (d > matched) matched = d;
+  }
+  if (held === null) return null;
+  const tenants: string[] = [];
+  for (const [url, d] of depths) {
+    if (d === matched && tenants.length < MAX_MATCHED_TENANTS) tenants.push(url);
+  }
+  return { matched, total: tokens.length, tenants, depths: () => depths };
+}
+
+/** A peer's placement counts only for workers whose own account is not current. */
+export function remoteOf(
+  remote: PlacementMatch | null,
+  index: CacheIndexView,
+): PlacementMatch | null {
+  if (remote === null) return null;
+  const tenants = remote.tenants.filter((t) => !index.reports(t));
+  return tenants.length === 0 ? null : { ...remote, tenants };
+}
