@@ -30,9 +30,9 @@ import {
   closeQuietly,
   errorText,
   handshake,
-  isPeerGone,
   type Message,
   readMessage,
+  receiveOn,
   writeAll,
 } from "./zmtp_io.ts";
 
@@ -216,17 +216,8 @@ export class ZmtpSocket {
         maxMessageBytes: this.#maxMessageBytes,
         maxFrames: this.#maxFrames,
       };
-      const msg = await readMessage(this.#reader, limits, (body) => this.#onCommand(body));
-      if (msg === null) this.close();
-      return msg;
-    } catch (e) {
-      if (this.#closed) return null;
-      this.close();
-      if (e instanceof ZmtpError) throw e;
-      if (isPeerGone(e)) return null;
-      throw new ZmtpError("io", `reading from the ${this.peerType} peer: ${errorText(e)}`, {
-        cause: e,
-      });
+      const read = () => readMessage(this.#reader, limits, (b) => this.#onCommand(b));
+      return await receiveOn(this, read);
     } finally {
       this.#receiving = false;
     }

@@ -167,7 +167,7 @@ export function closeQuietly(conn: Deno.Conn | null): void {
 }
 
 /** Errors that mean the peer went away, like an orderly close. */
-export function isPeerGone(e: unknown): boolean {
+function isPeerGone(e: unknown): boolean {
   return e instanceof Deno.errors.ConnectionReset || e instanceof Deno.errors.BrokenPipe ||
     e instanceof Deno.errors.UnexpectedEof || e instanceof Deno.errors.ConnectionAborted;
 }
@@ -175,4 +175,34 @@ export function isPeerGone(e: unknown): boolean {
 /** An error's message, for logs and wrapped errors. */
 export function errorText(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
+}
+
+/** What `receiveOn` needs of a connection. */
+export interface Receiver {
+  readonly closed: boolean;
+  readonly peerType: string;
+  close(): void;
+}
+
+/**
+ * `read`'s message for connection `c`: null once the peer ended it (then `c` is closed) or `c`
+ * was closed meanwhile; any other failure closes `c` and rejects with a `ZmtpError`.
+ */
+export async function receiveOn(
+  c: Receiver,
+  read: () => Promise<Message | null>,
+): Promise<Message | null> {
+  try {
+    const msg = await read();
+    if (msg === null) c.close();
+    return msg;
+  } catch (e) {
+    if (c.closed) return null;
+    c.close();
+    if (e instanceof ZmtpError) throw e;
+    if (isPeerGone(e)) return null;
+    throw new ZmtpError("io", `reading from the ${c.peerType} peer: ${errorText(e)}`, {
+      cause: e,
+    });
+  }
 }

@@ -29,10 +29,10 @@ import {
   closeQuietly,
   errorText,
   handshake,
-  isPeerGone,
   type Message,
   type ReadLimits,
   readMessage,
+  receiveOn,
   writeAll,
 } from "./zmtp_io.ts";
 
@@ -151,17 +151,8 @@ export class ZmtpPeer {
     if (this.#closed) return null;
     this.#receiving = true;
     try {
-      const msg = await readMessage(this.#reader, this.#limits, (body) => this.#onCommand(body));
-      if (msg === null) this.close();
-      return msg;
-    } catch (e) {
-      if (this.#closed) return null;
-      this.close();
-      if (e instanceof ZmtpError) throw e;
-      if (isPeerGone(e)) return null;
-      throw new ZmtpError("io", `reading from the ${this.peerType} peer: ${errorText(e)}`, {
-        cause: e,
-      });
+      const read = () => readMessage(this.#reader, this.#limits, (b) => this.#onCommand(b));
+      return await receiveOn(this, read);
     } finally {
       this.#receiving = false;
     }
