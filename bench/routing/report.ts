@@ -55,6 +55,31 @@ export interface Summary {
   prediction?: Prediction | null;
   /** Trace replay: the infinite-cache bound over the window's requests (`trace_bound.ts`). */
   cacheBound?: number | null;
+  /**
+   * Trace replay: the mean TTFT no routing goes below, ms: each request alone on its worker,
+   * prefilling the share of its prompt the bound leaves uncached at the fleet's prefill speed.
+   */
+  ttftFloorMs?: number | null;
+}
+
+/**
+ * The mean TTFT floor of a trace window (`Summary.ttftFloorMs`): `meanPromptTokens` (as the
+ * workers counted them) × (1 − `bound`) ÷ the wall-clock prefill speed (`--prefill-tps` ÷
+ * `--time-scale`, the last of each in `simArgs`), in ms; null when a figure is missing.
+ */
+export function ttftFloorMs(
+  meanPromptTokens: number | null,
+  bound: number | null,
+  simArgs: readonly string[],
+): number | null {
+  const last = (flag: string) => {
+    const i = simArgs.lastIndexOf(flag);
+    return i < 0 ? null : Number(simArgs[i + 1]);
+  };
+  const tps = last("--prefill-tps");
+  const scale = last("--time-scale") ?? 1;
+  if (meanPromptTokens === null || bound === null || !tps || !(scale > 0)) return null;
+  return round((meanPromptTokens * (1 - bound)) / (tps / scale) * 1000, 0);
 }
 
 /** The `q` quantile of `xs` (nearest rank), or null when empty. */
@@ -133,6 +158,7 @@ const pct = (x: number | null | undefined) => x == null ? "–" : `${(x * 100).t
 export function markdown(point: string, rows: Summary[]): string {
   const here = rows.filter((r) => r.point === point);
   const bound = here.find((r) => r.cacheBound != null)?.cacheBound ?? null;
+  const floor = here.find((r) => r.ttftFloorMs != null)?.ttftFloorMs ?? null;
   const head = [
     "target",
     "sent/s",
@@ -159,7 +185,11 @@ export function markdown(point: string, rows: Summary[]): string {
     "",
     ...(bound === null ? [] : [
       `Infinite-cache bound over the window's requests (offline, warm-up as history): ` +
-      `${pct(bound)}.`,
+      `${pct(bound)}.` +
+      (floor === null
+        ? ""
+        : ` Mean TTFT floor (each request alone on its worker, prefilling what the bound leaves ` +
+          `uncached): ${fmt(floor)} ms.`),
       "",
     ]),
     `| ${head.join(" | ")} |`,

@@ -45,7 +45,7 @@ import { SIM_KNOBS } from "./scenarios.ts";
 import { haproxyConfig, nginxConfig } from "./peers.ts";
 import { oracleAssignment, upperBoundKnobs } from "./references.ts";
 import { replayPlan } from "./replay.ts";
-import { markdown, predictionMarkdown, type Summary, writeJson } from "./report.ts";
+import { markdown, predictionMarkdown, type Summary, ttftFloorMs, writeJson } from "./report.ts";
 import { describeTarget, meaningless, resolveTargets } from "./targets.ts";
 import { loadTrace } from "./trace.ts";
 import { infiniteCacheBound } from "./trace_bound.ts";
@@ -192,7 +192,13 @@ async function main(args: string[]): Promise<number> {
           tag,
         );
         const bound = replay?.facts.points.find((p) => p.label === point.label)?.bound;
-        rows.push(bound === undefined ? s : { ...s, cacheBound: bound });
+        rows.push(
+          bound === undefined ? s : {
+            ...s,
+            cacheBound: bound,
+            ttftFloorMs: ttftFloorMs(s.meanPromptTokens, bound, o.simArgs),
+          },
+        );
         note(
           `${point.label} ${t.name}: ok ${s.ok}/${s.sent}, ${s.rps} req/s, TTFT mean ${s.ttftMeanMs} p50 ${s.ttftP50Ms} ` +
             `p99 ${s.ttftP99Ms} ms, cache hit ${s.cacheHitRate}, spread ${s.spreadTokens}` +
