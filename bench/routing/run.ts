@@ -196,7 +196,7 @@ async function main(args: string[]): Promise<number> {
           bound === undefined ? s : {
             ...s,
             cacheBound: bound,
-            ttftFloorMs: ttftFloorMs(s.meanPromptTokens, bound, o.simArgs),
+            ttftFloorMs: ttftFloorMs(s.meanPromptTokens, bound, simKnobs),
           },
         );
         note(
