@@ -245,7 +245,7 @@ export const CACHE_AWARE_FLAGS: Flags<CacheAwareConfig> = {
     kind: choices(["on", "off"]),
     default: "on",
     help:
-      "cache_aware: forget a worker's stale branches when its answer reports less cached (mesh peers too)",
+      "cache_aware: forget a worker's stale branches when its answer reports less cached (mesh peers too), and keep its tree within its stated KV capacity",
   },
   kvIndexerTtlSecs: {
     name: "kv-indexer-ttl-secs",

@@ -99,8 +99,8 @@ export interface CacheAwareConfig {
   kvEvents: "auto" | "off";
   /**
    * Whether an answer reporting clearly fewer cached tokens than the tree held makes the tree
-   * forget the worker's stale branches, and with the mesh on the peers' trees too
-   * (`--tree-feedback`, ours).
+   * forget the worker's stale branches, and with the mesh on the peers' trees too, and a worker's
+   * part of the tree is kept within the KV capacity it states (`--tree-feedback`, ours).
    */
   treeFeedback: "on" | "off";
   /** A KV-index key neither stored nor read for this long is pruned; 0 off (`--kv-indexer-ttl-secs`). */

@@ -80,6 +80,8 @@ export interface WorkerView {
   readonly activeKeys: number;
   /** Role of the worker. */
   readonly type: WorkerType;
+  /** KV cache capacity in tokens its engine stated when it became ready; null when unknown. */
+  readonly kvCapacity?: number | null;
 }
 
 /**

@@ -12,7 +12,7 @@
 import type { HealthConfig } from "../config/config.ts";
 import { type Clock, pause } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
-import { discoverModels } from "./model_discovery.ts";
+import { discoverCapacity, discoverModels } from "./model_discovery.ts";
 import { applyProbe } from "./health_state.ts";
 import { type FetchFn, getText } from "./http.ts";
 import type { WorkerRegistry } from "./registry.ts";
@@ -121,6 +121,11 @@ export class HealthChecker {
       );
       if (signal?.aborted || w.status !== "pending") return;
       if (models) d.registry.setModels(w, models);
+    }
+    if (w.kvCapacity === null) {
+      const ms = d.config.timeoutSecs * 1000;
+      w.kvCapacity = await discoverCapacity(d.fetch, w.url, ms, w.apiKey, signal);
+      if (signal?.aborted || w.status !== "pending") return;
     }
     d.log.info("worker ready", { worker: w.url, id: w.id, models: w.models ?? "any" });
     w.setStatus("ready");

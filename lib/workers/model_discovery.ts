@@ -1,7 +1,8 @@
 /**
  * Learns which models a worker serves: `GET /v1/models` (OpenAI list, as sglang and vLLM serve
  * it), else `GET /get_model_info` (sglang's `model_path`). Null when neither answers, which
- * leaves the worker serving any model.
+ * leaves the worker serving any model. Also its KV cache capacity, where sglang states it
+ * (`GET /get_server_info`, `max_total_num_tokens`).
  */
 
 import { type FetchFn, getText, tryJson } from "./http.ts";
@@ -29,4 +30,22 @@ export async function discoverModels(
     if (typeof id === "string" && id) return [id];
   }
   return null;
+}
+
+/** The KV cache capacity in tokens the worker at `url` states, or null when it does not. */
+export async function discoverCapacity(
+  fetchFn: FetchFn,
+  url: string,
+  timeoutMs: number,
+  apiKey: string | null,
+  signal?: AbortSignal,
+): Promise<number | null> {
+  const info = await getText(fetchFn, `${url}/get_server_info`, timeoutMs, apiKey, signal);
+  if (info.status !== 200) return null;
+  const body = tryJson(info.text) as {
+    max_total_num_tokens?: unknown;
+    scheduler_info?: { max_total_num_tokens?: unknown } | null;
+  } | null;
+  const n = body?.max_total_num_tokens ?? body?.scheduler_info?.max_total_num_tokens;
+  return typeof n === "number" && Number.isFinite(n) && n > 0 ? n : null;
 }

@@ -78,6 +78,8 @@ export class Worker implements WorkerView {
   prefillTokens = 0;
   /** Requests this gateway sent to the worker, ever. */
   requestsTotal = 0;
+  /** KV cache capacity in tokens (`/get_server_info`'s `max_total_num_tokens`), or null. */
+  kvCapacity: number | null = null;
   /** Last backend load report. */
   load: LoadSnapshot | null = null;
   /** When `load` was received (clock ms). */

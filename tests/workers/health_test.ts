@@ -1,6 +1,6 @@
 /**
  * The health checker against a scripted fake fetch and a fake clock: activation with model
- * discovery, taking a worker out after failed probes, bringing it back, the start-up timeout,
+ * and KV capacity discovery, taking a worker out after failed probes, bringing it back, the start-up timeout,
  * workers with probes off, and the loop itself sleeping on the clock.
  */
 
@@ -25,6 +25,9 @@ function setup(health: Partial<HealthConfig> = {}) {
     paths.push(path);
     if (path === "/health") return Promise.resolve(new Response("OK", { status: up ? 200 : 503 }));
     if (path === "/v1/models") return Promise.resolve(Response.json({ data: [{ id: "llama" }] }));
+    if (path === "/get_server_info") {
+      return Promise.resolve(Response.json({ max_total_num_tokens: 4096 }));
+    }
     return Promise.resolve(new Response("", { status: 404 }));
   };
   const checker = new HealthChecker({ config, registry, fetch: fetchFn, clock, log: silentLogger });
@@ -44,14 +47,15 @@ function setup(health: Partial<HealthConfig> = {}) {
   };
 }
 
-Deno.test("health: a new worker is probed at once, its model discovered, then it is ready", async () => {
+Deno.test("health: a new worker is probed at once, its model and KV capacity discovered, then it is ready", async () => {
   const t = setup();
   const w = t.manager.add({ url: "http://w1" });
   assert.equal(w.status, "pending");
   await t.checker.tick();
   assert.equal(w.status, "ready");
   assert.deepEqual(w.models, ["llama"]);
-  assert.deepEqual(t.paths, ["/health", "/v1/models"]);
+  assert.equal(w.kvCapacity, 4096);
+  assert.deepEqual(t.paths, ["/health", "/v1/models", "/get_server_info"]);
 });
 
 Deno.test("health: a ready worker leaves after F failed probes and returns after S good ones", async () => {
@@ -105,7 +109,7 @@ Deno.test("health: with probes off a worker is activated once and never probed",
   assert.equal(w.status, "ready");
   assert.deepEqual(w.models, ["llama"]);
   await t.step(1_000_000);
-  assert.deepEqual(t.paths, ["/v1/models"]);
+  assert.deepEqual(t.paths, ["/v1/models", "/get_server_info"]);
 });
 
 Deno.test("health: a draining worker is not probed", async () => {

@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { discoverModels } from "../../lib/workers/model_discovery.ts";
+import { discoverCapacity, discoverModels } from "../../lib/workers/model_discovery.ts";
 import type { FetchFn } from "../../lib/workers/http.ts";
 
 type Route = () => Response | Promise<Response>;
@@ -137,4 +137,16 @@ Deno.test("discoverModels: an aborted outer signal stops discovery with null", a
       ac.abort(new Error("shutdown"));
     });
   assert.equal(await discoverModels(fetchFn, "http://w", 60_000, null, ac.signal), null);
+});
+
+Deno.test("discoverCapacity: sglang's max_total_num_tokens, top level or in scheduler_info; else null", async () => {
+  const info = (body: unknown) => ({ "/get_server_info": () => Response.json(body) });
+  const cap = (routes: Record<string, Route>) =>
+    discoverCapacity(fake(routes).fetchFn, "http://w", 1000, null);
+  assert.equal(await cap(info({ max_total_num_tokens: 262144 })), 262144);
+  assert.equal(await cap(info({ scheduler_info: { max_total_num_tokens: 65536 } })), 65536);
+  assert.equal(await cap(info({ max_total_num_tokens: "lots" })), null);
+  assert.equal(await cap(info({ max_total_num_tokens: 0 })), null);
+  assert.equal(await cap({}), null, "no such endpoint (vLLM)");
+  assert.equal(await cap({ "/get_server_info": () => new Response("oops") }), null);
 });

@@ -1,10 +1,8 @@
 /**
- * `cache_aware` (the default policy): requests go where their prefix already is, without
- * letting a worker drown. Per model, an approximate radix tree records which worker was sent
- * which prefix (characters for text, pages of `--block-size` tokens for token ids; or, with
- * `--cache-index hash`, hashed heads at `--cache-boundaries`); the trees are kept in
- * `model_trees.ts`, the load side (expected waits, the balance gate, KV pressure, the choice
- * among holders) in `balance.ts`.
+ * `cache_aware` (the default policy): requests go where their prefix already is, without letting
+ * a worker drown. Per model, a radix tree records which worker was sent which prefix (characters,
+ * or pages of `--block-size` token ids; `--cache-index hash`: hashed heads at
+ * `--cache-boundaries`), kept in `model_trees.ts`; the load side is `balance.ts`.
  *
  * Per request, in one descent of the tree, by default (`--cache-aware-scoring cost`, ours):
  * every candidate costs twice the tokens it would prefill, its uncached share given its own
@@ -25,15 +23,14 @@
  *
  * KV-event mode (`deps.cacheIndex`, by worker URL): a worker whose event stream is up is judged
  * by its own account (`accountMatch`), one whose events stopped by the tree, which records every
- * decision. An answer reporting clearly fewer cached tokens than the tree believed makes it
- * forget the worker's stale branches (`#corrector`).
+ * decision. Tree feedback: an answer reporting clearly fewer cached tokens than the tree believed
+ * makes it forget the worker's stale branches (`#corrector`), and a worker's part of the tree is
+ * kept within its KV capacity (`keepWithin`).
  *
- * Tenants are worker URLs (what another gateway of a mesh knows a worker by). With the mesh on
- * (`deps.replicas` with a delta sink), each decision is also published as a path hash and the
- * peers' decisions are kept as placements consulted as matches (`shared_paths.ts`); `exportTree`
- * and `applyEntry` serve repairs. A correction is published too, and a peer's is applied like a
- * local one (`applyCorrection`, `corrections.ts`). `export` and `apply` copy trees between
- * instances.
+ * Tenants are worker URLs. With the mesh on (`deps.replicas` with a delta sink), each decision is
+ * also published as a path hash, peers' decisions kept as placements consulted as matches
+ * (`shared_paths.ts`), `exportTree`/`applyEntry` serve repairs, and corrections travel too
+ * (`applyCorrection`, `corrections.ts`). `export` and `apply` copy trees between instances.
  */
 
 import type { CacheAwareConfig } from "../../config/config.ts";
@@ -61,7 +58,7 @@ import { Balance } from "./balance.ts";
 import { cheapest } from "./cost.ts";
 import { accountMatch, ownDepth, remoteOf } from "./matches.ts";
 import { headKeys } from "./hash_index.ts";
-import { type ModelTrees, ModelTreeSet } from "./model_trees.ts";
+import { keepWithin, type ModelTrees, ModelTreeSet } from "./model_trees.ts";
 import { blockUnits, pathHashes, type PlacementMatch, type TreeKind } from "./shared_paths.ts";
 import type { PrefixMatch } from "./tree_types.ts";
 
@@ -118,7 +115,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
 
     if (this.#balance.pressured(candidates, now)) {
       const w = candidates[argminUniform(waits(), this.#d.random)];
-      this.#record(model, trees, request, w.url, now);
+      this.#record(model, trees, request, w, now);
       return this.#decide("pressure", w, promptTokens(request), null, note);
     }
     if (this.#c.cacheIndex === "hash") {
@@ -200,6 +197,9 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     this.#trees.stamped(trees, now);
     const chosen = candidates.find((w) => w.url === url) ??
       candidates[randomIndex(this.#d.random, candidates.length)];
+    if (url !== null && this.#c.treeFeedback === "on") {
+      keepWithin(tokens ? trees.tokens : trees.text, chosen, perToken);
+    }
     if (url !== null && hashes.length > 0 && sink !== null) {
       places.add(hashes[hashes.length - 1], url);
       sink(this.#role, model, kind, hashes[hashes.length - 1], url);
@@ -350,18 +350,18 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     return this.#trees.corrections(model, kind);
   }
 
-  #record(model: string, trees: ModelTrees, request: RouteRequest, url: string, now: number): void {
+  #record(model: string, trees: ModelTrees, request: RouteRequest, w: WorkerView, now: number) {
     if (this.#c.cacheIndex === "hash") {
       const units = request.tokens && request.tokens.length > 0 ? request.tokens : request.text;
-      trees.hash.record(headKeys(units, this.#boundaries), url, now);
+      trees.hash.record(headKeys(units, this.#boundaries), w.url, now);
     } else if (request.tokens && request.tokens.length > 0) {
-      trees.tokens.insert(request.tokens, url);
+      trees.tokens.insert(request.tokens, w.url);
       this.#trees.stamped(trees, now);
-      this.#share(model, trees, "token", request.tokens, url);
+      this.#share(model, trees, "token", request.tokens, w.url);
     } else {
-      trees.text.insert(request.text, url);
+      trees.text.insert(request.text, w.url);
       this.#trees.stamped(trees, now);
-      this.#share(model, trees, "string", request.text, url);
+      this.#share(model, trees, "string", request.text, w.url);
     }
   }
 

@@ -9,6 +9,7 @@
  */
 
 import type { CacheAwareConfig } from "../../config/config.ts";
+import type { WorkerView } from "../../core/types.ts";
 import type { PolicyObserver } from "../policy.ts";
 import type { NewCorrection, SharedTrees, TreeCorrection, TreeEntry } from "../replicas.ts";
 import { branchOf, staleHashes, StampLog, Tombstones } from "./corrections.ts";
@@ -240,4 +241,16 @@ export class ModelTreeSet implements SharedTrees {
   #peerTrees(model: string): ModelTrees | null {
     return this.#models.has(model) || this.#models.size < MAX_MODELS ? this.get(model) : null;
   }
+}
+
+/**
+ * Tree feedback's other half: `w`'s part of `tree` kept within the KV capacity its engine states
+ * (`WorkerView.kvCapacity`, `perToken` units a token), as the engine evicts: past it, its least
+ * recently sent branches go until 90 % of it remains. Nothing without a stated capacity.
+ */
+export function keepWithin(tree: StringTree | TokenTree, w: WorkerView, perToken: number): void {
+  const cap = w.kvCapacity;
+  if (!cap) return;
+  const units = cap * perToken;
+  if (tree.tenantSize(w.url) > units) tree.evict(Math.floor(units * 0.9), w.url);
 }

@@ -131,9 +131,12 @@ export class StringTree {
     return 0;
   }
 
-  /** Evicts least recently stamped tenant leaves until the size is at most `budget`; chars removed. */
-  evict(budget: number): number {
-    return this.#core.evict(budget);
+  /**
+   * Evicts least recently stamped tenant leaves until the size (with `only`: that tenant's) is
+   * at most `budget`; chars removed.
+   */
+  evict(budget: number, only?: string): number {
+    return this.#core.evict(budget, only);
   }
 
   /** Purges `tenant` from every node (its worker was removed). */

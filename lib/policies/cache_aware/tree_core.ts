@@ -149,16 +149,22 @@ export class TreeCore<N extends CoreNode<N>> {
   }
 
   /**
-   * While the total exceeds `budget`, removes the least recently stamped tenant leaf (a tenant
-   * on a node and on none of its children), pruning nodes left empty; a parent that becomes a
-   * tenant leaf joins the queue. The root is never evicted. Returns the units removed.
+   * While the total exceeds `budget` (with `only`: while that tenant holds more), removes the
+   * least recently stamped tenant leaf (of `only`; a tenant on a node and on none of its
+   * children), pruning nodes left empty; a parent that becomes a tenant leaf joins the queue.
+   * The root is never evicted. Returns the units removed.
    */
-  evict(budget: number): number {
-    if (this.#total <= budget) return 0;
+  evict(budget: number, only?: string): number {
+    const over = only === undefined
+      ? () => this.#total > budget
+      : () => (this.#sizes.get(only) ?? 0) > budget;
+    if (!over()) return 0;
     const heap = new MinHeap<TenantLeaf<N>>((a, b) => a.stamp < b.stamp);
-    for (const leaf of this.#tenantLeaves(false)) heap.push(leaf);
+    for (const leaf of this.#tenantLeaves(false)) {
+      if (only === undefined || leaf.tenant === only) heap.push(leaf);
+    }
     let removed = 0;
-    while (this.#total > budget) {
+    while (over()) {
       const leaf = heap.pop();
       if (leaf === undefined) break;
       const { node, tenant } = leaf;

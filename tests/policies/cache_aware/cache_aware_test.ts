@@ -326,6 +326,30 @@ Deno.test("cache_aware: a worker whose events stopped is judged by the tree, the
   assert.equal(t.note.predictedCached, 64);
 });
 
+Deno.test("cache_aware: a worker's part of the tree stays within the KV capacity it states, least recent out first", () => {
+  for (const feedback of ["on", "off"] as const) {
+    const config = defaultConfig();
+    config.cacheAware.treeFeedback = feedback;
+    const p = new CacheAwarePolicy({
+      random: seededRandom(7),
+      now: () => 0,
+      log: silentLogger,
+      config,
+    });
+    const one = [w("w1", 0, { kvCapacity: 256 })]; // tokens
+    const prompt = (i: number) => Array.from({ length: 96 }, (_, k) => i * 1000 + k);
+    const pick = (i: number) => {
+      const note: SelectionNote = { prefillTokens: 0, predictedCached: null };
+      p.select(one, request("ignored", { tokens: prompt(i) }), note);
+      return note.predictedCached;
+    };
+    for (let i = 0; i < 4; i++) assert.equal(pick(i), 0, "each prompt new");
+    // 4 × 96 = 384 tokens sent to a 256-token cache: the oldest went, as the engine's LRU does.
+    assert.equal(pick(3), 96, "the newest is held");
+    assert.equal(pick(0), feedback === "on" ? 0 : 96, `the oldest, feedback ${feedback}`);
+  }
+});
+
 Deno.test("cache_aware: --tree-feedback off leaves the tree uncorrected", () => {
   const config = defaultConfig();
   config.cacheAware.treeFeedback = "off";
