@@ -4,11 +4,9 @@
  * or pages of `--block-size` token ids; `--cache-index hash`: hashed heads at
  * `--cache-boundaries`), kept in `model_trees.ts`; the load side is `balance.ts`.
  *
- * Per request, in one descent of the tree, by default (`--cache-aware-scoring cost`, ours):
- * every candidate costs twice the tokens it would prefill, its uncached share given its own
- * match (`PrefixMatch.depths`), plus its prefill backlog (`backlogScore`); the cheapest wins
- * (`hit` if it holds the deepest match, `spill` if a deeper holder lost, `miss` if nobody holds
- * any), see `cost.ts`. With `--cache-aware-scoring smg` (SMG's):
+ * Per request, in one descent of the tree, by default (`--cache-aware-scoring cost`, ours): the
+ * cheapest candidate, twice the tokens it would prefill plus its prefill backlog (`hit`, `spill`
+ * or `miss`), see `cost.ts`. With `--cache-aware-scoring smg` (SMG's):
  * - match share above `--cache-threshold` → the least busy eligible worker holding the deepest
  *   matched prefix (`hit`), unless it is far busier than the mean — in-flight above both
  *   mean × `--balance-rel-threshold` and mean + `--balance-abs-threshold` — then the worker with
@@ -22,8 +20,8 @@
  * `--eviction-interval`, lazily on the request path; a removed worker is purged from every tree.
  *
  * KV-event mode (`deps.cacheIndex`, by worker URL): a worker whose event stream is up is judged
- * by its own account (`accountMatch`), one whose events stopped by the tree, which records every
- * decision. Tree feedback: an answer reporting clearly fewer cached tokens than the tree believed
+ * by its own account plus what it was sent in the last `IN_FLIGHT_MS` (`accountMatch`), one whose
+ * events stopped by the tree, which records every decision. Tree feedback: an answer reporting clearly fewer cached tokens than the tree believed
  * makes it forget the worker's stale branches (`#corrector`), and a worker's part of the tree is
  * kept within its KV capacity (`keepWithin`).
  *
@@ -66,6 +64,9 @@ import type { PrefixMatch } from "./tree_types.ts";
 export type CacheAwareBranch = "hit" | "miss" | "spill" | "pressure" | "fallback";
 
 const NO_HASHES: number[] = [];
+
+/** How long a decision counts as blocks its worker holds before its KV events can say so. */
+const IN_FLIGHT_MS = 5000;
 
 /** The cache_aware policy. */
 export class CacheAwarePolicy implements Policy, SharedTrees {
@@ -144,7 +145,8 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     const account = index !== null && !index.empty ? index : null;
     let believed = 0; // the pick's own depth in the local tree before the insert, in units
     const choose = (tree: PrefixMatch) => {
-      const merged = account ? accountMatch(account, tokens!, tree, candidates) : null;
+      const since = account ? trees.log.before("token", now - IN_FLIGHT_MS) : 0;
+      const merged = account ? accountMatch(account, tokens!, tree, candidates, since) : null;
       const url = decide(merged ?? tree, merged ? remoteOf(remote, account!) : remote);
       const fromTree = account === null || !account.reports(url);
       believed = fromTree && tree.matched > 0 ? tree.depths().get(url) ?? 0 : 0;

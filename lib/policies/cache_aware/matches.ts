@@ -20,22 +20,28 @@ export function ownDepth(tree: PrefixMatch, remote: PlacementMatch | null, url: 
 /**
  * The match of `tokens` with each reporting candidate's depth from the KV-event `index` and each
  * other's from the `tree` (holders of the deepest share as tenants); null when no candidate
- * reports (then the tree alone decides).
+ * reports (then the tree alone decides). A reporting worker also counts what the tree says it was
+ * sent at stamp `since` or later: blocks it is still queueing or prefilling, which its events
+ * cannot report yet (a repeat sent meanwhile would otherwise prefill them again elsewhere).
  */
 export function accountMatch(
   index: CacheIndexView,
   tokens: readonly number[],
   tree: PrefixMatch,
   candidates: readonly WorkerView[],
+  since: number,
 ): PrefixMatch | null {
   let held: ReadonlyMap<string, number> | null = null;
   let own: ReadonlyMap<string, number> | null = null;
+  let sent: ReadonlyMap<string, number> | null = null;
   const depths = new Map<string, number>();
   let matched = 0;
   for (const w of candidates) {
     let d: number;
-    if (index.reports(w.url)) d = (held ??= index.match(tokens)).get(w.url) ?? 0;
-    else d = tree.matched > 0 ? (own ??= tree.depths()).get(w.url) ?? 0 : 0;
+    if (index.reports(w.url)) {
+      d = (held ??= index.match(tokens)).get(w.url) ?? 0;
+      if (tree.matched > d) d = Math.max(d, (sent ??= tree.depths(since)).get(w.url) ?? 0);
+    } else d = tree.matched > 0 ? (own ??= tree.depths()).get(w.url) ?? 0 : 0;
     if (d > 0) depths.set(w.url, d);
     if (d > matched) matched = d;
   }

@@ -240,7 +240,7 @@ export class TokenTree {
     const deepest = stop.child ?? stop.node;
     const tenants = matched > 0 ? this.#core.recent(deepest) : [];
     const core = this.#core;
-    const depths = () => core.depths(stop.node, stop.at, stop.child, stop.k);
+    const depths = (since = 0) => core.depths(stop.node, stop.at, stop.child, stop.k, since);
     // Not enumerable: a match compares as its data.
     return Object.defineProperty({ matched, total: tokens.length, tenants }, "depths", {
       value: depths,

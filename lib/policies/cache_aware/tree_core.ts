@@ -132,16 +132,20 @@ export class TreeCore<N extends CoreNode<N>> {
 
   /**
    * Each tenant's matched depth along a walk that ended under `node` (at depth `at`) having
-   * matched `k` more units into `child`: the depth of the deepest matched node it is on. Tenants
-   * on no matched node are absent (depth 0).
+   * matched `k` more units into `child`: the depth of the deepest matched node it is on (stamped
+   * `since` or later). Tenants on no such node are absent (depth 0).
    */
-  depths(node: N, at: number, child: N | null, k: number): Map<string, number> {
+  depths(node: N, at: number, child: N | null, k: number, since = 0): Map<string, number> {
     const out = new Map<string, number>();
-    if (child !== null && k > 0) forEachTenant(child, (_, t) => out.set(t, at + k));
+    if (child !== null && k > 0) {
+      forEachTenant(child, (stamp, t) => {
+        if (stamp >= since) out.set(t, at + k);
+      });
+    }
     let depth = at;
     for (let x: N | null = node; x !== null && x !== this.root; x = x.parent) {
-      forEachTenant(x, (_, t) => {
-        if (!out.has(t)) out.set(t, depth);
+      forEachTenant(x, (stamp, t) => {
+        if (stamp >= since && !out.has(t)) out.set(t, depth);
       });
       depth -= x.len;
     }

@@ -16,10 +16,11 @@ export interface PrefixMatch {
   /** Tenants of the deepest matched node, most recent first, at most 8; empty when nothing matched. */
   readonly tenants: string[];
   /**
-   * Every tenant's own matched units (absent: none), computed on call; valid until the tree
-   * changes (so within a `TenantChooser`, before the insert).
+   * Every tenant's own matched units (absent: none), counting only what it was sent at tree stamp
+   * `since` or later (default: all), computed on call; valid until the tree changes (so within a
+   * `TenantChooser`, before the insert).
    */
-  depths(): ReadonlyMap<string, number>;
+  depths(since?: number): ReadonlyMap<string, number>;
 }
 
 /** Picks the tenant to insert the input for, given its match; null inserts nothing. */

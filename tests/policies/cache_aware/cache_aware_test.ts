@@ -265,9 +265,10 @@ Deno.test("cache_aware: where workers publish KV events, their account routes to
   const config = defaultConfig();
   const held = new Map<string, number>();
   let empty = true;
+  let now = 0;
   const p = new CacheAwarePolicy({
     random: seededRandom(7),
-    now: () => 0,
+    now: () => now,
     log: silentLogger,
     config,
     cacheIndex: (model) => model === "m" ? { empty, match: () => held, reports: () => true } : null,
@@ -281,13 +282,20 @@ Deno.test("cache_aware: where workers publish KV events, their account routes to
   };
   const first = pick(); // empty index: the tree (cold) decides, and records the pick
   assert.equal(first.note.predictedCached, 0);
-  // The engines say w3 holds 48 of the 64 tokens (the tree believes the first pick holds all).
+  // The engines say w3 holds 48 of the 64 tokens (the tree believes the first pick holds all,
+  // sent long enough ago that its events would say so).
+  now += 60_000;
   empty = false;
   held.set("http://w3:8000", 48);
   const second = pick();
   assert.equal(second.id, "w3");
   assert.equal(second.note.predictedCached, 48);
   assert.equal(second.note.onReport, undefined, "no tree correction when the index decided");
+  // A repeat at once: w3 was just sent all of it, which its events cannot say yet.
+  const again = pick();
+  assert.equal(again.id, "w3");
+  assert.equal(again.note.predictedCached, 64, "what is in flight counts");
+  now += 60_000;
   held.clear(); // the index holds blocks, none of this prompt's: nobody is credited
   const third = pick();
   assert.equal(third.note.predictedCached, 0);
@@ -297,9 +305,10 @@ Deno.test("cache_aware: a worker whose events stopped is judged by the tree, the
   const config = defaultConfig();
   const held = new Map<string, number>();
   const down = new Set<string>();
+  let now = 0;
   const p = new CacheAwarePolicy({
     random: seededRandom(7),
-    now: () => 0,
+    now: () => now,
     log: silentLogger,
     config,
     cacheIndex: () => ({ empty: false, match: () => held, reports: (u) => !down.has(u) }),
@@ -313,7 +322,9 @@ Deno.test("cache_aware: a worker whose events stopped is judged by the tree, the
   };
   p.apply("m", tokens, "http://w1:8000"); // the tree: w1 was sent the prompt
   held.set("http://w2:8000", 32); // the engines: w2 holds half, w1 nothing (evicted)
+  now += 60_000;
   assert.equal(pick().id, "w2", "every stream up: the engines' account");
+  now += 60_000;
   down.add("http://w1:8000"); // w1's events stop: its part comes from the tree
   const r = pick();
   assert.equal(r.id, "w1");
