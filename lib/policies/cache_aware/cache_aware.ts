@@ -19,11 +19,11 @@
  * chosen is inserted. Trees are evicted to `--max-tree-size` (LRU tenant leaves) every
  * `--eviction-interval`, lazily on the request path; a removed worker is purged from every tree.
  *
- * KV-event mode (`deps.cacheIndex`, by worker URL): a worker whose event stream is up is judged
- * by its own account plus what it was sent in the last `IN_FLIGHT_MS` (`accountMatch`), one whose
- * events stopped by the tree, which records every decision. Tree feedback: an answer reporting clearly fewer cached tokens than the tree believed
- * makes it forget the worker's stale branches (`#corrector`), and a worker's part of the tree is
- * kept within its KV capacity (`keepWithin`).
+ * KV-event mode (`deps.cacheIndex`, by URL): a worker whose event stream is up is judged by its
+ * own account plus what it was sent in the last `IN_FLIGHT_MS` (`accountMatch`), one whose events
+ * stopped by the tree, which records every decision. Tree feedback: an answer reporting clearly
+ * fewer cached tokens than believed makes the tree forget the worker's stale branches
+ * (`#corrector`); a worker's part of the tree is kept within its KV capacity (`keepWithin`).
  *
  * Tenants are worker URLs. With the mesh on (`deps.replicas` with a delta sink), each decision is
  * also published as a path hash, peers' decisions kept as placements consulted as matches
@@ -156,14 +156,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
       if (this.#c.scoring === "cost") {
         const held = tokens ? trees.tokens : trees.text;
         const block = blockUnits(tokens ? "token" : "string", this.#c.blockSize);
-        const r = this.#cheapest(
-          candidates,
-          tree,
-          remote,
-          perToken,
-          block,
-          (u) => held.tenantSize(u),
-        );
+        const r = this.#cheapest(candidates, tree, remote, perToken, block, held);
         branch = r.branch;
         uncached = r.uncached;
         cached = r.cached;
@@ -257,8 +250,9 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     remote: PlacementMatch | null,
     perToken: number,
     block: number,
-    heldBy: (url: string) => number,
+    held: { tenantSize(url: string): number },
   ): { worker: W; branch: CacheAwareBranch; uncached: number; cached: number } {
+    const heldBy = (url: string) => held.tenantSize(url);
     const c = cheapest(candidates, tree, remote, perToken, block, heldBy, this.#d.random);
     const { matched, deepest } = c;
     this.#d.observer?.matchRatio?.("cache_aware", tree.total === 0 ? 0 : deepest / tree.total);

@@ -4,8 +4,8 @@
  * prompt (its own prefill, and the wait it adds for whoever arrives there next; the tree's match
  * for that worker, a peer's placement if deeper, counted in whole blocks: an engine reuses its
  * cache a block at a time, so a match saves its full blocks however short a share of the prompt
- * they are; `--cache-threshold` is SMG scoring's gate, not used here) plus the worker's prefill backlog (`backlogScore`, what it waits behind), as Dynamo's
- * KV router costs overlap against load. The cheapest wins (exact ties uniformly). A worker
+ * they are; `--cache-threshold` is SMG scoring's gate, not used here) plus the worker's prefill
+ * backlog (`backlogScore`, what it waits behind), as Dynamo's KV router costs overlap against load. The cheapest wins (exact ties uniformly). A worker
  * holding the prompt keeps it unless its backlog exceeds twice the work a cold prefill elsewhere
  * would add, so hot prefixes replicate when, and only when, it pays. Equal costs (a miss on an
  * idle fleet, say) go to the worker holding less of the tree, then with fewer requests in flight,
@@ -32,8 +32,8 @@ const NO_DEPTHS: ReadonlyMap<string, number> = new Map();
 
 /**
  * Scores `candidates` for a prompt the tree matched as `tree` (a peer's placement `remote`),
- * `perToken` units a token, matches counted in whole blocks of `block` units, `heldBy` a worker's share
- * of the tree in units; see the module comment.
+ * `perToken` units a token, matches counted in whole blocks of `block` units, `heldBy` a worker's
+ * share of the tree in units; see the module comment.
  */
 export function cheapest(
   candidates: readonly WorkerView[],
