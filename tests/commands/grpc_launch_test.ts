@@ -8,50 +8,20 @@
 
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { freePort, spawnGateway } from "../support/process.ts";
+import { freePort, spawnGateway, spawnSimWorker } from "../support/process.ts";
 import { writeQwen3 } from "../support/qwen3.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
 /** `smg sim-worker --grpc-port P --model-path DIR [extra]`, resolved once it serves gRPC. */
-async function simWorker(dir: string, grpcPort: number, extra: string[] = []) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--unstable-no-legacy-abort",
-      "--allow-net=127.0.0.1",
-      "--allow-env",
-      `--allow-read=${dir}`,
-      MAIN,
-      "sim-worker",
-      "--port",
-      "0",
-      "--grpc-port",
-      String(grpcPort),
-      "--model-path",
-      `${dir}/qwen3`,
-      "--time-scale",
-      "0",
-      ...extra,
-    ],
-    stdout: "null",
-    stderr: "piped",
-    env: { NO_COLOR: "1" },
-  }).spawn();
-  const log = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  while (!text.includes("sim-worker serving gRPC")) {
-    const r = await log.read();
-    if (r.done) throw new Error(`sim-worker exited:\n${text}`);
-    text += r.value;
-  }
-  return {
-    async stop() {
-      child.kill("SIGTERM");
-      await log.cancel();
-      assert.equal((await child.status).code, 0);
-    },
-  };
+function simWorker(dir: string, grpcPort: number, extra: string[] = []) {
+  const args = ["--port", "0", "--grpc-port", String(grpcPort), "--model-path", `${dir}/qwen3`];
+  return spawnSimWorker(
+    MAIN,
+    dir,
+    [...args, "--time-scale", "0", ...extra],
+    "sim-worker serving gRPC",
+  );
 }
 
 /** The gateway with `args` in front of workers, asked one chat by the openai client. */

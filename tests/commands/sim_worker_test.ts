@@ -11,6 +11,7 @@ import type { KvEventBatch } from "../../lib/kv/events.ts";
 import { requestReplay } from "../../lib/kv/replay.ts";
 import { dialZmtp, ZmqSubscriber } from "../../lib/kv/zmq_subscriber.ts";
 import { parseSimWorkerArgs } from "../../lib/sim/cli.ts";
+import { spawnSimWorker } from "../support/process.ts";
 import { qwen3, writeQwen3 } from "../support/qwen3.ts";
 import { Waiters } from "../support/wait.ts";
 
@@ -18,38 +19,13 @@ const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
 /** `smg sim-worker` with `args`; resolves with its log fields once it publishes KV events. */
 async function simWorker(dir: string, args: string[]) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--unstable-no-legacy-abort",
-      "--allow-net=127.0.0.1",
-      "--allow-env",
-      `--allow-read=${dir}`,
-      MAIN,
-      "sim-worker",
-      ...args,
-    ],
-    stdout: "null",
-    stderr: "piped",
-    env: { NO_COLOR: "1" },
-  }).spawn();
-  const log = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
-  let text = "";
-  while (!text.includes("sim-worker publishing KV events")) {
-    const r = await log.read();
-    if (r.done) throw new Error(`sim-worker exited:\n${text}`);
-    text += r.value;
-  }
-  const field = (name: string) => text.match(new RegExp(`${name}=(\\S+)`))?.[1] ?? "";
+  const w = await spawnSimWorker(MAIN, dir, args, "sim-worker publishing KV events");
+  const field = (name: string) => w.log.match(new RegExp(`${name}=(\\S+)`))?.[1] ?? "";
   return {
     url: field("addr"),
     kvEvents: field("kv_events"),
     kvEventsReplay: field("kv_events_replay"),
-    async stop() {
-      child.kill("SIGTERM");
-      await log.cancel();
-      assert.equal((await child.status).code, 0);
-    },
+    stop: w.stop,
   };
 }
 

@@ -10,13 +10,12 @@
 import assert from "node:assert/strict";
 import { encode } from "@msgpack/msgpack";
 import { FakeClock } from "../../lib/core/clock.ts";
-import type { KvEventBatch } from "../../lib/kv/events.ts";
-import type { KvEventSink, KvStreamStatus } from "../../lib/kv/sink.ts";
 import { ZmqPub } from "../../lib/kv/zmq_pub.ts";
 import { seqFrame, ZmqReplayServer } from "../../lib/kv/zmq_replay_server.ts";
 import { ZmqSubscriber } from "../../lib/kv/zmq_subscriber.ts";
+import { Recorder } from "../support/kv_recorder.ts";
 import { ZmtpSocket } from "../../lib/kv/zmtp.ts";
-import { poll, until, Waiters, within } from "../support/wait.ts";
+import { poll, until, within } from "../support/wait.ts";
 import { NodePublisher, NodeSubscriber, zeromqForNode } from "../support/zmq_node.ts";
 
 const zmq = await zeromqForNode();
@@ -29,30 +28,6 @@ const payload = (n: number) =>
   encode([n, [["BlockStored", [2n ** 63n + BigInt(n)], null, [n, n + 1], 2, null, "GPU"]], 0], {
     useBigInt64: true,
   });
-
-class Recorder implements KvEventSink {
-  readonly batches: KvEventBatch[] = [];
-  readonly statuses: KvStreamStatus[] = [];
-  readonly waiters = new Waiters();
-
-  onBatch(batch: KvEventBatch): void {
-    this.batches.push(batch);
-    this.waiters.poke();
-  }
-
-  onStatus(status: KvStreamStatus): void {
-    this.statuses.push(status);
-    this.waiters.poke();
-  }
-
-  until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-    return this.waiters.wait(cond, what, ms);
-  }
-
-  of<K extends KvStreamStatus["kind"]>(kind: K): Extract<KvStreamStatus, { kind: K }>[] {
-    return this.statuses.filter((s): s is Extract<KvStreamStatus, { kind: K }> => s.kind === kind);
-  }
-}
 
 interface Stream {
   pub: NodePublisher;

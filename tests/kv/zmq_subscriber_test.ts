@@ -10,10 +10,9 @@ import assert from "node:assert/strict";
 import { encode } from "@msgpack/msgpack";
 import { FakeClock } from "../../lib/core/clock.ts";
 import { createLogger } from "../../lib/core/log.ts";
-import type { KvEventBatch } from "../../lib/kv/events.ts";
 import type { Dial, KvSocket } from "../../lib/kv/replay.ts";
-import type { KvEventSink, KvStreamStatus } from "../../lib/kv/sink.ts";
 import { ZmqSubscriber, type ZmqSubscriberOptions } from "../../lib/kv/zmq_subscriber.ts";
+import { Recorder } from "../support/kv_recorder.ts";
 import { type Message, ZmtpError } from "../../lib/kv/zmtp.ts";
 import { timerSet, Waiters, within } from "../support/wait.ts";
 
@@ -123,35 +122,6 @@ class FakeEngine {
       if (seq >= from) dealer.deliver([new Uint8Array(0), seqFrame(seq), p]);
     }
     dealer.deliver([new Uint8Array(0), END, new Uint8Array(0)]);
-  }
-}
-
-/** A sink that records everything and lets the test wait on it. */
-class Recorder implements KvEventSink {
-  readonly batches: KvEventBatch[] = [];
-  readonly statuses: KvStreamStatus[] = [];
-  readonly waiters = new Waiters();
-
-  onBatch(batch: KvEventBatch): void {
-    this.batches.push(batch);
-    this.waiters.poke();
-  }
-
-  onStatus(status: KvStreamStatus): void {
-    this.statuses.push(status);
-    this.waiters.poke();
-  }
-
-  get seqs(): number[] {
-    return this.batches.map((b) => b.seq);
-  }
-
-  kinds(): string[] {
-    return this.statuses.map((s) => s.kind);
-  }
-
-  until(cond: () => boolean, what: string): Promise<void> {
-    return this.waiters.wait(cond, what, 5000);
   }
 }
 

@@ -1,6 +1,6 @@
 /**
  * Runs the gateway as a child process (from source or from the bundle) and reads the address it
- * prints, for tests of the real command line, signals and exit codes.
+ * prints, for tests of the real command line, signals and exit codes; also `smg sim-worker`.
  */
 
 /** A gateway child process. */
@@ -155,4 +155,47 @@ export async function openssl(dir: string, ...args: string[]): Promise<void> {
   if (out.code !== 0) {
     throw new Error(`openssl ${args[0]}: ${new TextDecoder().decode(out.stderr)}`);
   }
+}
+
+/**
+ * `smg sim-worker` (from `main`) with `args`, allowed to read `dir`: resolves with its log once a
+ * line contains `ready`, and `stop`, which asks it to exit (SIGTERM) and expects a clean exit.
+ */
+export async function spawnSimWorker(
+  main: string,
+  dir: string,
+  args: string[],
+  ready: string,
+): Promise<{ log: string; stop(): Promise<void> }> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--unstable-no-legacy-abort",
+      "--allow-net=127.0.0.1",
+      "--allow-env",
+      `--allow-read=${dir}`,
+      main,
+      "sim-worker",
+      ...args,
+    ],
+    stdout: "null",
+    stderr: "piped",
+    env: { NO_COLOR: "1" },
+  }).spawn();
+  const reader = child.stderr.pipeThrough(new TextDecoderStream()).getReader();
+  let log = "";
+  while (!log.includes(ready)) {
+    const r = await reader.read();
+    if (r.done) throw new Error(`sim-worker exited:\n${log}`);
+    log += r.value;
+  }
+  return {
+    log,
+    async stop() {
+      child.kill("SIGTERM");
+      await reader.cancel();
+      const { code } = await child.status;
+      if (code !== 0) throw new Error(`sim-worker exited with ${code}:\n${log}`);
+    },
+  };
 }

@@ -73,56 +73,38 @@ export interface NodePublisherOptions {
 
 type Line = Record<string, unknown>;
 
-/** A running `zmq_publisher.mjs`. */
-export class NodePublisher {
-  /** PUB port. */
-  readonly pubPort: number;
-  /** Replay ROUTER port. */
-  readonly replayPort: number;
-  /** Start sequence numbers of the replays it served, in order. */
-  readonly replays: number[] = [];
+/**
+ * A `node` process running one of the scripts beside this file: JSON commands in, one per line on
+ * its stdin, and JSON lines out on its stdout, each handed to `onLine`. `ready` settles with the
+ * first line `ready` picks (rejected if the process ends first or within 10 s none did); a
+ * failed start is killed and reaped.
+ */
+class NodeScript {
   readonly #child: Deno.ChildProcess;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
-  readonly #answers: ((line: Line) => void)[] = [];
   readonly #pump: Promise<void>;
-  readonly #status: Promise<Deno.CommandStatus>;
 
-  private constructor(
-    child: Deno.ChildProcess,
-    ports: { pub: number; replay: number },
-    pump: Promise<void>,
-    answers: ((line: Line) => void)[],
-    replays: number[],
-  ) {
+  private constructor(child: Deno.ChildProcess, pump: Promise<void>) {
     this.#child = child;
-    this.pubPort = ports.pub;
-    this.replayPort = ports.replay;
     this.#pump = pump;
-    this.#answers = answers;
-    this.replays = replays;
     this.#writer = child.stdin.getWriter();
-    this.#status = child.status;
   }
 
-  /** Starts one with zeromq from `dir` and waits until it is bound. */
-  static async start(dir: string, opts: NodePublisherOptions = {}): Promise<NodePublisher> {
-    const script = new URL("./zmq_publisher.mjs", import.meta.url).pathname;
+  /** Starts `script` with `args`; resolves once `ready` returns a value for one of its lines. */
+  static async start<T>(
+    script: string,
+    args: string[],
+    ready: (line: Line) => T | undefined,
+    onLine: (line: Line) => void,
+  ): Promise<{ node: NodeScript; ready: T }> {
+    const path = new URL(`./${script}`, import.meta.url).pathname;
     const child = new Deno.Command("node", {
-      args: [
-        script,
-        dir,
-        String(opts.pubPort ?? 0),
-        String(opts.replayPort ?? 0),
-        opts.topic ?? "kv",
-        String(opts.buffer ?? 100),
-      ],
+      args: [path, ...args],
       stdin: "piped",
       stdout: "piped",
       stderr: "inherit",
     }).spawn();
-    const answers: ((line: Line) => void)[] = [];
-    const replays: number[] = [];
-    const ready = Promise.withResolvers<{ pub: number; replay: number }>();
+    const up = Promise.withResolvers<T>();
     const pump = (async () => {
       let buf = "";
       for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
@@ -130,28 +112,99 @@ export class NodePublisher {
         for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
           const line = JSON.parse(buf.slice(0, i)) as Line;
           buf = buf.slice(i + 1);
-          if (line.ready) ready.resolve({ pub: line.pub as number, replay: line.replay as number });
-          else if (typeof line.replay === "number") replays.push(line.replay);
-          else answers.shift()?.(line);
+          const r = ready(line);
+          if (r !== undefined) up.resolve(r);
+          else onLine(line);
         }
       }
-      ready.reject(new Error("the publisher exited before it was bound"));
+      up.reject(new Error(`${script} exited before it was ready`));
     })();
-    const timer = setTimeout(
-      () => ready.reject(new Error("the publisher did not bind in 10 s")),
-      10_000,
-    );
     try {
-      const ports = await ready.promise;
-      return new NodePublisher(child, ports, pump, answers, replays);
+      return { node: new NodeScript(child, pump), ready: await within(up.promise, script) };
     } catch (e) {
       child.kill("SIGKILL");
       await child.status;
       await pump;
       throw e;
-    } finally {
-      clearTimeout(timer);
     }
+  }
+
+  /** Sends `cmd` as one line. */
+  async send(cmd: Line): Promise<void> {
+    await this.#writer.write(new TextEncoder().encode(JSON.stringify(cmd) + "\n"));
+  }
+
+  /** Kills the process (SIGKILL: no goodbye on its sockets) and waits for it. */
+  async kill(): Promise<void> {
+    this.#child.kill("SIGKILL");
+    await this.#finish();
+  }
+
+  /**
+   * Asks it to exit and waits; one that has not exited 5 s later is killed (a hang guard, not a
+   * wait: the exit is awaited either way).
+   */
+  async close(): Promise<void> {
+    const guard = setTimeout(() => this.#child.kill("SIGKILL"), 5000);
+    try {
+      await this.send({ op: "exit" }).catch(() => {});
+      await this.#finish();
+    } finally {
+      clearTimeout(guard);
+    }
+  }
+
+  async #finish(): Promise<void> {
+    await this.#writer.close().catch(() => {});
+    await this.#child.status;
+    await this.#pump;
+  }
+}
+
+/** A running `zmq_publisher.mjs`. */
+export class NodePublisher {
+  /** PUB port. */
+  readonly pubPort: number;
+  /** Replay ROUTER port. */
+  readonly replayPort: number;
+  /** Start sequence numbers of the replays it served, in order. */
+  readonly replays: number[];
+  readonly #node: NodeScript;
+  readonly #answers: ((line: Line) => void)[];
+
+  private constructor(
+    node: NodeScript,
+    ports: { pub: number; replay: number },
+    answers: ((line: Line) => void)[],
+    replays: number[],
+  ) {
+    this.#node = node;
+    this.pubPort = ports.pub;
+    this.replayPort = ports.replay;
+    this.#answers = answers;
+    this.replays = replays;
+  }
+
+  /** Starts one with zeromq from `dir` and waits until it is bound. */
+  static async start(dir: string, opts: NodePublisherOptions = {}): Promise<NodePublisher> {
+    const answers: ((line: Line) => void)[] = [];
+    const replays: number[] = [];
+    const { node, ready } = await NodeScript.start(
+      "zmq_publisher.mjs",
+      [
+        dir,
+        String(opts.pubPort ?? 0),
+        String(opts.replayPort ?? 0),
+        opts.topic ?? "kv",
+        String(opts.buffer ?? 100),
+      ],
+      (line) => line.ready ? { pub: line.pub as number, replay: line.replay as number } : undefined,
+      (line) => {
+        if (typeof line.replay === "number") replays.push(line.replay);
+        else answers.shift()?.(line);
+      },
+    );
+    return new NodePublisher(node, ready, answers, replays);
   }
 
   /** tcp:// endpoint of the PUB. */
@@ -180,31 +233,18 @@ export class NodePublisher {
   }
 
   /** Kills the process (SIGKILL: no goodbye on its sockets) and waits for it. */
-  async kill(): Promise<void> {
-    this.#child.kill("SIGKILL");
-    await this.#finish();
+  kill(): Promise<void> {
+    return this.#node.kill();
   }
 
   /** Asks it to exit and waits (killing it after 5 s). */
-  async close(): Promise<void> {
-    const timer = setTimeout(() => this.#child.kill("SIGKILL"), 5000);
-    try {
-      await this.#writer.write(new TextEncoder().encode('{"op":"exit"}\n')).catch(() => {});
-      await this.#finish();
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  async #finish(): Promise<void> {
-    await this.#writer.close().catch(() => {});
-    await this.#status;
-    await this.#pump;
+  close(): Promise<void> {
+    return this.#node.close();
   }
 
   async #op(cmd: Line): Promise<number> {
     const answer = new Promise<Line>((resolve) => this.#answers.push(resolve));
-    await this.#writer.write(new TextEncoder().encode(JSON.stringify(cmd) + "\n"));
+    await this.#node.send(cmd);
     return (await within(answer, `the publisher's answer to ${cmd.op}`)).seq as number;
   }
 }
@@ -228,27 +268,22 @@ export interface NodeMessage {
 /** A running `zmq_subscriber.mjs`: libzmq's SUB on a PUB, and its DEALER for replays. */
 export class NodeSubscriber {
   /** Messages received so far, in order. */
-  readonly messages: NodeMessage[] = [];
+  readonly messages: NodeMessage[];
   /** Poked at each message. */
-  readonly changed = new Waiters();
-  readonly #child: Deno.ChildProcess;
-  readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
+  readonly changed: Waiters;
+  readonly #node: NodeScript;
   readonly #replays: ((got: [number, Uint8Array][]) => void)[];
-  readonly #pump: Promise<void>;
 
   private constructor(
-    child: Deno.ChildProcess,
-    pump: Promise<void>,
+    node: NodeScript,
     messages: NodeMessage[],
     replays: ((got: [number, Uint8Array][]) => void)[],
     changed: Waiters,
   ) {
-    this.#child = child;
-    this.#pump = pump;
+    this.#node = node;
     this.messages = messages;
     this.#replays = replays;
     this.changed = changed;
-    this.#writer = child.stdin.getWriter();
   }
 
   /** Starts one with zeromq from `dir`, connected to `pub` (and `replay`) and subscribed to `topic`. */
@@ -258,73 +293,42 @@ export class NodeSubscriber {
     replay: string,
     topic = "",
   ): Promise<NodeSubscriber> {
-    const script = new URL("./zmq_subscriber.mjs", import.meta.url).pathname;
-    const child = new Deno.Command("node", {
-      args: [script, dir, pub, topic, replay],
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "inherit",
-    }).spawn();
     const messages: NodeMessage[] = [];
     const replays: ((got: [number, Uint8Array][]) => void)[] = [];
     const changed = new Waiters();
-    const ready = Promise.withResolvers<void>();
-    const pump = (async () => {
-      let buf = "";
-      for await (const chunk of child.stdout.pipeThrough(new TextDecoderStream())) {
-        buf += chunk;
-        for (let i = buf.indexOf("\n"); i >= 0; i = buf.indexOf("\n")) {
-          const line = JSON.parse(buf.slice(0, i)) as Line;
-          buf = buf.slice(i + 1);
-          if (line.ready) ready.resolve();
-          else if (Array.isArray(line.replayed)) {
-            const got = (line.replayed as [number, string][]).map(([s, p]) =>
-              [s, fromBase64(p)] as [number, Uint8Array]
-            );
-            replays.shift()?.(got);
-          } else {
-            messages.push({
-              topic: line.topic as string,
-              seq: line.seq as number,
-              payload: fromBase64(line.payload as string),
-            });
-            changed.poke();
-          }
+    const { node } = await NodeScript.start(
+      "zmq_subscriber.mjs",
+      [dir, pub, topic, replay],
+      (line) => line.ready ? true : undefined,
+      (line) => {
+        if (Array.isArray(line.replayed)) {
+          const got = (line.replayed as [number, string][]).map(([s, p]) =>
+            [s, fromBase64(p)] as [number, Uint8Array]
+          );
+          replays.shift()?.(got);
+        } else {
+          messages.push({
+            topic: line.topic as string,
+            seq: line.seq as number,
+            payload: fromBase64(line.payload as string),
+          });
+          changed.poke();
         }
-      }
-      ready.reject(new Error("the subscriber exited before it was ready"));
-    })();
-    try {
-      await within(ready.promise, "the node subscriber");
-      return new NodeSubscriber(child, pump, messages, replays, changed);
-    } catch (e) {
-      child.kill("SIGKILL");
-      await child.status;
-      await pump;
-      throw e;
-    }
+      },
+    );
+    return new NodeSubscriber(node, messages, replays, changed);
   }
 
   /** Asks the replay ROUTER for what it holds from `from` on, through libzmq's DEALER. */
   async replay(from: number): Promise<[number, Uint8Array][]> {
     const answer = new Promise<[number, Uint8Array][]>((resolve) => this.#replays.push(resolve));
-    await this.#writer.write(
-      new TextEncoder().encode(JSON.stringify({ op: "replay", from }) + "\n"),
-    );
+    await this.#node.send({ op: "replay", from });
     return await within(answer, `a replay from ${from}`);
   }
 
   /** Asks it to exit and waits (killing it after 5 s). */
-  async close(): Promise<void> {
-    const timer = setTimeout(() => this.#child.kill("SIGKILL"), 5000);
-    try {
-      await this.#writer.write(new TextEncoder().encode('{"op":"exit"}\n')).catch(() => {});
-      await this.#writer.close().catch(() => {});
-      await this.#child.status;
-      await this.#pump;
-    } finally {
-      clearTimeout(timer);
-    }
+  close(): Promise<void> {
+    return this.#node.close();
   }
 }
 
