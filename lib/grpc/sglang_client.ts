@@ -10,10 +10,10 @@
 import { Buffer } from "node:buffer";
 import * as grpc from "@grpc/grpc-js";
 import type { Abortable } from "../core/http.ts";
+import { decodeKvEventBatch } from "./kv_wire.ts";
 import {
   type AckPb,
   decode,
-  decodeKvBatch,
   encode,
   type GenerateRequestPb,
   type GenerateResponsePb,
@@ -165,7 +165,7 @@ export class SglangClient {
       identity,
       encode(m.request, { start_sequence_number: cursor }),
     );
-    return new ServerStream(call, m.response.name, decodeKvBatch, cancel);
+    return new ServerStream(call, m.response.name, decodeKvEventBatch, cancel);
   }
 
   /** Flushes the worker's KV cache. */
