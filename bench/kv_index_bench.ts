@@ -46,7 +46,10 @@ for (const w of WORKERS) {
 const full = held[0];
 const half = full.slice(0, PROMPT / 2).concat(tokens(PROMPT / 2));
 const miss = tokens(PROMPT);
-console.error(`kv index: ${index.size} keys`);
+// With `--v8-flags=--expose-gc`, the heap after a full collection: what the index keeps alive.
+(globalThis as { gc?: () => void }).gc?.();
+const heapMb = (Deno.memoryUsage().heapUsed / 2 ** 20).toFixed(0);
+console.error(`kv index: ${index.size} keys, heap ${heapMb} MB`);
 
 Deno.bench("kv index match, 12,288 tokens held whole by one worker", () => {
   index.match(full);
