@@ -14,8 +14,11 @@ import denoJson from "../../deno.json" with { type: "json" };
 /** The version printed by --version. */
 export const VERSION: string = denoJson.version;
 
-/** Runs the gateway; resolves with the exit code once it has shut down. */
-export async function gatewayCommand(args: string[]): Promise<number> {
+/**
+ * Runs the gateway; resolves with the exit code once it has shut down. `netGrant` describes
+ * the runtime net grant for the start-up log.
+ */
+export async function gatewayCommand(args: string[], netGrant?: string): Promise<number> {
   let parsed;
   try {
     parsed = parseGatewayArgs(args, VERSION);
@@ -32,6 +35,6 @@ export async function gatewayCommand(args: string[]): Promise<number> {
   const path = config.tokenizerPath ?? config.modelPath;
   const grpc = path === null ? undefined : await grpcSupport(path);
   const gateway = new Gateway({ config, log, grpc });
-  await listenGateway(gateway, log).finished;
+  await listenGateway(gateway, log, { netGrant }).finished;
   return 0;
 }

@@ -17,8 +17,11 @@ import { Gateway } from "../server/app.ts";
 import { listenGateway } from "../server/listen.ts";
 import { VERSION } from "./gateway.ts";
 
-/** Runs `smg serve`; resolves with the exit code. Throws ConfigError for bad flags. */
-export async function serveCommand(args: string[]): Promise<number> {
+/**
+ * Runs `smg serve`; resolves with the exit code. Throws ConfigError for bad flags. `netGrant`
+ * describes the runtime net grant for the start-up log.
+ */
+export async function serveCommand(args: string[], netGrant?: string): Promise<number> {
   const o = parseServeArgs(args);
   if (o === "help") {
     console.log(SERVE_HELP);
@@ -68,7 +71,7 @@ export async function serveCommand(args: string[]): Promise<number> {
     await stopWorkers();
     throw e;
   }
-  const serving = listenGateway(gateway, log, { signals: false });
+  const serving = listenGateway(gateway, log, { signals: false, netGrant });
   const { promise: signalled, resolve } = Promise.withResolvers<void>();
   Deno.addSignalListener("SIGTERM", resolve);
   Deno.addSignalListener("SIGINT", resolve);

@@ -3,6 +3,7 @@
  * the policy, timeouts, logs, request-id and routing-key headers, and admission control.
  */
 
+import { parseAllowEntry } from "../core/egress.ts";
 import { badValue } from "../core/errors.ts";
 import { LOG_LEVELS } from "../core/log.ts";
 import { atLeast, listenPort, must, nonEmpty } from "./checks.ts";
@@ -27,6 +28,28 @@ const validHeaders: Check<string[]> = (flag, hs) => {
   return hs;
 };
 
+/** Host entries: values up to the next flag, repeats adding up, commas splitting too. */
+const hostList: Kind<string[]> = {
+  takes: "values",
+  parse: (_, v) => v.flatMap((x) => x.split(",")).map((x) => x.trim()).filter((x) => x !== ""),
+  show: list.show,
+};
+
+/** Each entry is an IP, a CIDR block, a host name or `*.suffix`. */
+const validAllowlist: Check<string[]> = (flag, entries) => {
+  for (const e of entries) {
+    if (!parseAllowEntry(e)) {
+      throw badValue(
+        flag,
+        e,
+        "expected an IP address, a CIDR block (10.0.0.0/8, fd00::/8), " +
+          "a host name or *.domain",
+      );
+    }
+  }
+  return entries;
+};
+
 /** The server's top-level fields, in --help order. */
 export const SERVER_FLAGS = {
   host: { name: "host", kind: str, default: "0.0.0.0", help: "address to listen on" },
@@ -37,6 +60,14 @@ export const SERVER_FLAGS = {
     default: [],
     help: "worker base URLs registered at start",
     // Checked in validate.ts, with the PD workers: the same URL rules apply to both.
+  },
+  workerHostAllowlist: {
+    name: "worker-host-allowlist",
+    kind: hostList,
+    default: [],
+    help: "hosts, *.suffixes and CIDRs workers may be registered at, on every path (link-local " +
+      "and this gateway's own ports are refused even without it)",
+    check: validAllowlist,
   },
   policy: {
     name: "policy",

@@ -289,6 +289,12 @@ export interface GatewayConfig {
   port: number;
   /** Workers registered at start (`--worker-urls`). */
   workerUrls: string[];
+  /**
+   * Hosts workers may be registered at, on every path: IPs, CIDR blocks, names, `*.suffix`es;
+   * empty allows every host but link-local ones and this gateway's own ports
+   * (`--worker-host-allowlist`, ours).
+   */
+  workerHostAllowlist: string[];
   /** Routing policy (`--policy`). */
   policy: PolicyName;
   /** Metrics listen address (`--prometheus-host`). */

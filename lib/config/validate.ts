@@ -1,13 +1,15 @@
 /**
  * Start-up validation. Each flag's declared check runs first (the mesh's only with the mesh on,
  * discovery's only with discovery on, as SMG), then the rules that join several settings, all
- * of them here: worker URLs and PD legs, policies, mesh, discovery, admission. The first
+ * of them here: worker URLs and PD legs, policies, mesh, discovery, the start-up workers against
+ * the egress allow-list (`egress.ts`), admission. The first
  * violation throws a one-line `ConfigError` (main exits 2); otherwise the result is a normalised
  * copy (worker URLs without a trailing slash, IPv6 mesh hosts in brackets, ...).
  */
 
 import { badValue, ConfigError } from "../core/errors.ts";
 import { atLeast } from "./checks.ts";
+import { checkStartupWorkers } from "./egress.ts";
 import type { Section } from "./flag.ts";
 import { ENTRIES, holder, isFlag } from "./flags.ts";
 import type { GatewayConfig, PdConfig } from "./types.ts";
@@ -64,6 +66,7 @@ export function validateConfig(config: GatewayConfig): GatewayConfig {
   c.pd = checkPd(c);
   checkMesh(c);
   checkDiscovery(c);
+  checkStartupWorkers(c);
   if (c.admission.queueSize > 0 && c.admission.queueTimeoutSecs === 0) {
     throw badValue("--queue-timeout-secs", 0, "must be >= 1 while --queue-size is above 0");
   }

@@ -9,6 +9,9 @@
  */
 
 import type { GatewayConfig } from "../config/config.ts";
+import { egressPolicy } from "../config/egress.ts";
+import { type EgressPolicy, EgressRefusedError } from "../core/egress.ts";
+import { ConfigError } from "../core/errors.ts";
 import { type Clock, osRandom, type Random, seededRandom, systemClock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import { BREAKER_GAUGE } from "../workers/circuit_breaker.ts";
@@ -73,6 +76,8 @@ export class Gateway {
   readonly metrics = new Metrics();
   /** Worker lifecycle. */
   readonly manager: WorkerManager;
+  /** Which hosts workers may be registered at; `listen.ts` gives it the bound ports. */
+  readonly egress: EgressPolicy;
   /** Health probes. */
   readonly checker: HealthChecker;
   /** Load polling. */
@@ -159,8 +164,10 @@ export class Gateway {
       log: log.child({ module: "load" }),
       wanted: () => policies.all().some((p) => p.needs.backendLoads),
     });
+    this.egress = egressPolicy(config);
     const manager = this.manager = new WorkerManager({
       registry,
+      egress: this.egress,
       health: config.health,
       circuitBreaker: config.circuitBreaker,
       clock,
@@ -287,16 +294,22 @@ export class Gateway {
   start(): void {
     const c = this.config;
     const common = { apiKey: c.apiKey, disableHealthCheck: c.health.disabled };
-    for (const url of c.workerUrls) this.manager.add({ url, ...common });
-    for (const p of c.pd.prefill) {
-      this.manager.add({
-        url: p.url,
-        workerType: "prefill",
-        bootstrapPort: p.bootstrapPort,
-        ...common,
-      });
+    try {
+      for (const url of c.workerUrls) this.manager.add({ url, ...common });
+      for (const p of c.pd.prefill) {
+        this.manager.add({
+          url: p.url,
+          workerType: "prefill",
+          bootstrapPort: p.bootstrapPort,
+          ...common,
+        });
+      }
+      for (const url of c.pd.decode) this.manager.add({ url, workerType: "decode", ...common });
+    } catch (e) {
+      // validate.ts checked the configured ports; a port 0 is known only now, once bound.
+      if (e instanceof EgressRefusedError) throw new ConfigError(e.message);
+      throw e;
     }
-    for (const url of c.pd.decode) this.manager.add({ url, workerType: "decode", ...common });
     const signal = this.#loops.signal;
     this.#tasks = [this.checker.run(signal), this.monitor.run(signal)];
     if (this.mesh) {

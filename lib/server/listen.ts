@@ -6,6 +6,7 @@
  * both on the gateway's clock.
  */
 
+import { ownEndpoints } from "../config/egress.ts";
 import { sleep } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import { serveFront } from "../front/server.ts";
@@ -27,6 +28,8 @@ export interface Listening {
 export interface ListenOptions {
   /** Install SIGTERM/SIGINT handlers (default true). */
   signals?: boolean;
+  /** The runtime net grant as the start-up line shows it (`net_grant`); absent: not shown. */
+  netGrant?: string;
 }
 
 /** What serves the main port. */
@@ -73,12 +76,19 @@ export function listenGateway(gw: Gateway, log: Logger, opts: ListenOptions = {}
     port: c.prometheusPort,
     onListen: () => {},
   }, gw.handleMetrics);
+  // Port 0 is bound now: a worker at the real port is this gateway.
+  gw.egress.setOwn([
+    ...ownEndpoints(c).filter((o) => o.role === "mesh"),
+    { role: "main", host: server.addr.hostname, port: server.addr.port },
+    { role: "metrics", host: metricsServer.addr.hostname, port: metricsServer.addr.port },
+  ]);
   gw.start();
   log.info("smg listening", {
     addr: `http://${server.addr.hostname}:${server.addr.port}`,
     metrics: `http://${metricsServer.addr.hostname}:${metricsServer.addr.port}/metrics`,
     policy: gw.policy.name,
     workers: c.workerUrls.length,
+    net_grant: opts.netGrant,
   });
 
   let shuttingDown: Promise<void> | null = null;

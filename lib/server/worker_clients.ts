@@ -13,7 +13,7 @@ import type { GrpcWorkers } from "./grpc_workers.ts";
 
 /**
  * The default worker client: one keep-alive pool whose idle connections close after the
- * configured time; `close()` releases the pool at shutdown.
+ * configured time, never following redirects; `close()` releases the pool at shutdown.
  */
 export function workerFetch(config: GatewayConfig): FetchFn & { close?: () => void } {
   const client = Deno.createHttpClient({
@@ -22,6 +22,9 @@ export function workerFetch(config: GatewayConfig): FetchFn & { close?: () => vo
   });
   const fetchFn: FetchFn & { close?: () => void } = (url, init) => {
     (init as RequestInit & { client: Deno.HttpClient }).client = client;
+    // A worker's redirect is an answer, not a place to go: following it would reach a host the
+    // egress allow-list never saw (169.254.169.254, say).
+    (init as RequestInit).redirect = "manual";
     return fetch(url, init);
   };
   fetchFn.close = () => client.close();
