@@ -50,7 +50,9 @@ const miss = tokens(PROMPT);
 (globalThis as { gc?: () => void }).gc?.();
 const mem = Deno.memoryUsage();
 const mb = (n: number) => (n / 2 ** 20).toFixed(0);
-console.error(`kv index: ${index.size} keys, heap ${mb(mem.heapUsed)} MB + ${mb(mem.external)} MB off-heap`);
+console.error(
+  `kv index: ${index.size} keys, heap ${mb(mem.heapUsed)} MB + ${mb(mem.external)} MB off-heap`,
+);
 
 Deno.bench("kv index match, 12,288 tokens held whole by one worker", () => {
   index.match(full);
