@@ -105,8 +105,7 @@ export const ACCESS_FLAGS = {
     name: "control-plane-api-keys",
     kind: controlPlaneKeys,
     default: [],
-    help: "keys of the worker and admin routes, id:name:role:key with role admin or user " +
-      "(GET only); with any, --api-key no longer opens those routes",
+    help: "keys of the worker and admin routes, id:name:role:key; role admin, or user (GET only)",
     check: distinctKeys,
   },
 } satisfies Partial<Declarations>;
