@@ -1,9 +1,9 @@
 /**
- * `smg [launch] FLAGS`: parses and validates the gateway flags, builds the gateway and serves it
- * until SIGTERM/SIGINT has drained it. Throws ConfigError on bad flags.
+ * `smg [launch] FLAGS`: parses and validates the gateway flags (and the `--config` file), builds
+ * the gateway and serves it until SIGTERM/SIGINT has drained it. Throws ConfigError on bad flags.
  */
 
-import { HelpShown, parseGatewayArgs } from "../config/cli.ts";
+import { HelpShown, loadGatewayArgs } from "../config/cli.ts";
 import { validateConfig } from "../config/validate.ts";
 import { createLogger } from "../core/log.ts";
 import { Gateway } from "../server/app.ts";
@@ -21,12 +21,12 @@ export const VERSION: string = denoJson.version;
 export async function gatewayCommand(args: string[], netGrant?: string): Promise<number> {
   let parsed;
   try {
-    parsed = parseGatewayArgs(args, VERSION);
+    parsed = await loadGatewayArgs(args, VERSION);
   } catch (e) {
     if (e instanceof HelpShown) return 0;
     throw e;
   }
-  const config = validateConfig(parsed);
+  const config = validateConfig(parsed.config, parsed.sources);
   const log = createLogger({
     level: config.logLevel,
     json: config.logJson,

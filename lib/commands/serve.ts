@@ -7,7 +7,7 @@
  */
 
 import { bundledQwen3, type GrpcSupport, grpcSupport } from "./grpc_support.ts";
-import { HelpShown, parseGatewayArgs } from "../config/cli.ts";
+import { HelpShown, loadGatewayArgs } from "../config/cli.ts";
 import { validateConfig } from "../config/validate.ts";
 import { ConfigError } from "../core/errors.ts";
 import { createLogger } from "../core/log.ts";
@@ -28,12 +28,26 @@ export async function serveCommand(args: string[], netGrant?: string): Promise<n
     return 0;
   }
   let config;
+  let sources;
   try {
-    config = parseGatewayArgs(o.routerArgs, VERSION);
+    ({ config, sources } = await loadGatewayArgs(o.routerArgs, VERSION));
   } catch (e) {
     if (e instanceof HelpShown) return 0;
-    if (e instanceof ConfigError) throw new ConfigError(`serve: router flag ${e.message}`);
+    if (e instanceof ConfigError) {
+      // A flag's message starts with it; a config file's with its path and line.
+      const what = e.message.startsWith("--") ? "router flag " : "router config ";
+      throw new ConfigError(`serve: ${what}${e.message}`);
+    }
     throw e;
+  }
+  // As `--router-host` & co. on the command line (args.ts), so in a config file.
+  for (const flag of ["--host", "--port", "--worker-urls"]) {
+    const where = sources.get(flag);
+    if (where !== undefined) {
+      throw new ConfigError(
+        `serve: router config ${where}: decided by serve (its --host/--port; the workers it launches)`,
+      );
+    }
   }
   config.host = o.host;
   config.port = o.port;
@@ -52,7 +66,7 @@ export async function serveCommand(args: string[], netGrant?: string): Promise<n
     config.modelPath ??= config.tokenizerPath ?? await bundledQwen3();
     grpc = await grpcSupport(config.tokenizerPath ?? config.modelPath);
   }
-  validateConfig(config);
+  validateConfig(config, sources);
 
   let workers;
   try {
@@ -65,7 +79,7 @@ export async function serveCommand(args: string[], netGrant?: string): Promise<n
   const stopWorkers = () => Promise.all(workers.map((w) => w.stop()));
   let gateway: Gateway;
   try {
-    config = validateConfig({ ...config, workerUrls: workers.map((w) => w.url) });
+    config = validateConfig({ ...config, workerUrls: workers.map((w) => w.url) }, sources);
     gateway = new Gateway({ config, log, grpc });
   } catch (e) {
     await stopWorkers();

@@ -4,6 +4,7 @@
  * flat list of them that `cli.ts` and `validate.ts` walk, and the defaults they declare.
  */
 
+import { ACCESS_FLAGS } from "./access_flags.ts";
 import { DISCOVERY_FLAGS } from "./discovery_flags.ts";
 import type { Declarations, Flag, Section, Setting } from "./flag.ts";
 import { MESH_FLAGS } from "./mesh_flags.ts";
@@ -27,6 +28,7 @@ import {
 /** The declaration of every field, in --help order. */
 export const DECLARATIONS: Declarations = {
   ...SERVER_FLAGS,
+  ...ACCESS_FLAGS,
   health: HEALTH_FLAGS,
   circuitBreaker: CIRCUIT_BREAKER_FLAGS,
   retry: RETRY_FLAGS,

@@ -5,6 +5,9 @@
  */
 
 import type { LogLevel } from "../core/log.ts";
+import type { ControlPlaneKey } from "./control_plane.ts";
+
+export type { ControlPlaneKey, ControlPlaneRole } from "./control_plane.ts";
 
 /** Every policy name SMG accepts for `--policy`. */
 export const POLICY_NAMES = [
@@ -303,6 +306,16 @@ export interface GatewayConfig {
   prometheusPort: number;
   /** Bearer key required from clients and sent to startup workers (`--api-key`). */
   apiKey: string | null;
+  /**
+   * Origins browsers may call from, as `scheme://host[:port]`; empty allows any origin, method
+   * and header (`--cors-allowed-origins`).
+   */
+  corsAllowedOrigins: string[];
+  /**
+   * Keys of the control-plane routes (workers, loads, cache flush, mesh status), each with a
+   * role; empty leaves those routes to `--api-key` (`--control-plane-api-keys id:name:role:key`).
+   */
+  controlPlaneApiKeys: ControlPlaneKey[];
   /** Total time allowed for one request, stream included (`--request-timeout-secs`). */
   requestTimeoutSecs: number;
   /** Largest request body in bytes (`--max-payload-size`). */

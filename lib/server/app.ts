@@ -280,6 +280,9 @@ export class Gateway {
     this.entry = createEntry({
       routes,
       apiKey: config.apiKey,
+      controlPlaneApiKeys: config.controlPlaneApiKeys,
+      corsAllowedOrigins: config.corsAllowedOrigins,
+      log,
       requestIdHeaders: config.requestIdHeaders,
       metrics,
       clock,
