@@ -172,4 +172,11 @@ export const ADMISSION_FLAGS: Flags<AdmissionConfig> = {
     help: "seconds a request may wait for a slot",
     check: atLeast(0),
   },
+  rateLimitTokensPerSecond: {
+    name: "rate-limit-tokens-per-second",
+    kind: int,
+    default: null,
+    help: "admission tokens regained per second, up to --max-concurrent-requests; 0 is none",
+    check: atLeast(0),
+  },
 };

@@ -219,6 +219,11 @@ export interface AdmissionConfig {
   queueSize: number;
   /** Seconds a request may wait (`--queue-timeout-secs`). */
   queueTimeoutSecs: number;
+  /**
+   * Tokens the admission bucket regains per second, up to `maxConcurrentRequests`; null or 0:
+   * none, the bucket is a concurrency cap (`--rate-limit-tokens-per-second`).
+   */
+  rateLimitTokensPerSecond: number | null;
 }
 
 /** The HA mesh (SMG's flags, plus our SWIM timing flags with memberlist's values). */

@@ -93,6 +93,11 @@ Deno.test("validateConfig: out-of-range values fail naming the flag and the valu
       /^--max-concurrent-requests: /,
     ],
     [
+      "negative refill rate",
+      (c) => (c.admission.rateLimitTokensPerSecond = -1),
+      /^--rate-limit-tokens-per-second: invalid value '-1'/,
+    ],
+    [
       "overload token usage 0",
       (c) => (c.loadMonitor.overloadTokenUsage = 0),
       /^--worker-overload-token-usage: .*'0'/,
