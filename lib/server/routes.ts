@@ -1,7 +1,10 @@
 /**
  * The main port's route table and request entry: match method and path, check the API key on
- * protected routes (401, empty body, as SMG), attach the request id, count SMG's `smg_http_*`
- * metrics. Unknown paths get SMG's empty 404; a known path with another method gets 405.
+ * protected routes (401, empty body, as SMG), resolve an inference request's tenant, attach the
+ * request id, count SMG's `smg_http_*` metrics. Unknown paths get SMG's empty 404; a known path
+ * with another method gets 405. Keys as SMG: with `--api-key` or `--tenant-api-key` configured,
+ * inference routes take any of them; the other protected routes take only `--api-key` (none
+ * when only tenant keys are configured).
  */
 
 import type { Clock } from "../core/clock.ts";
@@ -9,6 +12,7 @@ import type { CounterSeries, HistogramSeries } from "../metrics/fast.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import { errorReply, GatewayError } from "../core/errors.ts";
 import { type Inbound, type Reply, replyHeader } from "../core/http.ts";
+import type { Tenants } from "../limits/tenants.ts";
 import type { RequestContext } from "../proxy/proxy.ts";
 import { fromResponse } from "./inbound.ts";
 import { requestIdFor } from "./request_id.ts";
@@ -52,8 +56,10 @@ interface PathSeries {
 export interface EntryDeps {
   /** The routes. */
   routes: Route[];
-  /** `--api-key`, or null. */
-  apiKey: string | null;
+  /** Client keys and tenant resolution. */
+  tenants: Tenants;
+  /** Whether inference requests need their tenant resolved (tenant limits on). */
+  resolveTenants: boolean;
   /** Request id headers. */
   requestIdHeaders: readonly string[];
   /** Metrics. */
@@ -79,7 +85,7 @@ export function createEntry(d: EntryDeps): Entry {
     if (r.path.endsWith("/")) prefixes.push(r);
     else exact.set(r.path, [...(exact.get(r.path) ?? []), r]);
   }
-  const bearer = d.apiKey === null ? null : `Bearer ${d.apiKey}`;
+  const tenants = d.tenants;
   const active = d.metrics.httpActive.with();
   const bySeries = new Map<string, PathSeries>();
   const seriesFor = (method: string, template: string): PathSeries => {
@@ -117,15 +123,24 @@ export function createEntry(d: EntryDeps): Entry {
     completed.then(done, done);
 
     let res: Reply;
+    let auth: string | null = null;
     if (!candidates) {
       template = "other";
       res = empty(404);
     } else if (!route) {
       res = empty(405, [["allow", candidates.map((r) => r.method).join(", ")]]);
-    } else if (route.protected && bearer !== null && inb.headers.get("authorization") !== bearer) {
+    } else if (
+      route.protected && tenants.keysRequired &&
+      (route.inbound
+        ? (auth = tenants.authenticate(inb.headers.get("authorization"))) === null
+        : !tenants.isSharedKey(inb.headers.get("authorization")))
+    ) {
       res = empty(401);
     } else {
-      const rc = { requestId, completed, path };
+      const rc: RouteContext = { requestId, completed, path };
+      if (route.protected && d.resolveTenants) {
+        rc.tenant = tenants.resolve(inb.headers, inb.remote, auth);
+      }
       if (route.inbound) res = await route.inbound(inb, rc);
       else {
         const req = await requestOf(inb);
