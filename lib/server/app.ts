@@ -180,6 +180,7 @@ export class Gateway {
         log.warn("circuit breaker changed", { module: "breaker", worker: w.url, from, to });
       },
     });
+    const rl = config.tenantRateLimit;
     const limits = this.limits = createLimiter(config, clock, metrics); // null when off
     this.mesh = config.mesh.enabled
       ? createMesh(config.mesh, metrics, log, Math.floor(random() * 2 ** 32), {
@@ -188,6 +189,7 @@ export class Gateway {
         replicas,
         pinMaxIdleSecs: config.manual.maxIdleSecs,
         clock,
+        limits: limits && rl.scope === "cluster" ? { limiter: limits, syncMs: rl.syncMs } : null,
       })
       : null;
     const mesh = this.mesh;
