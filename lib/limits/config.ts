@@ -219,10 +219,11 @@ export function parseLimits(text: string, file: string, trustTenantHeader: boole
   const p = new Place(file, lines);
   if (doc.errors.length > 0) {
     const e = doc.errors[0];
-    const line = e.linePos ? `line ${e.linePos[0].line}: ` : "";
+    const line = `line ${lines.linePos(e.pos[0]).line}: `;
     throw new ConfigError(`--tenant-rate-limit-config ${file}: ${line}${e.message}`);
   }
   const root = doc.contents as Node | null;
+  if (!isMap(root)) throw p.error(root, "(top level)", "expected a mapping");
   const f = fields(p, root, "", ["default_policy", "tenants"]);
   const defaultPolicy = policy(
     p,

@@ -27,6 +27,8 @@ tenants:
     requests_per_minute: 1
 `;
 
+const DEFAULT_TWICE = "default_policy:\n  tokens_per_minute: 1\n  tokens_per_minute: 2\n";
+
 function problem(text: string, trust = false): string {
   try {
     parseLimits(text, "/etc/smg/limits.yaml", trust);
@@ -79,7 +81,7 @@ Deno.test("limits file: each problem names the file, the line and the key", () =
     [
       "fractional",
       GOOD.replace("tokens_per_minute: 10\n", "tokens_per_minute: 2.5\n"),
-      /line 21: tenants\[1\]\.tokens_per_minute: must be a whole number > 0 \(got 2\.5\)/,
+      /line 20: tenants\[1\].tokens_per_minute: must be a whole number > 0 \(got 2\.5\)/,
     ],
     [
       "tenant key on the default",
@@ -89,7 +91,7 @@ Deno.test("limits file: each problem names the file, the line and the key", () =
     [
       "missing tenant key",
       GOOD.replace("  - tenant_key: ip:10.0.0.1\n    tokens", "  - tokens"),
-      /line 20: tenants\[1\]\.tenant_key: is required/,
+      /line 19: tenants\[1\].tenant_key: is required/,
     ],
     [
       "bare tenant id",
@@ -141,8 +143,13 @@ Deno.test("limits file: each problem names the file, the line and the key", () =
       GOOD.replace("value: gpt-4", "value: ''"),
       /tenants\[0\]\.model_rules\[0\]\.matcher\.value: must not be empty/,
     ],
-    ["not YAML", "default_policy: [1, 2\n", /^--tenant-rate-limit-config \/etc.*: line \d+: /],
-    ["not a mapping", "- 1\n- 2\n", /line 1: : expected a mapping|: expected a mapping/],
+    [
+      "not YAML",
+      "default_policy: [1, 2\n",
+      /^--tenant-rate-limit-config \/etc.*: line \d+: Flow sequence/,
+    ],
+    ["a key twice", DEFAULT_TWICE, /line 3: Map keys must be unique/],
+    ["not a mapping", "- 1\n- 2\n", /: line 1: \(top level\): expected a mapping/],
   ];
   for (const [what, text, re] of cases) assert.match(problem(text), re, what);
   // With the header trusted, a header: key is fine.

@@ -54,16 +54,19 @@ async function withGrpcLimits(fn: (g: TestGateway) => Promise<void>, decodeBaseM
 
 const TENANT = scopeId("ip:127.0.0.1", null);
 
+/** Tokens requests were charged so far (`smg_tenant_rate_limit_tokens_total{kind="settled"}`). */
+async function settled(g: TestGateway): Promise<number> {
+  const text = await fetch(g.metricsUrl).then((r) => r.text());
+  return Number(/smg_tenant_rate_limit_tokens_total\{kind="settled"\} (\d+)/.exec(text)?.[1] ?? 0);
+}
+
 Deno.test("tenant limits on gRPC workers: settled to the gateway's count; the 429 is SMG's", async () => {
   await withGrpcLimits(async (g) => {
     const l = g.gw.limits!;
-    const tokens = () => l.available(TENANT)!.tokens;
     const client = new OpenAI({ baseURL: `${g.url}/v1`, apiKey: "unused", maxRetries: 0 });
     const messages = [{ role: "user" as const, content: "Say hello in five words" }];
-    let before = tokens();
     const c = await client.chat.completions.create({ model: "qwen3-sim", messages, max_tokens: 5 });
-    assert.ok(Math.abs(before - tokens() - c.usage!.total_tokens) < 0.1);
-    before = tokens();
+    assert.equal(await settled(g), c.usage!.total_tokens);
     const stream = await client.chat.completions.create({
       model: "qwen3-sim",
       messages,
@@ -74,7 +77,7 @@ Deno.test("tenant limits on gRPC workers: settled to the gateway's count; the 42
     let usage: OpenAI.CompletionUsage | undefined;
     for await (const chunk of stream) usage ??= chunk.usage ?? undefined;
     await until(() => l.open === 0, l.subscribe.bind(l), "the stream's settlement");
-    assert.ok(Math.abs(before - tokens() - usage!.total_tokens) < 0.1);
+    assert.equal(await settled(g), c.usage!.total_tokens + usage!.total_tokens);
     // The third request of the minute passes, the fourth is refused (20 s until the next).
     const ok = await fetch(`${g.url}/generate`, {
       method: "POST",
@@ -96,7 +99,6 @@ Deno.test("tenant limits on gRPC workers: settled to the gateway's count; the 42
 Deno.test("tenant limits on gRPC workers: a client leaving mid-stream pays for what was generated", async () => {
   await withGrpcLimits(async (g) => {
     const l = g.gw.limits!;
-    const before = l.available(TENANT)!.tokens;
     const res = await fetch(`${g.url}/generate`, {
       method: "POST",
       body: JSON.stringify({ text: "Once upon a time", stream: true }),
@@ -106,7 +108,8 @@ Deno.test("tenant limits on gRPC workers: a client leaving mid-stream pays for w
     await reader.read();
     await reader.cancel();
     await until(() => l.open === 0, l.subscribe.bind(l), "the reservation freed");
-    const charged = before - l.available(TENANT)!.tokens;
+    const charged = await settled(g);
+    assert.ok(l.available(TENANT)!.requests < 3);
     const prompt = qwen3().encode("Once upon a time", false).length;
     assert.ok(charged > prompt && charged < prompt + 64, `charged ${charged}, prompt ${prompt}`);
   }, 20);
