@@ -193,7 +193,7 @@ const tenantKeyPairs: Check<string[]> = (flag, pairs) => {
     const id = at < 0 ? "" : p.slice(0, at);
     const key = at < 0 ? "" : p.slice(at + 1);
     if (id.trim() === "" || key.trim() === "") {
-      throw badValue(flag, at < 0 ? p : `${id}:***`, "expected tenant:key, both non-empty");
+      throw badValue(flag, at < 0 ? "***" : `${id}:***`, "expected tenant:key, both non-empty");
     }
     if (id.trim() !== id || key.trim() !== key) {
       throw badValue(flag, `${id}:***`, "the tenant id and key must not have surrounding spaces");
