@@ -157,8 +157,8 @@ export function createEntry(d: EntryDeps): Entry {
         if (auth === null) denied = clientRefusal(header);
       } else if (!access.controlPlaneKeys && d.apiKey === null) {
         denied = new GatewayError(
-          403,
-          "forbidden",
+          401,
+          "unauthorized",
           "control-plane routes are closed when only tenant keys are configured; set --api-key or --control-plane-api-keys",
         );
       } else {
