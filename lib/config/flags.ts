@@ -16,7 +16,12 @@ import {
   PREFIX_HASH_FLAGS,
   ROUTING_FLAGS,
 } from "./routing_flags.ts";
-import { ADMISSION_FLAGS, SERVER_FLAGS } from "./server_flags.ts";
+import {
+  ADMISSION_FLAGS,
+  SERVER_FLAGS,
+  TENANT_FLAGS,
+  TENANT_RATE_LIMIT_FLAGS,
+} from "./server_flags.ts";
 import type { GatewayConfig } from "./types.ts";
 import {
   CIRCUIT_BREAKER_FLAGS,
@@ -34,6 +39,8 @@ export const DECLARATIONS: Declarations = {
   retry: RETRY_FLAGS,
   loadMonitor: LOAD_MONITOR_FLAGS,
   admission: ADMISSION_FLAGS,
+  tenants: TENANT_FLAGS,
+  tenantRateLimit: TENANT_RATE_LIMIT_FLAGS,
   ...ROUTING_FLAGS,
   leastLoad: LEAST_LOAD_FLAGS,
   prefixHash: PREFIX_HASH_FLAGS,

@@ -222,6 +222,36 @@ export interface AdmissionConfig {
   queueSize: number;
   /** Seconds a request may wait (`--queue-timeout-secs`). */
   queueTimeoutSecs: number;
+  /**
+   * Tokens the admission bucket regains per second, up to `maxConcurrentRequests`; null or 0:
+   * none, the bucket is a concurrency cap (`--rate-limit-tokens-per-second`).
+   */
+  rateLimitTokensPerSecond: number | null;
+}
+
+/** Who a request's tenant is (SMG's tenant resolution). */
+export interface TenantConfig {
+  /** `tenant:key` pairs: a client whose bearer is `key` is `auth:<tenant>` (`--tenant-api-key`). */
+  apiKeys: string[];
+  /** Take the tenant from `headerName` when no key names it (`--trust-tenant-header`). */
+  trustHeader: boolean;
+  /** The trusted tenant header, lower-case (`--tenant-header-name`). */
+  headerName: string;
+}
+
+/** Per-tenant LLM-token and request limits. */
+export interface TenantRateLimitConfig {
+  /** Enforce them (`--tenant-rate-limit-enabled`). */
+  enabled: boolean;
+  /** The YAML policy file; required when enabled (`--tenant-rate-limit-config`). */
+  configPath: string | null;
+  /**
+   * `router`: each router counts alone, as SMG; `cluster` (ours, needs `--enable-mesh`): routers
+   * share their counts over the mesh (`--tenant-rate-limit-scope`).
+   */
+  scope: "router" | "cluster";
+  /** Cluster mode: a router publishes its counts this often, ms (`--tenant-rate-limit-sync-ms`). */
+  syncMs: number;
 }
 
 /** The HA mesh (SMG's flags, plus our SWIM timing flags with memberlist's values). */
@@ -366,6 +396,10 @@ export interface GatewayConfig {
   loadMonitor: LoadMonitorConfig;
   /** Admission control. */
   admission: AdmissionConfig;
+  /** Tenant resolution. */
+  tenants: TenantConfig;
+  /** Per-tenant rate limits. */
+  tenantRateLimit: TenantRateLimitConfig;
   /** HA mesh. */
   mesh: MeshConfig;
   /** Kubernetes service discovery. */

@@ -91,7 +91,40 @@ function validated(config: GatewayConfig): GatewayConfig {
   if (c.admission.queueSize > 0 && c.admission.queueTimeoutSecs === 0) {
     throw badValue("--queue-timeout-secs", 0, "must be >= 1 while --queue-size is above 0");
   }
+  checkTenants(c);
   return c;
+}
+
+/** Tenant keys distinct from each other and from `--api-key`; the limits' file and scope. */
+function checkTenants(c: GatewayConfig): void {
+  const seen = new Map<string, string>();
+  if (c.apiKey !== null) seen.set(c.apiKey, "--api-key");
+  for (const pair of c.tenants.apiKeys) {
+    const at = pair.indexOf(":");
+    const id = pair.slice(0, at);
+    const other = seen.get(pair.slice(at + 1));
+    if (other !== undefined) {
+      throw badValue(
+        "--tenant-api-key",
+        `${id}:***`,
+        `the key is also ${other}'s; each key must name one tenant`,
+      );
+    }
+    seen.set(pair.slice(at + 1), `tenant '${id}'`);
+  }
+  const rl = c.tenantRateLimit;
+  if (rl.enabled && rl.configPath === null) {
+    throw new ConfigError(
+      "--tenant-rate-limit-config: required with --tenant-rate-limit-enabled",
+    );
+  }
+  if (rl.enabled && rl.scope === "cluster" && !c.mesh.enabled) {
+    throw badValue(
+      "--tenant-rate-limit-scope",
+      "cluster",
+      "routers share their counts over the mesh: add --enable-mesh",
+    );
+  }
 }
 
 const GRPC_NEEDS_TOKENIZER = "gRPC workers take token ids: give --model-path or --tokenizer-path";

@@ -67,6 +67,11 @@ export class Connection implements BodySource {
     return this.server.authority;
   }
 
+  /** The client's IP address. */
+  get remote(): string | undefined {
+    return (this.socket.remoteAddr as Deno.NetAddr).hostname;
+  }
+
   get maxBody(): number {
     return this.server.opts.maxBody;
   }

@@ -41,6 +41,8 @@ import { type GrpcClientFactory, GrpcWorkers } from "./grpc_workers.ts";
 import { grpcBackend, workerFetch } from "./worker_clients.ts";
 import { KvEvents } from "./kv_setup.ts";
 import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
+import type { TenantLimiter } from "../limits/limiter.ts";
+import { createLimiter, createTenants } from "./limits_setup.ts";
 
 /** What a gateway is built from; everything but `config` and `log` has a production default. */
 export interface GatewayOptions {
@@ -92,6 +94,8 @@ export class Gateway {
   readonly mesh: Mesh | null;
   /** Kubernetes worker discovery (`--service-discovery`), or null. */
   readonly discovery: Discovery | null;
+  /** Per-tenant rate limits (`--tenant-rate-limit-enabled`), or null. */
+  readonly limits: TenantLimiter | null;
   /** The main port's entry over the gateway's exchange types (the own front calls it). */
   readonly entry: Entry;
   /** The one clock every loop and timer of this gateway runs on. */
@@ -183,6 +187,8 @@ export class Gateway {
         log.warn("circuit breaker changed", { module: "breaker", worker: w.url, from, to });
       },
     });
+    const rl = config.tenantRateLimit;
+    const limits = this.limits = createLimiter(config, clock, metrics); // null when off
     this.mesh = config.mesh.enabled
       ? createMesh(config.mesh, metrics, log, Math.floor(random() * 2 ** 32), {
         registry,
@@ -190,6 +196,7 @@ export class Gateway {
         replicas,
         pinMaxIdleSecs: config.manual.maxIdleSecs,
         clock,
+        limits: limits && rl.scope === "cluster" ? { limiter: limits, syncMs: rl.syncMs } : null,
       })
       : null;
     const mesh = this.mesh;
@@ -253,6 +260,7 @@ export class Gateway {
       random,
       upstream,
       admission: new Admission(config.admission, metrics, clock),
+      limits: limits ?? undefined,
       pd,
       grpc: opts.grpc ? grpcBackend(grpcWorkers, opts.grpc.tokenizer) : undefined,
       routesOnTokens: kv ? (model) => kv!.routesOnTokens(model) : undefined,
@@ -283,15 +291,20 @@ export class Gateway {
       controlPlaneApiKeys: config.controlPlaneApiKeys,
       corsAllowedOrigins: config.corsAllowedOrigins,
       log,
+      tenants: createTenants(config),
+      resolveTenants: limits !== null,
       requestIdHeaders: config.requestIdHeaders,
       metrics,
       clock,
     });
   }
 
-  /** The main port's handler over fetch's types (`Deno.serve`, tests): `(request, completed)`. */
-  readonly handle = async (req: Request, completed: Promise<unknown>): Promise<Response> =>
-    toResponse(await this.entry(new RequestInbound(req), completed));
+  /** The main port's handler over fetch's types (`Deno.serve`, tests), with the client's IP. */
+  readonly handle = async (
+    req: Request,
+    completed: Promise<unknown>,
+    remote?: string,
+  ): Promise<Response> => toResponse(await this.entry(new RequestInbound(req, remote), completed));
 
   /** Registers the start-up workers and starts the health and load loops. */
   start(): void {

@@ -62,7 +62,7 @@ function denoServe(gw: Gateway, log: Logger): MainServer {
       log.error("unhandled error in request handler", { err: e });
       return new Response(null, { status: 500 });
     },
-  }, (req, info) => gw.handle(req, info.completed));
+  }, (req, info) => gw.handle(req, info.completed, (info.remoteAddr as Deno.NetAddr).hostname));
   // Deno.serve has no way to cut its connections; the process exits after `stop()` anyway.
   return { addr: server.addr, shutdown: () => server.shutdown(), close: () => {} };
 }

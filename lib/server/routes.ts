@@ -1,9 +1,12 @@
 /**
  * The main port's route table and request entry: answer CORS preflights and add CORS headers
  * (`cors.ts`, outermost, as SMG), match method and path, check the keys of protected routes
- * (`auth.ts`: 401/403 in the error envelope, with `www-authenticate`), attach the request id,
- * count SMG's `smg_http_*` metrics, and log control-plane use when control-plane keys are
- * configured. Unknown paths get SMG's empty 404; a known path with another method gets 405.
+ * (`auth.ts`: 401/403 in the error envelope, with `www-authenticate`), resolve an inference
+ * request's tenant, attach the request id, count SMG's `smg_http_*` metrics, and log
+ * control-plane use when control-plane keys are configured. Unknown paths get SMG's empty 404; a
+ * known path with another method gets 405. Keys as SMG: with `--api-key` or `--tenant-api-key`
+ * configured, inference routes take any of them; control-plane routes take the control-plane
+ * keys, else `--api-key`, and refuse every request when only tenant keys are configured.
  */
 
 import type { Clock } from "../core/clock.ts";
@@ -15,6 +18,7 @@ import { type Inbound, type Reply, replyHeader } from "../core/http.ts";
 import { type Logger, silentLogger } from "../core/log.ts";
 import { createAccess } from "./auth.ts";
 import { createCors } from "./cors.ts";
+import type { Tenants } from "../limits/tenants.ts";
 import type { RequestContext } from "../proxy/proxy.ts";
 import { fromResponse } from "./inbound.ts";
 import { requestIdFor } from "./request_id.ts";
@@ -68,6 +72,10 @@ export interface EntryDeps {
   corsAllowedOrigins?: readonly string[];
   /** Where control-plane use is logged (module `audit`; default silent). */
   log?: Logger;
+  /** Client keys (`--api-key`, `--tenant-api-key`) and tenant resolution. */
+  tenants: Tenants;
+  /** Whether inference requests need their tenant resolved (tenant limits on). */
+  resolveTenants: boolean;
   /** Request id headers. */
   requestIdHeaders: readonly string[];
   /** Metrics. */
@@ -94,7 +102,8 @@ export function createEntry(d: EntryDeps): Entry {
     else exact.set(r.path, [...(exact.get(r.path) ?? []), r]);
   }
   const access = createAccess(d.apiKey, d.controlPlaneApiKeys ?? []);
-  const clientOpen = d.apiKey === null;
+  const tenants = d.tenants;
+  const clientOpen = !tenants.keysRequired;
   const controlOpen = clientOpen && !access.controlPlaneKeys;
   const cors = createCors(d.corsAllowedOrigins ?? []);
   const audit = (d.log ?? silentLogger).child({ module: "audit" });
@@ -139,16 +148,24 @@ export function createEntry(d: EntryDeps): Entry {
     let res: Reply;
     let denied: GatewayError | null = null;
     let keyId: string | null = null;
+    let auth: string | null = null;
     const control = route?.controlPlane === true;
     if (route?.protected && !(control ? controlOpen : clientOpen)) {
-      const v = access.check(
-        control ? "control" : "client",
-        method,
-        template,
-        inb.headers.get("authorization"),
-      );
-      denied = v.error;
-      keyId = v.keyId;
+      const header = inb.headers.get("authorization");
+      if (!control) {
+        auth = tenants.authenticate(header);
+        if (auth === null) denied = clientRefusal(header);
+      } else if (!access.controlPlaneKeys && d.apiKey === null) {
+        denied = new GatewayError(
+          401,
+          "unauthorized",
+          "control-plane routes are closed when only tenant keys are configured; set --api-key or --control-plane-api-keys",
+        );
+      } else {
+        const v = access.check("control", method, template, header);
+        denied = v.error;
+        keyId = v.keyId;
+      }
     }
     if (!candidates) {
       template = "other";
@@ -162,7 +179,10 @@ export function createEntry(d: EntryDeps): Entry {
         res.headers.push(["www-authenticate", `Bearer realm="${realm}"`]);
       }
     } else {
-      const rc = { requestId, completed, path };
+      const rc: RouteContext = { requestId, completed, path };
+      if (route.protected && d.resolveTenants) {
+        rc.tenant = tenants.resolve(inb.headers, inb.remote, auth);
+      }
       if (route.inbound) res = await route.inbound(inb, rc);
       else {
         const req = await requestOf(inb);
@@ -213,4 +233,14 @@ function stamp(h: [string, string][], requestId: string): void {
     }
   }
   h.push(["x-request-id", requestId]);
+}
+
+/** Why a protected client route refuses `authorization` (missing or unknown key). */
+function clientRefusal(authorization: string | null): GatewayError {
+  const missing = authorization === null || !authorization.startsWith("Bearer ");
+  return new GatewayError(
+    401,
+    "unauthorized",
+    missing ? "missing API key: send 'Authorization: Bearer <key>'" : "invalid API key",
+  );
 }
