@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { seededRandom } from "../../lib/core/clock.ts";
 import { decodeKvEventBatch } from "../../lib/grpc/kv_wire.ts";
 import { METHODS } from "../../lib/grpc/sglang_proto.ts";
 import { fromPb } from "../../lib/server/kv_setup.ts";
@@ -19,17 +20,6 @@ function reference(bytes: Uint8Array) {
     arrays: true,
   });
   return fromPb({ ...o, sequence_number: Number(o.sequence_number) } as never);
-}
-
-/** A deterministic pseudo-random source (xorshift). */
-function rng(seed: number) {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    return (s >>> 0) / 0x100000000;
-  };
 }
 
 /** A 64-bit signed hash of every magnitude: small, near ±2^53, and full width. */
@@ -73,7 +63,7 @@ function randomBatch(r: () => number, seq: number) {
 }
 
 Deno.test("kv_wire: decodes random batches exactly as protobufjs does, 64-bit hashes included", () => {
-  const r = rng(7);
+  const r = seededRandom(7);
   for (let seq = 1; seq <= 500; seq++) {
     const bytes = encode(randomBatch(r, seq));
     assert.deepEqual(fromPb(decodeKvEventBatch(bytes)), reference(bytes));
@@ -118,7 +108,7 @@ Deno.test("kv_wire: unknown fields are skipped, unpacked token ids read", () => 
 });
 
 Deno.test("kv_wire: truncated and malformed bytes throw instead of decoding garbage", () => {
-  const bytes = encode(randomBatch(rng(3), 9));
+  const bytes = encode(randomBatch(seededRandom(3), 9));
   let threw = 0;
   for (let cut = 1; cut < bytes.length; cut++) {
     try {

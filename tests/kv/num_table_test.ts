@@ -4,22 +4,13 @@
  */
 
 import assert from "node:assert/strict";
+import { seededRandom } from "../../lib/core/clock.ts";
 import { foldString, NumTable } from "../../lib/kv/num_table.ts";
 import { BlockIndex } from "../../lib/kv/block_index.ts";
 import { FakeClock } from "../../lib/core/clock.ts";
 
-function rng(seed: number) {
-  let s = seed >>> 0 || 1;
-  return () => {
-    s ^= s << 13;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    return (s >>> 0) / 0x100000000;
-  };
-}
-
 Deno.test("num table: random inserts, updates and deletes agree with a Map", () => {
-  const r = rng(11);
+  const r = seededRandom(11);
   const t = new NumTable(2, 1);
   const ref = new Map<number, [number, number, number]>();
   // Few distinct keys over many operations: long probe runs, deletes in their middle, regrowth.
