@@ -4,10 +4,9 @@
  */
 
 import assert from "node:assert/strict";
-import { seededRandom } from "../../lib/core/clock.ts";
+import { FakeClock, seededRandom } from "../../lib/core/clock.ts";
 import { foldString, NumTable } from "../../lib/kv/num_table.ts";
 import { BlockIndex } from "../../lib/kv/block_index.ts";
-import { FakeClock } from "../../lib/core/clock.ts";
 
 Deno.test("num table: random inserts, updates and deletes agree with a Map", () => {
   const r = seededRandom(11);
