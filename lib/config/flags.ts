@@ -16,6 +16,7 @@ import {
   ROUTING_FLAGS,
 } from "./routing_flags.ts";
 import { ADMISSION_FLAGS, SERVER_FLAGS } from "./server_flags.ts";
+import { TLS_FLAGS } from "./tls_flags.ts";
 import type { GatewayConfig } from "./types.ts";
 import {
   CIRCUIT_BREAKER_FLAGS,
@@ -32,6 +33,7 @@ export const DECLARATIONS: Declarations = {
   retry: RETRY_FLAGS,
   loadMonitor: LOAD_MONITOR_FLAGS,
   admission: ADMISSION_FLAGS,
+  tls: TLS_FLAGS,
   ...ROUTING_FLAGS,
   leastLoad: LEAST_LOAD_FLAGS,
   prefixHash: PREFIX_HASH_FLAGS,

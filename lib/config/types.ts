@@ -281,6 +281,20 @@ export interface MeshConfig {
   streamQueueSize: number;
 }
 
+/** TLS on the main port and toward workers (SMG's flags). */
+export interface TlsConfig {
+  /** Certificate chain (PEM) the main port serves; with the key, HTTPS (`--tls-cert-path`). */
+  certPath: string | null;
+  /** Its private key (PEM) (`--tls-key-path`). */
+  keyPath: string | null;
+  /** Certificate (PEM) the gateway presents to `https://` and `grpcs://` workers (`--client-cert-path`). */
+  clientCertPath: string | null;
+  /** Its private key (PEM) (`--client-key-path`). */
+  clientKeyPath: string | null;
+  /** CA certificates (PEM files) trusted for workers besides the system's (`--ca-cert-paths`). */
+  caCertPaths: string[];
+}
+
 /** The whole gateway configuration. */
 export interface GatewayConfig {
   /** Listen address (`--host`). */
@@ -347,6 +361,8 @@ export interface GatewayConfig {
   loadMonitor: LoadMonitorConfig;
   /** Admission control. */
   admission: AdmissionConfig;
+  /** TLS on the main port and toward workers. */
+  tls: TlsConfig;
   /** HA mesh. */
   mesh: MeshConfig;
   /** Kubernetes service discovery. */
