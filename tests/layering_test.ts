@@ -32,6 +32,8 @@ const ALLOWED: Record<string, string[]> = {
   // The own HTTP/1.1 front: the gateway's exchange types and cancellation (core) and the
   // HTTP/1.1 parsing; nothing of the worker client.
   front: ["core", "http1", "front"],
+  // TLS files named by the config, read and checked, and the main port's certificate reload.
+  tls: ["core", "config", "tls"],
   proxy: [
     "core",
     "config",
@@ -60,6 +62,7 @@ const ALLOWED: Record<string, string[]> = {
     "mesh/adapters",
     "discovery",
     "kv",
+    "tls",
     "server",
   ],
   // The simulator on core, serving its events over sglang's gRPC codec and kv's ZeroMQ
@@ -80,6 +83,7 @@ const ALLOWED: Record<string, string[]> = {
     "sim",
     "tokenizer",
     "grpc",
+    "tls",
     "commands",
   ],
 };
