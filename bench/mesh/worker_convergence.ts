@@ -42,7 +42,7 @@ async function measure(n: number, rounds: number) {
   const gws: Gateway[] = [];
   const servings: Listening[] = [];
   const ports = freePorts(n + 1);
-  const start = (i: number) => {
+  const start = async (i: number) => {
     const d = defaultConfig();
     const config = {
       ...d,
@@ -64,10 +64,10 @@ async function measure(n: number, rounds: number) {
       },
     };
     const gw = new Gateway({ config, log: silentLogger });
-    servings.push(listenGateway(gw, silentLogger, { signals: false }));
+    servings.push(await listenGateway(gw, silentLogger, { signals: false }));
     return gw;
   };
-  for (let i = 0; i < n; i++) gws.push(start(i));
+  for (let i = 0; i < n; i++) gws.push(await start(i));
   // Formed: every router holds a stream with every other.
   const formed = performance.now();
   while (!gws.every((g) => g.mesh!.node.members().filter((m) => m.stream).length === n - 1)) {

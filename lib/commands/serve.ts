@@ -15,6 +15,7 @@ import { parseServeArgs, SERVE_HELP } from "../launch/args.ts";
 import { launchWorkers } from "../launch/workers.ts";
 import { Gateway } from "../server/app.ts";
 import { listenGateway } from "../server/listen.ts";
+import { loadTls } from "../tls/pem.ts";
 import { VERSION } from "./gateway.ts";
 
 /** Runs `smg serve`; resolves with the exit code. Throws ConfigError for bad flags. */
@@ -50,6 +51,7 @@ export async function serveCommand(args: string[]): Promise<number> {
     grpc = await grpcSupport(config.tokenizerPath ?? config.modelPath);
   }
   validateConfig(config);
+  const tls = await loadTls(config);
 
   let workers;
   try {
@@ -63,12 +65,18 @@ export async function serveCommand(args: string[]): Promise<number> {
   let gateway: Gateway;
   try {
     config = validateConfig({ ...config, workerUrls: workers.map((w) => w.url) });
-    gateway = new Gateway({ config, log, grpc });
+    gateway = new Gateway({ config, log, grpc, tls });
   } catch (e) {
     await stopWorkers();
     throw e;
   }
-  const serving = listenGateway(gateway, log, { signals: false });
+  let serving;
+  try {
+    serving = await listenGateway(gateway, log, { signals: false });
+  } catch (e) {
+    await stopWorkers();
+    throw e;
+  }
   const { promise: signalled, resolve } = Promise.withResolvers<void>();
   Deno.addSignalListener("SIGTERM", resolve);
   Deno.addSignalListener("SIGINT", resolve);
@@ -78,7 +86,14 @@ export async function serveCommand(args: string[]): Promise<number> {
   ]);
   if (ready) {
     console.log(
-      banner(serving.addr, serving.metricsAddr, gateway.policy.name, workers.length, o.backend),
+      banner(
+        serving.addr,
+        serving.metricsAddr,
+        gateway.policy.name,
+        workers.length,
+        o.backend,
+        tls.server ? "https" : "http",
+      ),
     );
   }
   await signalled;
@@ -95,9 +110,10 @@ function banner(
   policy: string,
   n: number,
   backend: string,
+  scheme: "http" | "https",
 ): string {
   const host = addr.hostname === "0.0.0.0" ? "127.0.0.1" : addr.hostname;
-  const url = `http://${host}:${addr.port}`;
+  const url = `${scheme}://${host}:${addr.port}`;
   const mhost = metrics.hostname === "0.0.0.0" ? "127.0.0.1" : metrics.hostname;
   const body = JSON.stringify({
     model: backend === "sim" ? "sim-model" : "YOUR-MODEL",

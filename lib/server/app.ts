@@ -38,6 +38,7 @@ import { type GrpcClientFactory, GrpcWorkers } from "./grpc_workers.ts";
 import { grpcBackend, workerFetch } from "./worker_clients.ts";
 import { KvEvents } from "./kv_setup.ts";
 import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
+import { NO_TLS, type TlsMaterial, wantsTls } from "../tls/pem.ts";
 
 /** What a gateway is built from; everything but `config` and `log` has a production default. */
 export interface GatewayOptions {
@@ -61,6 +62,12 @@ export interface GatewayOptions {
    * factory (both imported only when one is given, as grpc-js and the tokenizers cost at start).
    */
   grpc?: { tokenizer: GatewayTokenizer; client: GrpcClientFactory };
+  /**
+   * The TLS files the config names, read and checked by `loadTls(config)` (required when the
+   * config names any; default none): the main port's certificate, and the CAs and client
+   * certificate every client toward workers uses (HTTP/1.1, fetch, gRPC).
+   */
+  tls?: TlsMaterial;
 }
 
 /** A gateway instance. */
@@ -91,6 +98,8 @@ export class Gateway {
   readonly entry: Entry;
   /** The one clock every loop and timer of this gateway runs on. */
   readonly clock: Clock;
+  /** TLS material: the main port's certificate at start, and what workers are reached with. */
+  readonly tls: TlsMaterial;
   readonly #log: Logger;
   readonly #loops = new AbortController();
   #tasks: Promise<void>[] = [];
@@ -105,8 +114,17 @@ export class Gateway {
     const clock = this.clock = opts.clock ?? systemClock;
     const random = opts.random ??
       (config.randomSeed === null ? osRandom() : seededRandom(config.randomSeed));
-    const httpFetch = opts.fetch ?? workerFetch(config);
-    const grpcWorkers = new GrpcWorkers(httpFetch, opts.grpc?.client ?? null);
+    if (!opts.tls && wantsTls(config)) {
+      throw new Error("the config names TLS files: pass the material loadTls(config) read");
+    }
+    const tls = this.tls = opts.tls ?? NO_TLS;
+    const workerTls = tls.worker;
+    const httpFetch = opts.fetch ?? workerFetch(config, workerTls);
+    const makeGrpc = opts.grpc?.client;
+    const grpcWorkers = new GrpcWorkers(
+      httpFetch,
+      makeGrpc ? (url) => makeGrpc(url, workerTls) : null,
+    );
     // Control paths (health, models, loads, info, flush) reach gRPC workers through their RPCs.
     const fetchFn = grpcWorkers.controlFetch;
     const metrics = this.metrics;
@@ -115,6 +133,8 @@ export class Gateway {
       (opts.fetch ? new FetchUpstream(opts.fetch) : new Http1Client({
         idleTimeoutMs: config.upstreamPoolIdleTimeoutSecs * 1000,
         onResend: () => resends.inc(),
+        caCerts: workerTls.caCerts,
+        clientCert: workerTls.client,
         clock,
       }));
     this.#closeClient = () => {

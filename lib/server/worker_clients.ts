@@ -1,7 +1,8 @@
 /**
  * The clients the composition root builds toward workers: the `fetch` of the control paths
- * (health, models, loads, info) over one keep-alive pool, and the proxy's view of gRPC workers
- * (their clients, and the gateway's tokenizer behind its two-level cache).
+ * (health, models, loads, info) over one keep-alive pool, with the workers' TLS settings, and the
+ * proxy's view of gRPC workers (their clients, and the gateway's tokenizer behind its two-level
+ * cache).
  */
 
 import type { GatewayConfig } from "../config/config.ts";
@@ -10,15 +11,22 @@ import { CachedEncoder } from "../tokenizer/cache.ts";
 import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
 import type { FetchFn } from "../workers/http.ts";
 import type { GrpcWorkers } from "./grpc_workers.ts";
+import type { WorkerTls } from "../tls/pem.ts";
 
 /**
  * The default worker client: one keep-alive pool whose idle connections close after the
- * configured time; `close()` releases the pool at shutdown.
+ * configured time, trusting `tls.caCerts` besides the system's and presenting `tls.client` to
+ * `https://` workers; `close()` releases the pool at shutdown.
  */
-export function workerFetch(config: GatewayConfig): FetchFn & { close?: () => void } {
+export function workerFetch(
+  config: GatewayConfig,
+  tls: WorkerTls,
+): FetchFn & { close?: () => void } {
   const client = Deno.createHttpClient({
     poolIdleTimeout: config.upstreamPoolIdleTimeoutSecs * 1000,
     http2: false,
+    caCerts: tls.caCerts,
+    ...(tls.client ? { cert: tls.client.cert, key: tls.client.key } : {}),
   });
   const fetchFn: FetchFn & { close?: () => void } = (url, init) => {
     (init as RequestInit & { client: Deno.HttpClient }).client = client;
