@@ -1,20 +1,31 @@
 /**
  * The `smg` entry point: picks the command (`sim-worker`, `serve`, or the gateway itself, with
  * or without `launch`), runs it, and exits with its code. Bad configuration prints one line and
- * exits 2.
+ * exits 2. Started with a global `--allow-net`, the command runs in a worker thread of this
+ * module whose net grant is only what its flags need (`lib/commands/launcher.ts`).
  */
 
 import { gatewayCommand } from "./lib/commands/gateway.ts";
+import { commandThread, describeGrant, inWorkerThread, launch } from "./lib/commands/launcher.ts";
 import { serveCommand } from "./lib/commands/serve.ts";
 import { simWorkerCommand } from "./lib/commands/sim_worker.ts";
 import { ConfigError } from "./lib/core/errors.ts";
+import type { NetGrant } from "./lib/server/net_grant.ts";
 
-/** Runs the command in `args`; resolves with the process exit code. */
-export async function main(args: string[]): Promise<number> {
+/**
+ * Runs the command in `args`; resolves with the process exit code. `exit` ends the process at
+ * once (a simulated worker's crash); default `Deno.exit`. `grant` is the launcher's net grant,
+ * for the start-up log (null: the process's own).
+ */
+export async function main(
+  args: string[],
+  exit: (code: number) => void = Deno.exit,
+  grant: NetGrant | null = null,
+): Promise<number> {
   try {
-    if (args[0] === "sim-worker") return await simWorkerCommand(args.slice(1));
-    if (args[0] === "serve") return await serveCommand(args.slice(1));
-    return await gatewayCommand(args);
+    if (args[0] === "sim-worker") return await simWorkerCommand(args.slice(1), exit);
+    if (args[0] === "serve") return await serveCommand(args.slice(1), describeGrant(grant));
+    return await gatewayCommand(args, describeGrant(grant));
   } catch (e) {
     if (e instanceof ConfigError) {
       console.error(`smg: ${e.message}`);
@@ -25,5 +36,6 @@ export async function main(args: string[]): Promise<number> {
 }
 
 if (import.meta.main) {
-  Deno.exit(await main(Deno.args));
+  if (inWorkerThread()) commandThread(main);
+  else Deno.exit(await launch(Deno.args, import.meta.url, main));
 }

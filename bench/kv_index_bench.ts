@@ -46,7 +46,13 @@ for (const w of WORKERS) {
 const full = held[0];
 const half = full.slice(0, PROMPT / 2).concat(tokens(PROMPT / 2));
 const miss = tokens(PROMPT);
-console.error(`kv index: ${index.size} keys`);
+// With `--v8-flags=--expose-gc`, the heap after a full collection: what the index keeps alive.
+(globalThis as { gc?: () => void }).gc?.();
+const mem = Deno.memoryUsage();
+const mb = (n: number) => (n / 2 ** 20).toFixed(0);
+console.error(
+  `kv index: ${index.size} keys, heap ${mb(mem.heapUsed)} MB + ${mb(mem.external)} MB off-heap`,
+);
 
 Deno.bench("kv index match, 12,288 tokens held whole by one worker", () => {
   index.match(full);

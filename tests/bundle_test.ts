@@ -1,7 +1,8 @@
 /**
  * The bundled single file (`deno task bundle`) runs from an empty directory: nothing is read
  * from the source tree at run time (the mesh's proto is embedded, grpc-js is bundled). It serves
- * a chat request and its mesh, and exits 0 on SIGTERM.
+ * a chat request and its mesh, and exits 0 on SIGTERM; with static workers it narrows its own net
+ * grant to them (the launcher's worker thread loads from the one file).
  */
 
 import assert from "node:assert/strict";
@@ -69,6 +70,30 @@ Deno.test("bundle: the single file serves from an empty directory and drains on 
     gw.child.kill("SIGTERM");
     assert.equal(await gw.exited, 0, gw.stderr());
     assert.match(gw.stderr(), /shutdown complete/);
+
+    // Without the mesh its workers are static: the bundle narrows its own net grant to them.
+    const narrow = await spawnGateway(`${out}/smg.js`, [
+      "--host",
+      "127.0.0.1",
+      "--port",
+      "0",
+      "--prometheus-host",
+      "127.0.0.1",
+      "--prometheus-port",
+      "0",
+      "--worker-urls",
+      worker.url,
+      "--shutdown-grace-period-secs",
+      "0",
+    ], empty);
+    assert.match(
+      narrow.stderr(),
+      new RegExp(
+        `net_grant="narrow: 127\\.0\\.0\\.1:0,127\\.0\\.0\\.1:${new URL(worker.url).port}"`,
+      ),
+    );
+    narrow.child.kill("SIGTERM");
+    assert.equal(await narrow.exited, 0, narrow.stderr());
   } finally {
     await worker.close();
     await Deno.remove(out, { recursive: true });

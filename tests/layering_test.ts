@@ -44,8 +44,11 @@ const ALLOWED: Record<string, string[]> = {
     "upstream",
     "tokenizer",
     "grpc",
+    "limits",
     "proxy",
   ],
+  // Tenant resolution and per-tenant rate limits: the policy file, the buckets, the limiter.
+  limits: ["core", "config", "metrics", "limits"],
   server: [
     "core",
     "config",
@@ -63,6 +66,7 @@ const ALLOWED: Record<string, string[]> = {
     "discovery",
     "kv",
     "tls",
+    "limits",
     "server",
   ],
   // The simulator on core, serving its events over sglang's gRPC codec and kv's ZeroMQ
@@ -70,7 +74,16 @@ const ALLOWED: Record<string, string[]> = {
   sim: ["core", "grpc", "kv", "sim"],
   mesh: ["core", "config", "metrics", "mesh"],
   // Adapters bridge the mesh to workers and policies; only the composition root imports them.
-  "mesh/adapters": ["core", "config", "metrics", "mesh", "workers", "policies", "mesh/adapters"],
+  "mesh/adapters": [
+    "core",
+    "config",
+    "metrics",
+    "mesh",
+    "workers",
+    "policies",
+    "limits",
+    "mesh/adapters",
+  ],
   // Kubernetes discovery: pods to workers; only the composition root imports it.
   discovery: ["core", "config", "workers", "discovery"],
   launch: ["core", "config", "sim", "launch"],

@@ -52,6 +52,52 @@ Deno.test("main: bad configuration fails at start with one line and exit code 2"
   }
 });
 
+Deno.test("main: a bad --config file fails at start with the file, the line and the key", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "smg-config-" });
+  try {
+    const write = async (name: string, text: string) => {
+      await Deno.writeTextFile(`${dir}/${name}`, text);
+      return `${dir}/${name}`;
+    };
+    const cases: [string, string[], RegExp][] = [
+      [
+        await write("a.yaml", "port: 8080\nworker_urls: [http://a:1]\n"),
+        [],
+        /a\.yaml:2: unknown key 'worker_urls'; did you mean 'worker-urls'\?$/,
+      ],
+      [
+        await write("b.yaml", "host: 127.0.0.1\nport: 70000\n"),
+        [],
+        /b\.yaml:2: port: invalid value '70000'/,
+      ],
+      [await write("c.json", '{\n  "port": 1,\n}'), [], /c\.json:3: malformed JSON: /],
+      [
+        await write("d.yaml", "disable-retries: yes\n"),
+        [],
+        /d\.yaml:1: disable-retries: expected true or false, not 'yes'$/,
+      ],
+      // The command line wins: its bad value is reported as the flag's.
+      [await write("e.yaml", "port: 8080\n"), ["--port", "x"], /^smg: --port: invalid value 'x'/],
+    ];
+    for (const [path, args, message] of cases) {
+      const r = await run(["--config", path, ...args], [`--allow-read=${dir}`]);
+      assert.equal(r.code, 2, path);
+      const lines = r.stderr.trim().split("\n");
+      assert.equal(lines.length, 1, `one line: ${r.stderr}`);
+      assert.match(lines[0], message);
+    }
+    // `deno task start` reads no files: the one line says what to give.
+    const denied = await run(["--config", `${dir}/a.yaml`]);
+    assert.equal(denied.code, 2);
+    assert.match(
+      denied.stderr.trim(),
+      /^smg: --config \S+a\.yaml: no permission to read it \(give deno --allow-read=\S+a\.yaml\)$/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
 Deno.test("main: --help lists the flags and --version prints it, both exit 0", async () => {
   const help = await run(["--help"]);
   assert.equal(help.code, 0, help.stderr);

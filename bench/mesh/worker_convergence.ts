@@ -98,7 +98,7 @@ async function measure(n: number, rounds: number) {
   for (let i = 0; i < 10; i++) gws[i % n].manager.add({ url: `http://10.98.${n}.${i}:8000` });
   await when(gws, (g) => g.registry.all().length === 10, 10_000);
   const t2 = performance.now();
-  const late = start(n);
+  const late = await start(n);
   if (!await when([late], (g) => g.registry.all().length === 10, 30_000)) {
     throw new Error(`N=${n}: the late router never caught up`);
   }

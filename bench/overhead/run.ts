@@ -158,7 +158,9 @@ async function main(args: string[]): Promise<number> {
   const gatewayArgs = [
     "run",
     "--unstable-no-legacy-abort",
-    "--allow-net",
+    // An explicit list (the gateway's addresses, its workers' host): the gateway then runs in
+    // the main thread with exactly it, as measured before the launcher narrowed global grants.
+    `--allow-net=${HOST},0.0.0.0`,
     "--allow-env=RUST_LOG,SMG_LOG",
     "main.ts",
     "--host",

@@ -56,7 +56,7 @@ export function simWorkerArgs(root: string, knobs: string[], modelPath?: string)
   return [
     "run",
     "--unstable-no-legacy-abort",
-    "--allow-net",
+    `--allow-net=${HOST}`, // it listens there and dials nothing
     ...(modelPath
       ? ["--allow-env", `--allow-read=${modelPath}`]
       : ["--allow-env=RUST_LOG,SMG_LOG"]),

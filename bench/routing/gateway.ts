@@ -55,7 +55,9 @@ export function gatewayCommand(
   return [
     "run",
     "--unstable-no-legacy-abort",
-    "--allow-net",
+    // An explicit list (the gateway's addresses, its workers' host): the gateway then runs in
+    // the main thread with exactly it, as measured before the launcher narrowed global grants.
+    `--allow-net=${HOST},0.0.0.0`,
     "--allow-env=RUST_LOG,SMG_LOG",
     `${root}main.ts`,
     "--host",

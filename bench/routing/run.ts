@@ -50,7 +50,7 @@ import { describeTarget, meaningless, resolveTargets } from "./targets.ts";
 import { loadTrace } from "./trace.ts";
 import { infiniteCacheBound } from "./trace_bound.ts";
 import { conversationKeys } from "./trace_keys.ts";
-import { BlockTexts } from "./trace_prompts.ts";
+import { warmBlockTexts } from "./trace_prompts.ts";
 import { syntheticTraffic, traceTraffic, type TrafficFor } from "./traffic.ts";
 import { bundledQwen3 } from "../../lib/commands/grpc_support.ts";
 import { balanceMarkdown, pointVerdict, verdictMarkdown } from "./verdict.ts";
@@ -93,7 +93,7 @@ async function prepareTrace(o: Options, trace: NonNullable<Options["trace"]>) {
   const traffic = traceTraffic({
     requests,
     keys,
-    blocks: new BlockTexts(o.seed),
+    blocks: warmBlockTexts(o.seed, requests.slice(0, Math.max(...points.map((p) => p.plan.to)))),
     plans: new Map(points.map((p) => [p.label, p.plan])),
   });
   return { facts, traffic };

@@ -1,9 +1,9 @@
 /**
- * `smg [launch] FLAGS`: parses and validates the gateway flags, builds the gateway and serves it
- * until SIGTERM/SIGINT has drained it. Throws ConfigError on bad flags.
+ * `smg [launch] FLAGS`: parses and validates the gateway flags (and the `--config` file), builds
+ * the gateway and serves it until SIGTERM/SIGINT has drained it. Throws ConfigError on bad flags.
  */
 
-import { HelpShown, parseGatewayArgs } from "../config/cli.ts";
+import { HelpShown, loadGatewayArgs } from "../config/cli.ts";
 import { validateConfig } from "../config/validate.ts";
 import { createLogger } from "../core/log.ts";
 import { Gateway } from "../server/app.ts";
@@ -15,16 +15,19 @@ import denoJson from "../../deno.json" with { type: "json" };
 /** The version printed by --version. */
 export const VERSION: string = denoJson.version;
 
-/** Runs the gateway; resolves with the exit code once it has shut down. */
-export async function gatewayCommand(args: string[]): Promise<number> {
+/**
+ * Runs the gateway; resolves with the exit code once it has shut down. `netGrant` describes
+ * the runtime net grant for the start-up log.
+ */
+export async function gatewayCommand(args: string[], netGrant?: string): Promise<number> {
   let parsed;
   try {
-    parsed = parseGatewayArgs(args, VERSION);
+    parsed = await loadGatewayArgs(args, VERSION);
   } catch (e) {
     if (e instanceof HelpShown) return 0;
     throw e;
   }
-  const config = validateConfig(parsed);
+  const config = validateConfig(parsed.config, parsed.sources);
   const log = createLogger({
     level: config.logLevel,
     json: config.logJson,
@@ -34,6 +37,6 @@ export async function gatewayCommand(args: string[]): Promise<number> {
   const path = config.tokenizerPath ?? config.modelPath;
   const grpc = path === null ? undefined : await grpcSupport(path);
   const gateway = new Gateway({ config, log, grpc, tls });
-  await (await listenGateway(gateway, log)).finished;
+  await (await listenGateway(gateway, log, { netGrant })).finished;
   return 0;
 }

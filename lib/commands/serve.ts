@@ -7,7 +7,7 @@
  */
 
 import { bundledQwen3, type GrpcSupport, grpcSupport } from "./grpc_support.ts";
-import { HelpShown, parseGatewayArgs } from "../config/cli.ts";
+import { HelpShown, loadGatewayArgs } from "../config/cli.ts";
 import { validateConfig } from "../config/validate.ts";
 import { ConfigError } from "../core/errors.ts";
 import { createLogger } from "../core/log.ts";
@@ -18,20 +18,37 @@ import { listenGateway } from "../server/listen.ts";
 import { loadTls } from "../tls/pem.ts";
 import { VERSION } from "./gateway.ts";
 
-/** Runs `smg serve`; resolves with the exit code. Throws ConfigError for bad flags. */
-export async function serveCommand(args: string[]): Promise<number> {
+/**
+ * Runs `smg serve`; resolves with the exit code. Throws ConfigError for bad flags. `netGrant`
+ * describes the runtime net grant for the start-up log.
+ */
+export async function serveCommand(args: string[], netGrant?: string): Promise<number> {
   const o = parseServeArgs(args);
   if (o === "help") {
     console.log(SERVE_HELP);
     return 0;
   }
   let config;
+  let sources;
   try {
-    config = parseGatewayArgs(o.routerArgs, VERSION);
+    ({ config, sources } = await loadGatewayArgs(o.routerArgs, VERSION));
   } catch (e) {
     if (e instanceof HelpShown) return 0;
-    if (e instanceof ConfigError) throw new ConfigError(`serve: router flag ${e.message}`);
+    if (e instanceof ConfigError) {
+      // A flag's message starts with it; a config file's with its path and line.
+      const what = e.message.startsWith("--") ? "router flag " : "router config ";
+      throw new ConfigError(`serve: ${what}${e.message}`);
+    }
     throw e;
+  }
+  // As `--router-host` & co. on the command line (args.ts), so in a config file.
+  for (const flag of ["--host", "--port", "--worker-urls"]) {
+    const where = sources.get(flag);
+    if (where !== undefined) {
+      throw new ConfigError(
+        `serve: router config ${where}: decided by serve (its --host/--port; the workers it launches)`,
+      );
+    }
   }
   config.host = o.host;
   config.port = o.port;
@@ -50,7 +67,7 @@ export async function serveCommand(args: string[]): Promise<number> {
     config.modelPath ??= config.tokenizerPath ?? await bundledQwen3();
     grpc = await grpcSupport(config.tokenizerPath ?? config.modelPath);
   }
-  validateConfig(config);
+  validateConfig(config, sources);
   const tls = await loadTls(config);
 
   let workers;
@@ -64,7 +81,7 @@ export async function serveCommand(args: string[]): Promise<number> {
   const stopWorkers = () => Promise.all(workers.map((w) => w.stop()));
   let gateway: Gateway;
   try {
-    config = validateConfig({ ...config, workerUrls: workers.map((w) => w.url) });
+    config = validateConfig({ ...config, workerUrls: workers.map((w) => w.url) }, sources);
     gateway = new Gateway({ config, log, grpc, tls });
   } catch (e) {
     await stopWorkers();
@@ -72,7 +89,7 @@ export async function serveCommand(args: string[]): Promise<number> {
   }
   let serving;
   try {
-    serving = await listenGateway(gateway, log, { signals: false });
+    serving = await listenGateway(gateway, log, { signals: false, netGrant });
   } catch (e) {
     await stopWorkers();
     throw e;

@@ -8,15 +8,22 @@ import { promptOf } from "../tokenizer/prompt.ts";
 import { parseSimWorkerArgs } from "../sim/cli.ts";
 import { startSimWorker } from "../sim/worker.ts";
 
-/** Runs the command; resolves with the exit code. Throws ConfigError for bad flags. */
-export async function simWorkerCommand(args: string[]): Promise<number> {
+/**
+ * Runs the command; resolves with the exit code. Throws ConfigError for bad flags. `die` ends
+ * the process at once when `--die-after` is reached (default `Deno.exit`; in a worker thread,
+ * the launcher's, which ends the whole process rather than the thread).
+ */
+export async function simWorkerCommand(
+  args: string[],
+  die: (code: number) => void = Deno.exit,
+): Promise<number> {
   const opts = parseSimWorkerArgs(args);
   if (opts === "help") return 0;
   const log = createLogger({ filter: Deno.env.get("RUST_LOG") ?? Deno.env.get("SMG_LOG") });
   const { promise: exit, resolve } = Promise.withResolvers<number>();
   opts.server.onDie = () => {
     log.warn("sim-worker dying as told (--die-after)");
-    Deno.exit(1);
+    die(1);
   };
   // The gateway's tokenizer: HTTP prompts read as the gateway reads them, so the engine's
   // blocks are the token ids the gateway routes on; gRPC output as its ids.

@@ -1,14 +1,24 @@
 /**
  * The `smg [launch]` command line: SMG's flag names and defaults, parsed with commander into a
  * `GatewayConfig`. Commander's options and `--help` are built from the flag declarations
- * (`flags.ts`), and each given value is written where its declaration says. Unknown flags and
- * malformed values throw `ConfigError` (one line; main exits 2); `validate.ts` checks ranges.
+ * (`flags.ts`), and each given value is written where its declaration says. `--config FILE`
+ * (YAML or JSON, `config_file.ts`) is read first and the command line wins over it, a list
+ * included. Unknown flags and malformed values throw `ConfigError` (one line; main exits 2);
+ * `validate.ts` checks ranges.
  */
 
 import { Command, CommanderError, Option } from "commander";
-import { badValue, ConfigError } from "../core/errors.ts";
+import { ConfigError } from "../core/errors.ts";
 import type { Flag } from "./flag.ts";
 import { defaultConfig, ENTRIES, holder, isFlag } from "./flags.ts";
+import {
+  applyFileSettings,
+  type ConfigSources,
+  FILE_KEYS,
+  type FileSettings,
+} from "./file_settings.ts";
+import { bootstrapPort } from "./kinds.ts";
+import { closest } from "./suggest.ts";
 import type { GatewayConfig, PrefillSpec } from "./types.ts";
 
 const ARGUMENT = { nothing: "", value: " <value>", values: " <values...>" } as const;
@@ -46,6 +56,10 @@ export function buildProgram(version: string): Command {
       getOutHasColors: () => false,
       getErrHasColors: () => false,
     });
+  // Read before commander parses (see `takeConfigFlag`); declared here for --help.
+  program.addOption(
+    new Option("--config <file>", "read flags from a YAML or JSON file; flags given here win"),
+  );
   for (const { setting: f } of ENTRIES) {
     if (!isFlag(f)) continue;
     if (f.shorthand) program.addOption(new Option(`--${f.shorthand.name}`, f.shorthand.help));
@@ -58,14 +72,75 @@ export function buildProgram(version: string): Command {
 /** Thrown for `--help` and `--version`: the text was printed and the process should exit 0. */
 export class HelpShown extends Error {}
 
-/**
- * Parses gateway flags (after an optional `launch`/`start`) into a config over SMG's defaults.
- * Throws `ConfigError` for an unknown flag or a malformed value, `HelpShown` after --help.
- */
-export function parseGatewayArgs(args: string[], version = "0.0.0"): GatewayConfig {
-  // `deno task start -- FLAGS` passes the "--" through; it means nothing here.
+/** The gateway's settings, and which of them a config file set. */
+export interface ParsedArgs {
+  /** The settings over SMG's defaults (not validated yet). */
+  config: GatewayConfig;
+  /** Flags whose value came from the config file, with its `path:line: key`. */
+  sources: ConfigSources;
+}
+
+/** `args` without `deno task`'s `--` and the optional `launch`/`start`. */
+function commandFlags(args: string[]): string[] {
   const rest = args[0] === "--" ? args.slice(1) : args;
-  const withLegs = rest[0] === "launch" || rest[0] === "start" ? rest.slice(1) : rest;
+  return rest[0] === "launch" || rest[0] === "start" ? rest.slice(1) : rest;
+}
+
+/** Takes `--config FILE` (or `--config=FILE`) out of `args`: the rest, and the file or null. */
+export function takeConfigFlag(args: string[]): { argv: string[]; path: string | null } {
+  const argv: string[] = [];
+  let path: string | null = null;
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i];
+    let value: string | undefined;
+    if (a === "--config") value = args[++i];
+    else if (a.startsWith("--config=")) value = a.slice("--config=".length);
+    else {
+      argv.push(a);
+      continue;
+    }
+    if (value === undefined || value === "" || value.startsWith("--")) {
+      throw new ConfigError("--config: a file is required", "--config");
+    }
+    if (path !== null) throw badConfigTwice(path, value);
+    path = value;
+  }
+  return { argv, path };
+}
+
+const badConfigTwice = (a: string, b: string) =>
+  new ConfigError(`--config: given twice ('${a}', '${b}'); give one file`, "--config");
+
+/**
+ * Parses gateway flags (after an optional `launch`/`start`), reading the `--config` file first
+ * when one is given (and --help or --version is not). Throws `ConfigError` for an unknown flag
+ * or key, a malformed value or file, `HelpShown` after --help.
+ */
+export async function loadGatewayArgs(args: string[], version = "0.0.0"): Promise<ParsedArgs> {
+  const flags = commandFlags(args);
+  const { path } = takeConfigFlag(flags);
+  const helpOnly = flags.some((a) => ["--help", "-h", "--version", "-V"].includes(a));
+  const file = path === null || helpOnly
+    ? null
+    : await (await import("./config_file.ts")).loadConfigFile(path);
+  return parseGatewayCommandLine(args, version, file);
+}
+
+/**
+ * Parses gateway flags over `file`'s settings (already read: see `loadGatewayArgs`); the command
+ * line wins. Throws as `loadGatewayArgs` does.
+ */
+export function parseGatewayCommandLine(
+  args: string[],
+  version = "0.0.0",
+  file: FileSettings | null = null,
+): ParsedArgs {
+  const { argv: withLegs, path } = takeConfigFlag(commandFlags(args));
+  if (
+    path !== null && file === null && !withLegs.some((a) => /^(--help|-h|--version|-V)$/.test(a))
+  ) {
+    throw new ConfigError(`--config ${path}: not read (use loadGatewayArgs)`, "--config");
+  }
   const { argv, prefill, decode } = takePdWorkers(withLegs);
   const program = buildProgram(version);
   try {
@@ -79,6 +154,7 @@ export function parseGatewayArgs(args: string[], version = "0.0.0"): GatewayConf
   }
   const opts = program.opts() as Record<string, unknown>;
   const config = defaultConfig();
+  const sources = file === null ? new Map() : applyFileSettings(config, file);
   for (const { section, field, setting: f } of ENTRIES) {
     if (!isFlag(f)) continue;
     const into = holder(config, section);
@@ -89,11 +165,27 @@ export function parseGatewayArgs(args: string[], version = "0.0.0"): GatewayConf
       into[field] = f.kind.takes === "value" ? raw : f.kind.parse(`--${name}`, raw as never);
       given = true;
     }
-    if (f.shorthand && !given && opts[key(f.shorthand.name)]) into[field] = f.shorthand.value;
+    if (f.shorthand && !given && opts[key(f.shorthand.name)]) {
+      into[field] = f.shorthand.value;
+      given = true;
+    }
+    if (given) sources.delete(`--${f.name}`);
   }
-  config.pd.prefill = prefill;
-  config.pd.decode = decode;
-  return config;
+  // The command line's legs replace the file's, as any list does.
+  if (prefill.length > 0) {
+    config.pd.prefill = prefill;
+    sources.delete("--prefill");
+  }
+  if (decode.length > 0) {
+    config.pd.decode = decode;
+    sources.delete("--decode");
+  }
+  return { config, sources };
+}
+
+/** `parseGatewayCommandLine`'s settings alone (no config file). */
+export function parseGatewayArgs(args: string[], version = "0.0.0"): GatewayConfig {
+  return parseGatewayCommandLine(args, version).config;
 }
 
 /**
@@ -125,12 +217,7 @@ export function takePdWorkers(
     let port: number | null = null;
     if (next !== undefined && (next === "none" || /^\d+$/.test(next))) {
       i++;
-      if (next !== "none") {
-        port = Number(next);
-        if (port < 1 || port > 65535) {
-          throw badValue("--prefill", next, "bootstrap port must be 1..65535 or none");
-        }
-      }
+      port = bootstrapPort("--prefill", next);
     }
     prefill.push({ url, bootstrapPort: port });
   }
@@ -141,7 +228,10 @@ export function takePdWorkers(
 function commanderProblem(e: CommanderError): string {
   const msg = e.message.replace(/^error: /, "");
   const unknown = /unknown option '([^']+)'/.exec(msg);
-  if (unknown) return `${unknown[1]}: unknown flag (see smg --help)`;
+  if (unknown) {
+    const near = closest(unknown[1], [...FILE_KEYS, "config"]);
+    return `${unknown[1]}: unknown flag${near ? `; did you mean --${near}?` : ""} (see smg --help)`;
+  }
   const missing = /option '([^' ]+)[^']*' argument missing/.exec(msg);
   if (missing) return `${missing[1]}: a value is required`;
   const excess = /too many arguments/.exec(msg);

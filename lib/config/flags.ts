@@ -4,6 +4,7 @@
  * flat list of them that `cli.ts` and `validate.ts` walk, and the defaults they declare.
  */
 
+import { ACCESS_FLAGS } from "./access_flags.ts";
 import { DISCOVERY_FLAGS } from "./discovery_flags.ts";
 import type { Declarations, Flag, Section, Setting } from "./flag.ts";
 import { MESH_FLAGS } from "./mesh_flags.ts";
@@ -15,7 +16,12 @@ import {
   PREFIX_HASH_FLAGS,
   ROUTING_FLAGS,
 } from "./routing_flags.ts";
-import { ADMISSION_FLAGS, SERVER_FLAGS } from "./server_flags.ts";
+import {
+  ADMISSION_FLAGS,
+  SERVER_FLAGS,
+  TENANT_FLAGS,
+  TENANT_RATE_LIMIT_FLAGS,
+} from "./server_flags.ts";
 import { TLS_FLAGS } from "./tls_flags.ts";
 import type { GatewayConfig } from "./types.ts";
 import {
@@ -28,12 +34,15 @@ import {
 /** The declaration of every field, in --help order. */
 export const DECLARATIONS: Declarations = {
   ...SERVER_FLAGS,
+  ...ACCESS_FLAGS,
   health: HEALTH_FLAGS,
   circuitBreaker: CIRCUIT_BREAKER_FLAGS,
   retry: RETRY_FLAGS,
   loadMonitor: LOAD_MONITOR_FLAGS,
   admission: ADMISSION_FLAGS,
   tls: TLS_FLAGS,
+  tenants: TENANT_FLAGS,
+  tenantRateLimit: TENANT_RATE_LIMIT_FLAGS,
   ...ROUTING_FLAGS,
   leastLoad: LEAST_LOAD_FLAGS,
   prefixHash: PREFIX_HASH_FLAGS,

@@ -67,3 +67,13 @@ export function choices<T extends string>(values: readonly T[]): Kind<T> {
     show: String,
   };
 }
+
+/** A PD prefill worker's bootstrap port, 1..65535, or `none` (null). */
+export function bootstrapPort(flag: string, v: string): number | null {
+  if (v === "none") return null;
+  const port = /^\d+$/.test(v) ? Number(v) : NaN;
+  if (!(port >= 1 && port <= 65535)) {
+    throw badValue(flag, v, "bootstrap port must be 1..65535 or none");
+  }
+  return port;
+}

@@ -3,12 +3,18 @@
  * the policy, timeouts, logs, request-id and routing-key headers, and admission control.
  */
 
+import { parseAllowEntry } from "../core/egress.ts";
 import { badValue } from "../core/errors.ts";
 import { LOG_LEVELS } from "../core/log.ts";
 import { atLeast, listenPort, must, nonEmpty } from "./checks.ts";
 import type { Check, Declarations, Flags, Kind } from "./flag.ts";
 import { bool, choices, int, list, str } from "./kinds.ts";
-import { type AdmissionConfig, POLICY_NAMES } from "./types.ts";
+import {
+  type AdmissionConfig,
+  POLICY_NAMES,
+  type TenantConfig,
+  type TenantRateLimitConfig,
+} from "./types.ts";
 
 /** Header names: a list, lower-cased. */
 const headerNames: Kind<string[]> = {
@@ -27,6 +33,28 @@ const validHeaders: Check<string[]> = (flag, hs) => {
   return hs;
 };
 
+/** Host entries: values up to the next flag, repeats adding up, commas splitting too. */
+const hostList: Kind<string[]> = {
+  takes: "values",
+  parse: (_, v) => v.flatMap((x) => x.split(",")).map((x) => x.trim()).filter((x) => x !== ""),
+  show: list.show,
+};
+
+/** Each entry is an IP, a CIDR block, a host name or `*.suffix`. */
+const validAllowlist: Check<string[]> = (flag, entries) => {
+  for (const e of entries) {
+    if (!parseAllowEntry(e)) {
+      throw badValue(
+        flag,
+        e,
+        "expected an IP address, a CIDR block (10.0.0.0/8, fd00::/8), " +
+          "a host name or *.domain",
+      );
+    }
+  }
+  return entries;
+};
+
 /** The server's top-level fields, in --help order. */
 export const SERVER_FLAGS = {
   host: { name: "host", kind: str, default: "0.0.0.0", help: "address to listen on" },
@@ -37,6 +65,14 @@ export const SERVER_FLAGS = {
     default: [],
     help: "worker base URLs registered at start",
     // Checked in validate.ts, with the PD workers: the same URL rules apply to both.
+  },
+  workerHostAllowlist: {
+    name: "worker-host-allowlist",
+    kind: hostList,
+    default: [],
+    help: "hosts, *.suffixes and CIDRs workers may be registered at, on every path (link-local " +
+      "and this gateway's own ports are refused even without it)",
+    check: validAllowlist,
   },
   policy: {
     name: "policy",
@@ -171,5 +207,86 @@ export const ADMISSION_FLAGS: Flags<AdmissionConfig> = {
     default: 60,
     help: "seconds a request may wait for a slot",
     check: atLeast(0),
+  },
+  rateLimitTokensPerSecond: {
+    name: "rate-limit-tokens-per-second",
+    kind: int,
+    default: null,
+    help: "admission tokens regained per second, up to --max-concurrent-requests; 0 is none",
+    check: atLeast(0),
+  },
+};
+
+/** `tenant:key` pairs: a tenant id and a key, both non-empty and unpadded. */
+const tenantKeyPairs: Check<string[]> = (flag, pairs) => {
+  for (const p of pairs) {
+    const at = p.indexOf(":");
+    const id = at < 0 ? "" : p.slice(0, at);
+    const key = at < 0 ? "" : p.slice(at + 1);
+    if (id.trim() === "" || key.trim() === "") {
+      throw badValue(flag, at < 0 ? "***" : `${id}:***`, "expected tenant:key, both non-empty");
+    }
+    if (id.trim() !== id || key.trim() !== key) {
+      throw badValue(flag, `${id}:***`, "the tenant id and key must not have surrounding spaces");
+    }
+  }
+  return pairs;
+};
+
+/** Tenant resolution, in --help order. */
+export const TENANT_FLAGS: Flags<TenantConfig> = {
+  apiKeys: {
+    name: "tenant-api-key",
+    kind: list,
+    default: [],
+    help: "tenant:key (repeatable): a client presenting this bearer key is tenant auth:<tenant>",
+    check: tenantKeyPairs,
+  },
+  trustHeader: {
+    name: "trust-tenant-header",
+    kind: bool,
+    default: false,
+    help: "take the tenant from --tenant-header-name when no key names it",
+  },
+  headerName: {
+    name: "tenant-header-name",
+    kind: {
+      takes: "value",
+      parse: (_, v) => v.toLowerCase(),
+      show: str.show,
+    },
+    default: "x-smg-tenant-id",
+    help: "the trusted tenant header",
+    check: (flag, v) => validHeaders(flag, [v])[0],
+  },
+};
+
+/** Per-tenant rate limits, in --help order. */
+export const TENANT_RATE_LIMIT_FLAGS: Flags<TenantRateLimitConfig> = {
+  enabled: {
+    name: "tenant-rate-limit-enabled",
+    kind: bool,
+    default: false,
+    help: "enforce per-tenant LLM-token and request limits (--tenant-rate-limit-config)",
+  },
+  configPath: {
+    name: "tenant-rate-limit-config",
+    kind: str,
+    default: null,
+    help: "YAML: default_policy and tenants, tokens and requests per minute, model rules",
+    check: nonEmpty,
+  },
+  scope: {
+    name: "tenant-rate-limit-scope",
+    kind: choices(["router", "cluster"]),
+    default: "router",
+    help: "router: each router counts alone; cluster: routers share counts over the mesh",
+  },
+  syncMs: {
+    name: "tenant-rate-limit-sync-ms",
+    kind: int,
+    default: 100,
+    help: "cluster scope: how often a router publishes its counts to the mesh",
+    check: atLeast(10),
   },
 };

@@ -5,6 +5,9 @@
  */
 
 import type { LogLevel } from "../core/log.ts";
+import type { ControlPlaneKey } from "./control_plane.ts";
+
+export type { ControlPlaneKey, ControlPlaneRole } from "./control_plane.ts";
 
 /** Every policy name SMG accepts for `--policy`. */
 export const POLICY_NAMES = [
@@ -219,6 +222,36 @@ export interface AdmissionConfig {
   queueSize: number;
   /** Seconds a request may wait (`--queue-timeout-secs`). */
   queueTimeoutSecs: number;
+  /**
+   * Tokens the admission bucket regains per second, up to `maxConcurrentRequests`; null or 0:
+   * none, the bucket is a concurrency cap (`--rate-limit-tokens-per-second`).
+   */
+  rateLimitTokensPerSecond: number | null;
+}
+
+/** Who a request's tenant is (SMG's tenant resolution). */
+export interface TenantConfig {
+  /** `tenant:key` pairs: a client whose bearer is `key` is `auth:<tenant>` (`--tenant-api-key`). */
+  apiKeys: string[];
+  /** Take the tenant from `headerName` when no key names it (`--trust-tenant-header`). */
+  trustHeader: boolean;
+  /** The trusted tenant header, lower-case (`--tenant-header-name`). */
+  headerName: string;
+}
+
+/** Per-tenant LLM-token and request limits. */
+export interface TenantRateLimitConfig {
+  /** Enforce them (`--tenant-rate-limit-enabled`). */
+  enabled: boolean;
+  /** The YAML policy file; required when enabled (`--tenant-rate-limit-config`). */
+  configPath: string | null;
+  /**
+   * `router`: each router counts alone, as SMG; `cluster` (ours, needs `--enable-mesh`): routers
+   * share their counts over the mesh (`--tenant-rate-limit-scope`).
+   */
+  scope: "router" | "cluster";
+  /** Cluster mode: a router publishes its counts this often, ms (`--tenant-rate-limit-sync-ms`). */
+  syncMs: number;
 }
 
 /** The HA mesh (SMG's flags, plus our SWIM timing flags with memberlist's values). */
@@ -303,6 +336,12 @@ export interface GatewayConfig {
   port: number;
   /** Workers registered at start (`--worker-urls`). */
   workerUrls: string[];
+  /**
+   * Hosts workers may be registered at, on every path: IPs, CIDR blocks, names, `*.suffix`es;
+   * empty allows every host but link-local ones and this gateway's own ports
+   * (`--worker-host-allowlist`, ours).
+   */
+  workerHostAllowlist: string[];
   /** Routing policy (`--policy`). */
   policy: PolicyName;
   /** Metrics listen address (`--prometheus-host`). */
@@ -311,6 +350,16 @@ export interface GatewayConfig {
   prometheusPort: number;
   /** Bearer key required from clients and sent to startup workers (`--api-key`). */
   apiKey: string | null;
+  /**
+   * Origins browsers may call from, as `scheme://host[:port]`; empty allows any origin, method
+   * and header (`--cors-allowed-origins`).
+   */
+  corsAllowedOrigins: string[];
+  /**
+   * Keys of the control-plane routes (workers, loads, cache flush, mesh status), each with a
+   * role; empty leaves those routes to `--api-key` (`--control-plane-api-keys id:name:role:key`).
+   */
+  controlPlaneApiKeys: ControlPlaneKey[];
   /** Total time allowed for one request, stream included (`--request-timeout-secs`). */
   requestTimeoutSecs: number;
   /** Largest request body in bytes (`--max-payload-size`). */
@@ -363,6 +412,10 @@ export interface GatewayConfig {
   admission: AdmissionConfig;
   /** TLS on the main port and toward workers. */
   tls: TlsConfig;
+  /** Tenant resolution. */
+  tenants: TenantConfig;
+  /** Per-tenant rate limits. */
+  tenantRateLimit: TenantRateLimitConfig;
   /** HA mesh. */
   mesh: MeshConfig;
   /** Kubernetes service discovery. */

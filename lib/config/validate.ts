@@ -1,13 +1,17 @@
 /**
  * Start-up validation. Each flag's declared check runs first (the mesh's only with the mesh on,
  * discovery's only with discovery on, as SMG), then the rules that join several settings, all
- * of them here: worker URLs and PD legs, policies, mesh, discovery, admission. The first
- * violation throws a one-line `ConfigError` (main exits 2); otherwise the result is a normalised
- * copy (worker URLs without a trailing slash, IPv6 mesh hosts in brackets, ...).
+ * of them here: worker URLs and PD legs, policies, mesh, discovery, the start-up workers against
+ * the egress allow-list (`egress.ts`), admission. The first violation throws a one-line
+ * `ConfigError` (main exits 2), at its config-file line when a file set the flag; otherwise the
+ * result is a normalised copy (worker URLs without a trailing slash, IPv6 mesh hosts in
+ * brackets, ...).
  */
 
 import { badValue, ConfigError } from "../core/errors.ts";
 import { atLeast, nonEmpty } from "./checks.ts";
+import { checkStartupWorkers } from "./egress.ts";
+import type { ConfigSources } from "./file_settings.ts";
 import type { Section } from "./flag.ts";
 import { ENTRIES, holder, isFlag } from "./flags.ts";
 import type { GatewayConfig, PdConfig } from "./types.ts";
@@ -49,8 +53,27 @@ const CHECKED_WHEN: Partial<Record<Section, (c: GatewayConfig) => boolean>> = {
   discovery: (c) => c.discovery.enabled,
 };
 
-/** The normalised copy of `config`; throws the first problem found. `config` is not changed. */
-export function validateConfig(config: GatewayConfig): GatewayConfig {
+/**
+ * The normalised copy of `config`; throws the first problem found. `config` is not changed. A
+ * problem with a flag that `sources` says a config file set is reported at the file's line.
+ */
+export function validateConfig(
+  config: GatewayConfig,
+  sources: ConfigSources = new Map(),
+): GatewayConfig {
+  try {
+    return validated(config);
+  } catch (e) {
+    const where = e instanceof ConfigError && e.flag ? sources.get(e.flag) : undefined;
+    if (where === undefined) throw e;
+    // `--port: invalid value ...` becomes `smg.yaml:3: port: invalid value ...`.
+    throw new ConfigError(
+      where + (e as ConfigError).message.slice((e as ConfigError).flag!.length),
+    );
+  }
+}
+
+function validated(config: GatewayConfig): GatewayConfig {
   const c = structuredClone(config);
   for (const { section, field, setting } of ENTRIES) {
     if (!isFlag(setting) || !setting.check) continue;
@@ -65,10 +88,44 @@ export function validateConfig(config: GatewayConfig): GatewayConfig {
   checkMesh(c);
   checkDiscovery(c);
   checkTls(c);
+  checkStartupWorkers(c);
   if (c.admission.queueSize > 0 && c.admission.queueTimeoutSecs === 0) {
     throw badValue("--queue-timeout-secs", 0, "must be >= 1 while --queue-size is above 0");
   }
+  checkTenants(c);
   return c;
+}
+
+/** Tenant keys distinct from each other and from `--api-key`; the limits' file and scope. */
+function checkTenants(c: GatewayConfig): void {
+  const seen = new Map<string, string>();
+  if (c.apiKey !== null) seen.set(c.apiKey, "--api-key");
+  for (const pair of c.tenants.apiKeys) {
+    const at = pair.indexOf(":");
+    const id = pair.slice(0, at);
+    const other = seen.get(pair.slice(at + 1));
+    if (other !== undefined) {
+      throw badValue(
+        "--tenant-api-key",
+        `${id}:***`,
+        `the key is also ${other}'s; each key must name one tenant`,
+      );
+    }
+    seen.set(pair.slice(at + 1), `tenant '${id}'`);
+  }
+  const rl = c.tenantRateLimit;
+  if (rl.enabled && rl.configPath === null) {
+    throw new ConfigError(
+      "--tenant-rate-limit-config: required with --tenant-rate-limit-enabled",
+    );
+  }
+  if (rl.enabled && rl.scope === "cluster" && !c.mesh.enabled) {
+    throw badValue(
+      "--tenant-rate-limit-scope",
+      "cluster",
+      "routers share their counts over the mesh: add --enable-mesh",
+    );
+  }
 }
 
 const GRPC_NEEDS_TOKENIZER = "gRPC workers take token ids: give --model-path or --tokenizer-path";

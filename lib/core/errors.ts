@@ -10,6 +10,7 @@ import type { Reply } from "./http.ts";
 export const REASON_PHRASES: Readonly<Record<number, string>> = {
   400: "Bad Request",
   401: "Unauthorized",
+  403: "Forbidden",
   404: "Not Found",
   405: "Method Not Allowed",
   408: "Request Timeout",
@@ -100,14 +101,21 @@ export function flatErrorResponse(status: number, code: string, message: string)
 
 /** Bad configuration, reported as one line at start; the process exits 2. */
 export class ConfigError extends Error {
-  /** Wraps a one-line message. */
-  constructor(message: string) {
+  /**
+   * The one flag at fault (e.g. `--port`) when the message starts with it: a config file's
+   * setting is then reported at its line instead (`validate.ts`).
+   */
+  readonly flag?: string;
+
+  /** Wraps a one-line message, which starts with `flag` when one is given. */
+  constructor(message: string, flag?: string) {
     super(message);
     this.name = "ConfigError";
+    this.flag = flag;
   }
 }
 
 /** A ConfigError naming the flag, quoting the value and saying what is allowed. */
 export function badValue(flag: string, value: unknown, allowed: string): ConfigError {
-  return new ConfigError(`${flag}: invalid value '${String(value)}'; ${allowed}`);
+  return new ConfigError(`${flag}: invalid value '${String(value)}'; ${allowed}`, flag);
 }

@@ -63,6 +63,8 @@ export interface Inbound {
   readonly headers: HeaderMap;
   /** Fires when the client goes away before its response is done. */
   readonly gone: Abortable;
+  /** The client's IP address, when the server knows it. */
+  readonly remote?: string;
   /** The body, read once; 413 over `max` bytes, 400 when it breaks off. */
   bytes(max: number): Promise<Uint8Array<ArrayBuffer>>;
   /** The request as a fetch `Request` (handlers of the non-inference routes). */

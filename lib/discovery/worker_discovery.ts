@@ -6,10 +6,12 @@
  * ready again; one deleted or terminating is drained and removed. A full list replaces what
  * was known: pods missing from it are gone. Each pod is known by its uid; the worker it
  * registered is the only one it removes (a URL also given by `--worker-urls` stays). A URL
- * still draining when its pod comes back is registered at the next resync (every 10 s).
+ * still draining when its pod comes back is registered at the next resync (every 10 s). A pod
+ * whose address the egress allow-list refuses is not registered, with one warning per address.
  */
 
 import type { DiscoveryConfig } from "../config/config.ts";
+import { EgressRefusedError } from "../core/egress.ts";
 import type { Logger } from "../core/log.ts";
 import { DuplicateWorkerError } from "../workers/registry.ts";
 import type { WorkerManager } from "../workers/manager.ts";
@@ -18,7 +20,8 @@ import { isTerminating, type Pod, type PodWorker, podWorker } from "./pods.ts";
 
 /** What discovery counts (SMG's `smg_discovery_*` metrics). */
 export interface DiscoveryCounters {
-  registered(result: "ok" | "failed" | "duplicate"): void;
+  /** A registration's outcome; `refused` (ours) is the egress allow-list's no. */
+  registered(result: "ok" | "failed" | "duplicate" | "refused"): void;
   deregistered(reason: "deleted" | "not_ready" | "gone"): void;
   synced(seconds: number): void;
   discovered(n: number): void;
@@ -39,6 +42,8 @@ interface Known {
   worker: PodWorker;
   /** The worker this pod registered, or null (not serving, or not registered yet). */
   id: string | null;
+  /** The URL the egress allow-list last refused for this pod (warned once). */
+  refused?: string;
 }
 
 /** Pods in, workers out. */
@@ -142,6 +147,18 @@ export class WorkerDiscovery {
         d.counters?.registered("duplicate");
         // Registered otherwise (flags, API), or still draining from an earlier life: not ours.
         d.log.debug("discovered worker already registered", { pod: w.pod, worker: w.url });
+        return;
+      }
+      if (e instanceof EgressRefusedError) {
+        d.counters?.registered("refused");
+        // Once per pod address: its status updates would repeat the same refusal.
+        if (k.refused === w.url) return;
+        k.refused = w.url;
+        d.log.warn("discovered worker refused by the egress allow-list", {
+          pod: w.pod,
+          worker: w.url,
+          reason: e.message,
+        });
         return;
       }
       d.counters?.registered("failed");

@@ -24,6 +24,8 @@ export interface FrontSocket {
   write(p: Uint8Array): Promise<number>;
   close(): void;
   setNoDelay?(noDelay?: boolean): void;
+  /** The client's address (a `Deno.TcpConn`'s; a TLS socket's as it connected). */
+  readonly remoteAddr?: Deno.Addr;
 }
 
 /** The gateway's entry, as the front calls it. */
@@ -76,6 +78,11 @@ export class Connection implements BodySource {
 
   get authority(): string {
     return this.server.authority;
+  }
+
+  /** The client's IP address. */
+  get remote(): string | undefined {
+    return (this.socket.remoteAddr as Deno.NetAddr | undefined)?.hostname;
   }
 
   get maxBody(): number {

@@ -33,10 +33,15 @@ export class NodeSocketConn implements FrontSocket {
   #error: Error | null = null;
   /** The pending read's wake-up. */
   #wake: (() => void) | null = null;
+  /** The client's address, read at the start (a closed socket forgets it). */
+  readonly remoteAddr?: Deno.NetAddr;
 
   /** Wraps a connected socket (a `TLSSocket` after its handshake). */
   constructor(s: Socket) {
     this.#s = s;
+    if (s.remoteAddress !== undefined) {
+      this.remoteAddr = { transport: "tcp", hostname: s.remoteAddress, port: s.remotePort ?? 0 };
+    }
     s.on("data", (chunk: Uint8Array) => {
       this.#chunks.push(chunk);
       this.#unread += chunk.length;

@@ -140,6 +140,8 @@ export interface BodySource extends ReadBuffer {
   readonly authority: string;
   /** Largest body a `Request` for a non-inference handler may carry. */
   readonly maxBody: number;
+  /** The client's IP address. */
+  readonly remote?: string;
 }
 
 /**
@@ -170,6 +172,11 @@ export class FrontInbound implements Inbound {
     this.headers = new FieldMap(head.fields.headers);
     this.#src = src;
     this.consumed = head.fields.length <= 0 && !head.fields.chunked;
+  }
+
+  /** The client's IP address. */
+  get remote(): string | undefined {
+    return this.#src.remote;
   }
 
   get url(): string {

@@ -14,9 +14,26 @@ import net from "node:net";
 import type { TLSSocket } from "node:tls";
 import { endThenDestroy } from "./node_socket.ts";
 
-/** Pipes the client socket `s` to `127.0.0.1:port` and back until either side closes. */
-export function pipeToLoopback(s: TLSSocket, port: number): void {
-  const inner = net.connect({ host: "127.0.0.1", port });
+/**
+ * Pipes the client socket `s` to `host:port` (loopback) and back until either side closes.
+ * `clients` maps the loopback connection's local port (the `remoteAddr.port` `Deno.serve` sees)
+ * to the client's IP while it is open: every request would otherwise come from 127.0.0.1.
+ */
+export function pipeToLoopback(
+  s: TLSSocket,
+  host: string,
+  port: number,
+  clients: Map<number, string>,
+): void {
+  const client = s.remoteAddress;
+  const inner = net.connect({ host, port });
+  // Before any byte is written (writes wait for `connect`), so before Deno.serve sees a request.
+  inner.once("connect", () => {
+    const local = inner.localPort;
+    if (local === undefined || client === undefined) return;
+    clients.set(local, client);
+    inner.once("close", () => clients.delete(local));
+  });
   inner.setNoDelay(true);
   s.setNoDelay(true);
   s.pipe(inner, { end: false });

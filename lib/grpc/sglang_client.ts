@@ -12,10 +12,10 @@ import { isIP } from "node:net";
 import { checkServerIdentity, rootCertificates } from "node:tls";
 import * as grpc from "@grpc/grpc-js";
 import type { Abortable } from "../core/http.ts";
+import { decodeKvEventBatch } from "./kv_wire.ts";
 import {
   type AckPb,
   decode,
-  decodeKvBatch,
   encode,
   type GenerateRequestPb,
   type GenerateResponsePb,
@@ -213,7 +213,7 @@ export class SglangClient {
       identity,
       encode(m.request, { start_sequence_number: cursor }),
     );
-    return new ServerStream(call, m.response.name, decodeKvBatch, cancel);
+    return new ServerStream(call, m.response.name, decodeKvEventBatch, cancel);
   }
 
   /** Flushes the worker's KV cache. */

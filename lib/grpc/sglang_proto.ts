@@ -78,18 +78,6 @@ export function decode<T>(type: protobuf.Type, bytes: Uint8Array): T {
   return type.toObject(type.decode(bytes), TO_OBJECT) as T;
 }
 
-/** 64-bit integers as decimal strings: KV block hashes use all 64 bits. */
-const LONGS_AS_STRINGS: protobuf.IConversionOptions = { ...TO_OBJECT, longs: String };
-
-/** Decodes a `KvEventBatch`, its hashes as decimal strings. */
-export function decodeKvBatch(bytes: Uint8Array): KvEventBatchPb {
-  const type = METHODS.subscribeKvEvents.response;
-  const o = type.toObject(type.decode(bytes), LONGS_AS_STRINGS) as KvEventBatchPb & {
-    sequence_number: string | number;
-  };
-  return { ...o, sequence_number: Number(o.sequence_number) };
-}
-
 /** A `google.protobuf.Struct` as JSON. */
 export function structToJson(s: unknown): Record<string, unknown> {
   const fields = (s as { fields?: Record<string, unknown> } | null)?.fields ?? {};

@@ -14,11 +14,17 @@
  * Bounds: a key not stored or read for `ttlMs` is pruned, and above `maxEntries` keys the least
  * recently touched go until 90 % remain (keys touched in the last 2 s are spared), at `prune`.
  * Known gap: keys are 53-bit hashes; two prefixes colliding (odds about 2^-53 a pair) would
- * report a false match.
+ * report a false match, and a worker's engine hashes are folded to 53 bits the same way (two of
+ * its blocks colliding would make one's removal drop the other).
+ *
+ * Memory: the keys and each worker's hashes live in typed-array tables (`NumTable`), holders as
+ * one bit per worker, so millions of blocks are a few arrays rather than millions of objects the
+ * garbage collector copies and marks.
  */
 
 import type { Clock } from "../core/clock.ts";
 import type { BlockHash, KvEvent, StoredBlock } from "./events.ts";
+import { foldString, NumTable } from "./num_table.ts";
 
 /** Why a stored event could not be applied. */
 export type StoreRefusal = "unknown_parent" | "block_size";
@@ -31,12 +37,6 @@ export interface BlockIndexOptions {
   ttlMs?: number;
   /** Most keys before the least recently touched are pruned; 0 is off (default 0). */
   maxEntries?: number;
-}
-
-/** A key: who holds it and when it was last stored or read. */
-interface Holders {
-  workers: Set<string>;
-  touched: number;
 }
 
 /** Keys touched this recently survive a capacity prune. */
@@ -57,6 +57,12 @@ export function chainKey(parent: number, tokens: ArrayLike<number>, from = 0, to
   return (a >>> 0) * 0x200000 + (b >>> 11) + 1;
 }
 
+/** One worker: its bit in the holders' words, and its engine hashes (folded) → our keys. */
+interface Holder {
+  slot: number;
+  hashes: NumTable;
+}
+
 /** The blocks workers hold for one model; see the module comment. */
 export class BlockIndex {
   readonly #clock: Clock;
@@ -64,10 +70,11 @@ export class BlockIndex {
   readonly #maxEntries: number;
   /** Tokens per block, learned from the first stored block; 0 until then. */
   #blockSize = 0;
-  /** Our key → its holders. */
-  readonly #keys = new Map<number, Holders>();
-  /** Per worker: engine hash → our key. */
-  readonly #workers = new Map<string, Map<string, number>>();
+  /** Our key → when last stored or read (column 0), and a bit per holding worker's slot. */
+  readonly #keys = new NumTable(1, 1);
+  readonly #workers = new Map<string, Holder>();
+  /** Worker by slot (null: free). */
+  readonly #slots: (string | null)[] = [];
 
   constructor(o: BlockIndexOptions) {
     this.#clock = o.clock;
@@ -92,7 +99,7 @@ export class BlockIndex {
 
   /** Blocks `worker` holds. */
   blocksOf(worker: string): number {
-    return this.#workers.get(worker)?.size ?? 0;
+    return this.#workers.get(worker)?.hashes.size ?? 0;
   }
 
   /**
@@ -126,21 +133,23 @@ export class BlockIndex {
     let own = this.#workers.get(worker);
     let key = 0;
     if (parent !== null) {
-      const k = own?.get(parent);
-      if (k === undefined) return "unknown_parent";
-      key = k;
+      const at = own ? own.hashes.find(foldString(parent)) : -1;
+      if (at < 0) return "unknown_parent";
+      key = own!.hashes.f64(at);
     }
-    if (!own) this.#workers.set(worker, own = new Map());
+    own ??= this.#add(worker);
     const now = this.#clock.now();
+    const word = own.slot >>> 5;
+    const bit = 1 << (own.slot & 31);
     for (const b of blocks) {
       key = chainKey(key, b.tokenIds);
-      const previous = own.get(b.hash);
-      if (previous !== undefined && previous !== key) this.#release(worker, previous);
-      own.set(b.hash, key);
-      let h = this.#keys.get(key);
-      if (!h) this.#keys.set(key, h = { workers: new Set(), touched: now });
-      h.workers.add(worker);
-      h.touched = now;
+      const at = own.hashes.insert(foldString(b.hash));
+      const previous = own.hashes.created ? 0 : own.hashes.f64(at);
+      if (previous !== 0 && previous !== key) this.#release(own.slot, previous);
+      own.hashes.setF64(at, key);
+      const k = this.#keys.insert(key);
+      this.#keys.setF64(k, now);
+      this.#keys.u32[this.#keys.wordsAt(k) + word] |= bit;
     }
     return null;
   }
@@ -150,10 +159,12 @@ export class BlockIndex {
     const own = this.#workers.get(worker);
     if (!own) return;
     for (const hash of hashes) {
-      const key = own.get(hash);
-      if (key === undefined) continue;
-      own.delete(hash);
-      this.#release(worker, key);
+      const folded = foldString(hash);
+      const at = own.hashes.find(folded);
+      if (at < 0) continue;
+      const key = own.hashes.f64(at);
+      own.hashes.delete(folded);
+      this.#release(own.slot, key);
     }
   }
 
@@ -161,8 +172,11 @@ export class BlockIndex {
   clearWorker(worker: string): void {
     const own = this.#workers.get(worker);
     if (!own) return;
-    for (const key of own.values()) this.#release(worker, key);
+    const keys: number[] = [];
+    for (const at of own.hashes.slots()) keys.push(own.hashes.f64(at));
+    for (const key of keys) this.#release(own.slot, key);
     this.#workers.delete(worker);
+    this.#slots[own.slot] = null;
   }
 
   /**
@@ -174,17 +188,33 @@ export class BlockIndex {
     const size = this.#blockSize;
     if (size === 0) return out;
     const now = this.#clock.now();
-    let live: Set<string> | null = null;
+    if (tokens.length < size) return out;
+    const first = chainKey(0, tokens, 0, size);
+    if (this.#keys.find(first) < 0) return out; // the common miss, before any allocation
+    const n = this.#keys.words;
+    const live = new Uint32Array(n);
+    const depth = new Array<number>(n * 32).fill(0);
     let key = 0;
     for (let at = 0; at + size <= tokens.length; at += size) {
-      key = chainKey(key, tokens, at, at + size);
-      const h = this.#keys.get(key);
-      if (!h) break;
-      h.touched = now;
-      if (live === null) live = new Set(h.workers);
-      else for (const w of live) if (!h.workers.has(w)) live.delete(w);
-      if (live.size === 0) break;
-      for (const w of live) out.set(w, at + size);
+      key = at === 0 ? first : chainKey(key, tokens, at, at + size);
+      const k = this.#keys.find(key);
+      if (k < 0) break;
+      this.#keys.setF64(k, now);
+      const words = this.#keys.u32;
+      const from = this.#keys.wordsAt(k);
+      let any = 0;
+      for (let i = 0; i < n; i++) {
+        live[i] = at === 0 ? words[from + i] : live[i] & words[from + i];
+        any |= live[i];
+        for (let m = live[i]; m !== 0; m &= m - 1) {
+          depth[i * 32 + (31 - Math.clz32(m & -m))] = at + size;
+        }
+      }
+      if (any === 0) break;
+    }
+    for (let s = 0; s < depth.length; s++) {
+      const w = this.#slots[s];
+      if (depth[s] > 0 && w) out.set(w, depth[s]);
     }
     return out;
   }
@@ -196,32 +226,53 @@ export class BlockIndex {
   prune(): number {
     const now = this.#clock.now();
     const doomed = new Set<number>();
+    const keys = this.#keys;
     if (this.#ttlMs > 0) {
-      for (const [key, h] of this.#keys) if (now - h.touched > this.#ttlMs) doomed.add(key);
+      for (const k of keys.slots()) if (now - keys.f64(k) > this.#ttlMs) doomed.add(keys.keyAt(k));
     }
-    const left = this.#keys.size - doomed.size;
+    const left = keys.size - doomed.size;
     if (this.#maxEntries > 0 && left > this.#maxEntries) {
       const target = Math.floor(this.#maxEntries * 0.9);
-      const oldest = [...this.#keys].filter(([k, h]) =>
-        !doomed.has(k) && now - h.touched > SPARE_MS
-      )
-        .sort((x, y) => x[1].touched - y[1].touched);
+      const oldest: [number, number][] = [];
+      for (const k of keys.slots()) {
+        const key = keys.keyAt(k);
+        if (!doomed.has(key) && now - keys.f64(k) > SPARE_MS) oldest.push([key, keys.f64(k)]);
+      }
+      oldest.sort((x, y) => x[1] - y[1]);
       for (let i = 0; i < oldest.length && left - i > target; i++) doomed.add(oldest[i][0]);
     }
     if (doomed.size === 0) return 0;
     for (const [, own] of this.#workers) {
-      for (const [hash, key] of own) if (doomed.has(key)) own.delete(hash);
+      const gone: number[] = [];
+      for (const at of own.hashes.slots()) {
+        if (doomed.has(own.hashes.f64(at))) gone.push(own.hashes.keyAt(at));
+      }
+      for (const h of gone) own.hashes.delete(h);
     }
-    for (const key of doomed) this.#keys.delete(key);
+    for (const key of doomed) keys.delete(key);
     return doomed.size;
   }
 
-  /** `worker` no longer holds `key`. */
-  #release(worker: string, key: number): void {
-    const h = this.#keys.get(key);
-    if (!h) return;
-    h.workers.delete(worker);
-    if (h.workers.size === 0) this.#keys.delete(key);
+  /** Registers `worker` in a free slot (widening the holders' words past 32 workers). */
+  #add(worker: string): Holder {
+    let slot = this.#slots.indexOf(null);
+    if (slot < 0) slot = this.#slots.push(null) - 1;
+    this.#slots[slot] = worker;
+    this.#keys.widen((slot >>> 5) + 1);
+    const own: Holder = { slot, hashes: new NumTable(1, 0) };
+    this.#workers.set(worker, own);
+    return own;
+  }
+
+  /** The worker in `slot` no longer holds `key`. */
+  #release(slot: number, key: number): void {
+    const k = this.#keys.find(key);
+    if (k < 0) return;
+    const words = this.#keys.u32;
+    const from = this.#keys.wordsAt(k);
+    words[from + (slot >>> 5)] &= ~(1 << (slot & 31));
+    for (let i = 0; i < this.#keys.words; i++) if (words[from + i] !== 0) return;
+    this.#keys.delete(key);
   }
 }
 

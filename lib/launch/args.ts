@@ -167,8 +167,9 @@ Serve flags:
                               tokenizer)
 
 Gateway flags take a --router- prefix, e.g. --router-policy round_robin,
---router-prometheus-port 29001. With one worker the policy is passthrough and retries and
-the circuit breaker are off, as SMG does.
+--router-prometheus-port 29001, --router-config FILE (gateway settings from a YAML or JSON
+file). With one worker the policy is passthrough and retries and the circuit breaker are off,
+as SMG does.
 
 Engine flags: with --backend sim, the knobs of 'smg sim-worker --help' (--time-scale,
 --kv-tokens, --max-running, --prefill-tps, ...); with sglang or vllm, anything else is passed

@@ -41,6 +41,14 @@ export interface ChildSpec {
 
 const KILL_AFTER_MS = 30_000;
 
+/**
+ * The program's entry module: `Deno.mainModule`, which a worker thread lacks; there the
+ * thread's own script is the same module (the launcher starts it from the entry).
+ */
+function programUrl(): string {
+  return Deno.mainModule ?? (globalThis as { location?: { href: string } }).location!.href;
+}
+
 /** A free loopback port (bound and released at once). */
 function freePort(host: string): number {
   const l = Deno.listen({ hostname: host, port: 0 });
@@ -73,9 +81,10 @@ export function childSpec(o: ServeOptions, rank: number): ChildSpec {
       args: [
         "run",
         "--unstable-no-legacy-abort",
-        "--allow-net",
+        // It listens on --worker-host and dials nothing.
+        `--allow-net=${o.workerHost.includes(":") ? `[${o.workerHost}]` : o.workerHost}`,
         "--allow-env=RUST_LOG,SMG_LOG",
-        new URL(Deno.mainModule).pathname,
+        new URL(programUrl()).pathname,
         "sim-worker",
         ...o.engineArgs,
         ...where,

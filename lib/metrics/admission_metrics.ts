@@ -20,6 +20,14 @@ export interface AdmissionMetrics {
   readonly overloaded: FastGauge;
   /** smg_worker_overload_shed_total{stage} */
   readonly overloadShed: FastCounter;
+  /** smg_tenant_rate_limit_total{result} */
+  readonly tenantRateLimit: FastCounter;
+  /** smg_tenant_rate_limit_reservations */
+  readonly tenantReservations: FastGauge;
+  /** smg_tenant_rate_limit_tokens_total{kind} */
+  readonly tenantTokens: FastCounter;
+  /** smg_tenant_rate_limit_cluster_total{kind} */
+  readonly tenantCluster: FastCounter;
 }
 
 /** Registers these metrics with `f`, in the order they are exposed. */
@@ -42,6 +50,25 @@ export function admissionMetrics(f: FamilyBuilder): AdmissionMetrics {
       [
         "stage",
       ],
+    ),
+    tenantRateLimit: f.counter(
+      "smg_tenant_rate_limit_total",
+      "Tenant rate-limit decisions (allowed, rejected), once per request",
+      ["result"],
+    ),
+    tenantReservations: f.gauge(
+      "smg_tenant_rate_limit_reservations",
+      "Tenant rate-limit reservations not yet settled",
+    ),
+    tenantTokens: f.counter(
+      "smg_tenant_rate_limit_tokens_total",
+      "LLM tokens reserved (the prompt estimate) and settled (what requests were charged)",
+      ["kind"],
+    ),
+    tenantCluster: f.counter(
+      "smg_tenant_rate_limit_cluster_total",
+      "Cluster mode: peers' tokens and requests taken here, and shards published",
+      ["kind"],
     ),
   };
 }

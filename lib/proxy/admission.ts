@@ -1,8 +1,17 @@
 /**
- * Admission control for inference routes (`--max-concurrent-requests`, `--queue-size`,
- * `--queue-timeout-secs`): at most N requests hold a slot, up to Q wait in FIFO order, a full
- * queue answers 429 and a wait past the timeout 503, both with `Retry-After: 2`. A slot is held
- * until the response body is done (the caller releases it).
+ * Admission control for inference routes: SMG's token bucket (`--max-concurrent-requests` is its
+ * capacity, `--rate-limit-tokens-per-second` its refill; unset or 0 = no refill) with its wait
+ * queue (`--queue-size`, `--queue-timeout-secs`). A request takes one token and gives it back
+ * when its response body is done (the caller releases it). Without refill the bucket is a pure
+ * concurrency cap; with refill, tokens also come back at the refill rate (never above the
+ * capacity), so more than the capacity may be in flight at once: the bucket then bounds the
+ * admission rate (a burst of the capacity, then the refill plus what finished), as SMG's does.
+ * Up to the queue size wait in FIFO order, newcomers never overtaking them; a full queue answers
+ * 429 and a wait past the timeout 503, both with `Retry-After: 2`.
+ *
+ * Upstream's waiter on a refilling bucket gives up after the time one refill should take and is
+ * answered 408, so a request queued behind others times out early; here every waiter waits up
+ * to `--queue-timeout-secs`, with or without refill.
  */
 
 import type { AdmissionConfig } from "../config/config.ts";
@@ -11,7 +20,7 @@ import { GatewayError } from "../core/errors.ts";
 import type { Abortable } from "../core/http.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 
-/** Gives a slot back. */
+/** Gives a token back. */
 export type Release = () => void;
 
 const NOOP: Release = () => {};
@@ -21,22 +30,31 @@ interface Waiter {
   fail: (e: GatewayError) => void;
 }
 
-/** The concurrency limiter with its wait queue. */
+/** The admission bucket with its wait queue. */
 export class Admission {
   readonly #cfg: AdmissionConfig;
   readonly #metrics: Metrics;
   readonly #clock: Clock;
   readonly #queue: Waiter[] = [];
+  /** Tokens per millisecond (0: no refill). */
+  readonly #refill: number;
+  #tokens: number;
+  #refilledAt: number;
   #inUse = 0;
+  /** Cancels the timer that grants the head waiter its refilled token. */
+  #cancelRefill: (() => void) | null = null;
 
-  /** A limiter; off when `maxConcurrentRequests` is -1. Queue timeouts run on `clock` (system). */
+  /** A bucket; off when `maxConcurrentRequests` is -1. Timers run on `clock` (system). */
   constructor(cfg: AdmissionConfig, metrics: Metrics, clock: Clock = systemClock) {
     this.#cfg = cfg;
     this.#metrics = metrics;
     this.#clock = clock;
+    this.#refill = Math.max(0, cfg.rateLimitTokensPerSecond ?? 0) / 1000;
+    this.#tokens = Math.max(0, cfg.maxConcurrentRequests);
+    this.#refilledAt = clock.now();
   }
 
-  /** Slots held now. */
+  /** Tokens held now (requests admitted whose response is not done). */
   get inUse(): number {
     return this.#inUse;
   }
@@ -46,14 +64,20 @@ export class Admission {
     return this.#queue.length;
   }
 
+  /** Tokens in the bucket now (refill included). */
+  get available(): number {
+    this.#topUp();
+    return this.#tokens;
+  }
+
   /**
-   * A slot, at once or after waiting; throws 429 when the queue is full, 503 on timeout.
+   * A token, at once or after waiting; throws 429 when the queue is full, 503 on timeout.
    * A waiter whose `signal` fires (the client left) leaves the queue.
    */
   acquire(signal?: Abortable): Release | Promise<Release> {
-    const max = this.#cfg.maxConcurrentRequests;
-    if (max < 0) return NOOP;
-    if (this.#inUse < max && this.#queue.length === 0) {
+    if (this.#cfg.maxConcurrentRequests < 0) return NOOP;
+    this.#topUp();
+    if (this.#tokens >= 1 && this.#queue.length === 0) {
       this.#metrics.rateLimit.with("allowed").inc();
       return this.#take();
     }
@@ -63,9 +87,7 @@ export class Admission {
         429,
         "admission_queue_full",
         "too many concurrent requests and the queue is full",
-        {
-          retryAfter: 2,
-        },
+        { retryAfter: 2 },
       );
     }
     if (signal?.aborted) throw new GatewayError(499, "client_closed", "client closed the request");
@@ -76,6 +98,8 @@ export class Admission {
         this.#metrics.queueDepth.with().set(this.#queue.length);
         cancelTimer();
         signal?.off(onAbort);
+        // The head left: the next waiter's refill is due at another time (or nobody waits).
+        if (i === 0) this.#grantWaiters();
         reject(e);
       };
       const waiter: Waiter = {
@@ -93,9 +117,7 @@ export class Admission {
             503,
             "admission_queue_timeout",
             "timed out waiting for a free request slot",
-            {
-              retryAfter: 2,
-            },
+            { retryAfter: 2 },
           ),
         );
       });
@@ -104,7 +126,41 @@ export class Admission {
       signal?.on(onAbort);
       this.#queue.push(waiter);
       this.#metrics.queueDepth.with().set(this.#queue.length);
+      if (this.#queue.length === 1) this.#grantWaiters();
     });
+  }
+
+  /** Adds the refill since the last reading, up to the capacity. */
+  #topUp(): void {
+    const now = this.#clock.now();
+    if (this.#refill > 0) {
+      const cap = this.#cfg.maxConcurrentRequests;
+      this.#tokens = Math.min(cap, this.#tokens + (now - this.#refilledAt) * this.#refill);
+    }
+    this.#refilledAt = now;
+  }
+
+  /**
+   * Hands tokens to waiters, oldest first, while there are any; with refill, sets a timer for
+   * when the head waiter's token will have dripped in.
+   */
+  #grantWaiters(): void {
+    this.#cancelRefill?.();
+    this.#cancelRefill = null;
+    this.#topUp();
+    while (this.#queue.length > 0 && this.#tokens >= 1) {
+      const next = this.#queue.shift()!;
+      this.#metrics.queueDepth.with().set(this.#queue.length);
+      this.#metrics.rateLimit.with("allowed").inc();
+      next.grant(this.#take());
+    }
+    if (this.#queue.length > 0 && this.#refill > 0) {
+      const ms = Math.max(1, Math.ceil((1 - this.#tokens) / this.#refill));
+      this.#cancelRefill = this.#clock.after(ms, () => {
+        this.#cancelRefill = null;
+        this.#grantWaiters();
+      });
+    }
   }
 
   #reject(reason: "full" | "timeout"): void {
@@ -113,6 +169,7 @@ export class Admission {
   }
 
   #take(): Release {
+    this.#tokens -= 1;
     this.#inUse++;
     this.#metrics.admissionInflight.with().set(this.#inUse);
     let released = false;
@@ -120,13 +177,10 @@ export class Admission {
       if (released) return;
       released = true;
       this.#inUse--;
-      const next = this.#queue.shift();
-      this.#metrics.queueDepth.with().set(this.#queue.length);
       this.#metrics.admissionInflight.with().set(this.#inUse);
-      if (next) {
-        this.#metrics.rateLimit.with("allowed").inc();
-        next.grant(this.#take());
-      }
+      this.#topUp();
+      this.#tokens = Math.min(this.#cfg.maxConcurrentRequests, this.#tokens + 1);
+      this.#grantWaiters();
     };
   }
 }

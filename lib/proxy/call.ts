@@ -13,7 +13,7 @@ import { Cancel } from "../core/cancel.ts";
 import type { DeadlineEntry, Deadlines } from "./deadlines.ts";
 import type { GrpcInput } from "./grpc/request.ts";
 import type { RouteSeries } from "./series.ts";
-import type { CallContext, RequestContext } from "./types.ts";
+import type { CallContext, RequestContext, UsageMeter } from "./types.ts";
 
 /** What a request holds until its response is done; released once. */
 export class Holds {
@@ -32,9 +32,11 @@ export class Holds {
 class DeadlineExceeded extends Error {}
 
 /** What a `Call` is made of. */
-export interface CallInit
-  extends
-    Pick<CallContext, "inb" | "rr" | "body" | "bytes" | "ctx" | "start" | "series" | "tasks"> {
+export interface CallInit extends
+  Pick<
+    CallContext,
+    "inb" | "rr" | "body" | "bytes" | "ctx" | "start" | "series" | "tasks" | "meter"
+  > {
   /** What the request holds until its response is done. */
   holds: Holds;
   /** Clock time of the deadline. */
@@ -61,6 +63,7 @@ export class Call implements CallContext, DeadlineEntry {
   readonly series: RouteSeries;
   readonly at: number;
   readonly tasks: Tasks;
+  readonly meter: UsageMeter | null;
   readonly #holds: Holds;
   readonly #deadlines: Deadlines;
   #grpc: GrpcInput | null;
@@ -80,6 +83,7 @@ export class Call implements CallContext, DeadlineEntry {
     this.#grpc = i.grpc;
     this.#prepareGrpc = i.prepareGrpc;
     this.tasks = i.tasks;
+    this.meter = i.meter;
   }
 
   /** Starts the deadline and the client-gone listener; both end with the response. */

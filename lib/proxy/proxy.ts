@@ -12,8 +12,16 @@
  * (`--request-timeout-secs`) covers the whole request, stream included; a client that leaves
  * cancels the worker request.
  *
- * Everything a request holds (admission slot, in-flight count, deadline, abort listener) is
- * released once, when `ctx.completed` settles: the response was delivered or abandoned. What
+ * Tenant limits (`--tenant-rate-limit-enabled`): once the request is read and its prompt counted
+ * (exactly when it was tokenized for gRPC workers, else 4 characters a token), before routing and
+ * outside the attempt loop, so retries never reserve again, its tenant's reservation is made or
+ * the request denied (429 `tenant_rate_limit_exceeded`). The answering attempt reports the usage
+ * to the request's meter; the reservation is settled on it, or on what was delivered when the
+ * request ends without it.
+ *
+ * Everything a request holds (admission slot, in-flight count, deadline, abort listener, the
+ * tenant reservation) is released once, when `ctx.completed` settles: the response was
+ * delivered or abandoned. What
  * outlives the response (a PD prefill drained) is a task of the proxy, stopped and awaited by
  * `close()`.
  */
@@ -21,9 +29,11 @@
 import { errorReply, GatewayError } from "../core/errors.ts";
 import { type Inbound, type Reply, replyHeader } from "../core/http.ts";
 import { Tasks } from "../core/tasks.ts";
-import type { ConnectionMode, Endpoint } from "../core/types.ts";
+import type { ConnectionMode, Endpoint, RouteRequest } from "../core/types.ts";
 import type { Worker } from "../workers/worker.ts";
 import { extractRouteRequest } from "../requests/route_request.ts";
+import type { Charge } from "../limits/limiter.ts";
+import { promptTokens } from "../policies/expected_wait.ts";
 import { runAttempts } from "./attempts.ts";
 import { parseJson } from "./body.ts";
 import { Call, Holds } from "./call.ts";
@@ -127,6 +137,7 @@ export class InferenceProxy {
       const connection: ConnectionMode = grpcOnly ? "grpc" : "http";
       series = plan.series(this.#pm, rr, connection);
       series.requests[rr.stream ? 1 : 0].inc();
+      const meter = d.limits ? this.#reserve(ctx, rr, grpc, holds) : null;
       const call = new Call({
         inb,
         rr,
@@ -141,6 +152,7 @@ export class InferenceProxy {
         grpc,
         prepareGrpc,
         tasks: this.#tasks,
+        meter,
       });
       // One cancellation for the worker requests: the client leaving or the deadline.
       call.arm();
@@ -181,6 +193,31 @@ export class InferenceProxy {
       if (series) this.#pm.error(series, err.status);
       return errorReply(err, ctx.requestId);
     }
+  }
+
+  /**
+   * The tenant's reservation for `rr` (its prompt tokens and one request), settled when the
+   * request is done if its answer did not settle it; a 429 `tenant_rate_limit_exceeded` when
+   * denied, with `Retry-After` unless the ask exceeds a limit outright.
+   */
+  #reserve(
+    ctx: RequestContext,
+    rr: RouteRequest,
+    grpc: GrpcInput | null,
+    holds: Holds,
+  ): Charge {
+    const estimate = grpc ? grpc.ids.length : promptTokens(rr);
+    const r = this.#d.limits!.reserve(ctx.tenant ?? "anonymous", rr.model, estimate);
+    if (typeof r === "number") {
+      throw new GatewayError(
+        429,
+        "tenant_rate_limit_exceeded",
+        "Tenant rate limit exceeded for this request",
+        { retryAfter: Number.isFinite(r) ? r : undefined },
+      );
+    }
+    holds.add(() => r.finish());
+    return r;
   }
 
   /**

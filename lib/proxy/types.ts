@@ -21,6 +21,7 @@ import type { HeaderList, Upstream } from "../upstream/types.ts";
 import type { Cancel } from "../core/cancel.ts";
 import type { Worker } from "../workers/worker.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
+import type { TenantLimiter } from "../limits/limiter.ts";
 import type { Admission } from "./admission.ts";
 import type { GrpcInput, PromptTokenizer } from "./grpc/request.ts";
 import type { RouteSeries } from "./series.ts";
@@ -75,6 +76,8 @@ export interface ProxyDeps {
   upstream: Upstream;
   /** Admission control. */
   admission: Admission;
+  /** Per-tenant rate limits (`--tenant-rate-limit-enabled`); absent when off. */
+  limits?: TenantLimiter;
   /** PD mode: the leg policies; absent for regular routing. */
   pd?: PdPolicies;
   /** gRPC workers' clients and the gateway's tokenizer (`--model-path`); absent without one. */
@@ -92,6 +95,19 @@ export interface RequestContext {
   requestId: string;
   /** Settles once the response is delivered or abandoned. */
   completed: Promise<unknown>;
+  /** The request's tenant key (`auth:`, `header:`, `ip:` or `anonymous`), when resolved. */
+  tenant?: string;
+}
+
+/**
+ * Where the answering attempt reports the tokens its answer used (the tenant limits settle the
+ * request's reservation on it; `Charge` in `lib/limits/limiter.ts`).
+ */
+export interface UsageMeter {
+  /** The answer's usage, as the worker (or, for gRPC workers, the gateway) counted it. */
+  final(prompt: number, completion: number): void;
+  /** How to read the tokens delivered so far, should the client leave before the end. */
+  live(read: () => { prompt: number; completion: number }): void;
 }
 
 /** Everything about the request an attempt needs (`Call` in `call.ts`). */
@@ -125,6 +141,8 @@ export interface CallContext {
   grpcInput(): GrpcInput;
   /** Background work of this request (a prefill drain), awaited by the proxy's shutdown. */
   readonly tasks: Tasks;
+  /** Where the answer's usage goes (tenant limits on); null when nobody needs it. */
+  readonly meter: UsageMeter | null;
 }
 
 /** Status answered when the client left (nobody reads it). */

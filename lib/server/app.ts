@@ -9,36 +9,40 @@
  */
 
 import type { GatewayConfig } from "../config/config.ts";
+import { egressPolicy } from "../config/egress.ts";
+import { type EgressPolicy, EgressRefusedError } from "../core/egress.ts";
+import { ConfigError } from "../core/errors.ts";
 import { type Clock, osRandom, type Random, seededRandom, systemClock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
-import { BREAKER_GAUGE } from "../workers/circuit_breaker.ts";
 import { Metrics } from "../metrics/metrics.ts";
 import { createPolicy, type Policy } from "../policies/mod.ts";
 import { PolicyReplicas } from "../policies/replicas.ts";
 import { PolicyRegistry } from "../policies/registry.ts";
 import { Admission } from "../proxy/admission.ts";
 import { InferenceProxy } from "../proxy/proxy.ts";
-import { FetchUpstream } from "../upstream/fetch_upstream.ts";
-import { Http1Client } from "../upstream/http1.ts";
 import type { Upstream } from "../upstream/types.ts";
 import type { FetchFn } from "../workers/http.ts";
 import { HealthChecker } from "../workers/health.ts";
 import { LoadMonitor } from "../workers/load_monitor.ts";
 import { WorkerManager } from "../workers/manager.ts";
 import { WorkerRegistry } from "../workers/registry.ts";
+import { refreshWorkerGauges } from "./gauges.ts";
 import * as info from "./info_api.ts";
 import { policyObserver } from "./observers.ts";
+import { createPdPolicies } from "./pd_setup.ts";
 import { createEntry, type Entry } from "./routes.ts";
 import { mainRoutes } from "./main_routes.ts";
 import { RequestInbound, toResponse } from "./inbound.ts";
 import * as workersApi from "./workers_api.ts";
 import { createMesh, type Mesh, meshStatus } from "./mesh_setup.ts";
 import { createDiscovery, type Discovery } from "./discovery_setup.ts";
-import { type GrpcClientFactory, GrpcWorkers } from "./grpc_workers.ts";
-import { grpcBackend, workerFetch } from "./worker_clients.ts";
+import type { GrpcClientFactory } from "./grpc_workers.ts";
+import { grpcBackend, workerClients } from "./worker_clients.ts";
 import { KvEvents } from "./kv_setup.ts";
 import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
 import { NO_TLS, type TlsMaterial, wantsTls } from "../tls/pem.ts";
+import type { TenantLimiter } from "../limits/limiter.ts";
+import { createLimiter, createTenants } from "./limits_setup.ts";
 
 /** What a gateway is built from; everything but `config` and `log` has a production default. */
 export interface GatewayOptions {
@@ -80,6 +84,8 @@ export class Gateway {
   readonly metrics = new Metrics();
   /** Worker lifecycle. */
   readonly manager: WorkerManager;
+  /** Which hosts workers may be registered at; `listen.ts` gives it the bound ports. */
+  readonly egress: EgressPolicy;
   /** Health probes. */
   readonly checker: HealthChecker;
   /** Load polling. */
@@ -94,6 +100,8 @@ export class Gateway {
   readonly mesh: Mesh | null;
   /** Kubernetes worker discovery (`--service-discovery`), or null. */
   readonly discovery: Discovery | null;
+  /** Per-tenant rate limits (`--tenant-rate-limit-enabled`), or null. */
+  readonly limits: TenantLimiter | null;
   /** The main port's entry over the gateway's exchange types (the own front calls it). */
   readonly entry: Entry;
   /** The one clock every loop and timer of this gateway runs on. */
@@ -118,30 +126,21 @@ export class Gateway {
       throw new Error("the config names TLS files: pass the material loadTls(config) read");
     }
     const tls = this.tls = opts.tls ?? NO_TLS;
-    const workerTls = tls.worker;
-    const httpFetch = opts.fetch ?? workerFetch(config, workerTls);
-    const makeGrpc = opts.grpc?.client;
-    const grpcWorkers = new GrpcWorkers(
-      httpFetch,
-      makeGrpc ? (url) => makeGrpc(url, workerTls) : null,
-    );
-    // Control paths (health, models, loads, info, flush) reach gRPC workers through their RPCs.
-    const fetchFn = grpcWorkers.controlFetch;
     const metrics = this.metrics;
     const resends = metrics.upstreamSendRetries.with();
-    const upstream = opts.upstream ??
-      (opts.fetch ? new FetchUpstream(opts.fetch) : new Http1Client({
-        idleTimeoutMs: config.upstreamPoolIdleTimeoutSecs * 1000,
-        onResend: () => resends.inc(),
-        caCerts: workerTls.caCerts,
-        clientCert: workerTls.client,
-        clock,
-      }));
-    this.#closeClient = () => {
-      upstream.close();
-      (httpFetch as { close?: () => void }).close?.();
-      void grpcWorkers.close();
-    };
+    const clients = workerClients({
+      config,
+      tls: tls.worker,
+      clock,
+      onResend: () => resends.inc(),
+      fetch: opts.fetch,
+      upstream: opts.upstream,
+      grpc: opts.grpc?.client,
+    });
+    this.#closeClient = clients.close;
+    const { upstream, grpc: grpcWorkers } = clients;
+    // Control paths (health, models, loads, info, flush) reach gRPC workers through their RPCs.
+    const fetchFn = clients.controlFetch;
     const registry = this.registry;
 
     const replicas = new PolicyReplicas();
@@ -179,8 +178,10 @@ export class Gateway {
       log: log.child({ module: "load" }),
       wanted: () => policies.all().some((p) => p.needs.backendLoads),
     });
+    this.egress = egressPolicy(config);
     const manager = this.manager = new WorkerManager({
       registry,
+      egress: this.egress,
       health: config.health,
       circuitBreaker: config.circuitBreaker,
       clock,
@@ -196,6 +197,8 @@ export class Gateway {
         log.warn("circuit breaker changed", { module: "breaker", worker: w.url, from, to });
       },
     });
+    const rl = config.tenantRateLimit;
+    const limits = this.limits = createLimiter(config, clock, metrics); // null when off
     this.mesh = config.mesh.enabled
       ? createMesh(config.mesh, metrics, log, Math.floor(random() * 2 ** 32), {
         registry,
@@ -203,6 +206,7 @@ export class Gateway {
         replicas,
         pinMaxIdleSecs: config.manual.maxIdleSecs,
         clock,
+        limits: limits && rl.scope === "cluster" ? { limiter: limits, syncMs: rl.syncMs } : null,
       })
       : null;
     const mesh = this.mesh;
@@ -224,27 +228,7 @@ export class Gateway {
       }
     });
 
-    const pd = config.pd.enabled
-      ? {
-        prefill: createPolicy(
-          config.pd.prefillPolicy ?? config.policy,
-          { ...policyDeps, role: "prefill" },
-          "--prefill-policy",
-        ),
-        decode: createPolicy(
-          config.pd.decodePolicy ?? config.policy,
-          { ...policyDeps, role: "decode" },
-          "--decode-policy",
-        ),
-      }
-      : undefined;
-    if (pd) {
-      const legRemoved = (w: { id: string }) => {
-        pd.prefill.onWorkerRemoved?.(w.id);
-        pd.decode.onWorkerRemoved?.(w.id);
-      };
-      registry.subscribe((e) => e.kind === "removed" && legRemoved(e.worker));
-    }
+    const pd = createPdPolicies(config, policyDeps, registry);
     kv = this.kv = config.cacheAware.kvEvents === "auto"
       ? new KvEvents({
         config,
@@ -266,6 +250,7 @@ export class Gateway {
       random,
       upstream,
       admission: new Admission(config.admission, metrics, clock),
+      limits: limits ?? undefined,
       pd,
       grpc: opts.grpc ? grpcBackend(grpcWorkers, opts.grpc.tokenizer) : undefined,
       routesOnTokens: kv ? (model) => kv!.routesOnTokens(model) : undefined,
@@ -293,30 +278,44 @@ export class Gateway {
     this.entry = createEntry({
       routes,
       apiKey: config.apiKey,
+      controlPlaneApiKeys: config.controlPlaneApiKeys,
+      corsAllowedOrigins: config.corsAllowedOrigins,
+      log,
+      tenants: createTenants(config),
+      resolveTenants: limits !== null,
       requestIdHeaders: config.requestIdHeaders,
       metrics,
       clock,
     });
   }
 
-  /** The main port's handler over fetch's types (`Deno.serve`, tests): `(request, completed)`. */
-  readonly handle = async (req: Request, completed: Promise<unknown>): Promise<Response> =>
-    toResponse(await this.entry(new RequestInbound(req), completed));
+  /** The main port's handler over fetch's types (`Deno.serve`, tests), with the client's IP. */
+  readonly handle = async (
+    req: Request,
+    completed: Promise<unknown>,
+    remote?: string,
+  ): Promise<Response> => toResponse(await this.entry(new RequestInbound(req, remote), completed));
 
   /** Registers the start-up workers and starts the health and load loops. */
   start(): void {
     const c = this.config;
     const common = { apiKey: c.apiKey, disableHealthCheck: c.health.disabled };
-    for (const url of c.workerUrls) this.manager.add({ url, ...common });
-    for (const p of c.pd.prefill) {
-      this.manager.add({
-        url: p.url,
-        workerType: "prefill",
-        bootstrapPort: p.bootstrapPort,
-        ...common,
-      });
+    try {
+      for (const url of c.workerUrls) this.manager.add({ url, ...common });
+      for (const p of c.pd.prefill) {
+        this.manager.add({
+          url: p.url,
+          workerType: "prefill",
+          bootstrapPort: p.bootstrapPort,
+          ...common,
+        });
+      }
+      for (const url of c.pd.decode) this.manager.add({ url, workerType: "decode", ...common });
+    } catch (e) {
+      // validate.ts checked the configured ports; a port 0 is known only now, once bound.
+      if (e instanceof EgressRefusedError) throw new ConfigError(e.message);
+      throw e;
     }
-    for (const url of c.pd.decode) this.manager.add({ url, workerType: "decode", ...common });
     const signal = this.#loops.signal;
     this.#tasks = [this.checker.run(signal), this.monitor.run(signal)];
     if (this.mesh) {
@@ -375,24 +374,9 @@ export class Gateway {
 
   /** Refreshes the per-worker gauges and renders the Prometheus text. */
   renderMetrics(): Promise<string> {
-    const m = this.metrics;
-    const now = this.clock.now();
-    m.workerHealth.reset();
-    m.routingKeysActive.reset();
-    m.cbState.reset();
-    m.poolSize.reset();
-    m.overloaded.reset();
+    refreshWorkerGauges(this.metrics, this.registry, this.clock.now());
     this.kv?.gauges();
-    for (const w of this.registry.all()) {
-      m.workerHealth.with(w.url).set(w.status === "ready" ? 1 : 0);
-      m.routingKeysActive.with(w.url).set(w.activeKeys);
-      m.cbState.with(w.url).set(BREAKER_GAUGE[w.breaker.state(now)]);
-      for (const model of w.models ?? ["unknown"]) {
-        m.poolSize.with(w.type, w.connection, model).inc();
-        if (w.overloaded) m.overloaded.with(model).inc();
-      }
-    }
-    return m.render();
+    return this.metrics.render();
   }
 
   /** The metrics port's handler. */

@@ -21,9 +21,10 @@ export type GrpcClientFactory = (url: string, tls: WorkerTlsPem) => SglangClient
 /** Default time for a control RPC when the caller's signal sets none. */
 const CONTROL_TIMEOUT_MS = 10_000;
 
-/** One client per gRPC worker URL. */
+/** One client per gRPC worker URL, and one more for its KV-event stream. */
 export class GrpcWorkers {
   readonly #clients = new Map<string, SglangClient>();
+  readonly #events = new Map<string, SglangClient>();
   readonly #http: FetchFn;
   readonly #make: ((url: string) => SglangClient) | null;
 
@@ -35,28 +36,44 @@ export class GrpcWorkers {
 
   /** The client of `url` (a normalized `grpc://` or `grpcs://` worker URL). */
   client(url: string): SglangClient {
-    let c = this.#clients.get(url);
-    if (!c) {
-      if (!this.#make) throw new Error(`gRPC worker ${url} without gRPC support`);
-      c = this.#make(url);
-      this.#clients.set(url, c);
-    }
-    return c;
+    return this.#get(this.#clients, url);
   }
 
-  /** Drops the client of a removed worker. */
+  /**
+   * The client of `url`'s KV-event subscription: its own channel, so its own connection. The
+   * event stream carries every stored block's token ids; on the generations' connection its
+   * frames queue with their first tokens and share their flow-control window.
+   */
+  eventsClient(url: string): SglangClient {
+    return this.#get(this.#events, url);
+  }
+
+  /** Drops the clients of a removed worker. */
   forget(url: string): void {
-    const c = this.#clients.get(url);
-    if (!c) return;
-    this.#clients.delete(url);
-    void c.close();
+    for (const map of [this.#clients, this.#events]) {
+      const c = map.get(url);
+      if (!c) continue;
+      map.delete(url);
+      void c.close();
+    }
   }
 
   /** Closes every channel. */
   async close(): Promise<void> {
-    const all = [...this.#clients.values()];
+    const all = [...this.#clients.values(), ...this.#events.values()];
     this.#clients.clear();
+    this.#events.clear();
     await Promise.all(all.map((c) => c.close()));
+  }
+
+  #get(map: Map<string, SglangClient>, url: string): SglangClient {
+    let c = map.get(url);
+    if (!c) {
+      if (!this.#make) throw new Error(`gRPC worker ${url} without gRPC support`);
+      c = this.#make(url);
+      map.set(url, c);
+    }
+    return c;
   }
 
   /** `fetch` for the control paths: gRPC workers through their RPCs, others over HTTP. */

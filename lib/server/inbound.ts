@@ -36,9 +36,12 @@ export class RequestInbound implements Inbound {
   readonly #req: Request;
   readonly path: string;
   readonly gone: Abortable;
+  /** The client's IP address (from `Deno.serve`'s connection info), when given. */
+  readonly remote?: string;
 
-  constructor(req: Request) {
+  constructor(req: Request, remote?: string) {
     this.#req = req;
+    this.remote = remote;
     this.path = pathOf(req.url);
     this.gone = new SignalAbort(req.signal);
   }

@@ -159,7 +159,7 @@ export class KvEvents {
 
 /** A gRPC worker's `SubscribeKvEvents` from `cursor`, its batches as the gateway's types. */
 function grpcSource(grpc: GrpcWorkers, url: string, cursor: number): CursorSource {
-  const stream = grpc.client(url).subscribeKvEvents(cursor);
+  const stream = grpc.eventsClient(url).subscribeKvEvents(cursor);
   return {
     next: async () => {
       const b = await stream.next();

@@ -8,6 +8,7 @@
  * (`lib/tls/reload.ts`).
  */
 
+import { ownEndpoints } from "../config/egress.ts";
 import { sleep } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import { CertificateReloader, logCertificate } from "../tls/reload.ts";
@@ -32,6 +33,8 @@ export interface Listening {
 export interface ListenOptions {
   /** Install SIGTERM/SIGINT (and with HTTPS, SIGHUP) handlers (default true). */
   signals?: boolean;
+  /** The runtime net grant as the start-up line shows it (`net_grant`); absent: not shown. */
+  netGrant?: string;
 }
 
 /** Starts listening and the background loops; rejects when the main port cannot be bound. */
@@ -62,12 +65,22 @@ export async function listenGateway(
     port: c.prometheusPort,
     onListen: () => {},
   }, gw.handleMetrics);
+  // Port 0 is bound now: a worker at the real port is this gateway.
+  gw.egress.setOwn([
+    ...ownEndpoints(c).filter((o) => o.role === "mesh"),
+    { role: "main", host: server.addr.hostname, port: server.addr.port },
+    ...(server.inner
+      ? [{ role: "main", host: server.inner.hostname, port: server.inner.port }]
+      : []),
+    { role: "metrics", host: metricsServer.addr.hostname, port: metricsServer.addr.port },
+  ]);
   gw.start();
   log.info("smg listening", {
     addr: `${server.scheme}://${server.addr.hostname}:${server.addr.port}`,
     metrics: `http://${metricsServer.addr.hostname}:${metricsServer.addr.port}/metrics`,
     policy: gw.policy.name,
     workers: c.workerUrls.length,
+    net_grant: opts.netGrant,
   });
 
   let shuttingDown: Promise<void> | null = null;

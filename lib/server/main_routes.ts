@@ -1,7 +1,9 @@
 /**
  * The main port's routes: the inference endpoints (to the proxy), liveness and readiness, the
  * info endpoints answered from the first ready worker, the workers API and the mesh status.
- * Method, path and API-key protection per route; `routes.ts` matches and dispatches them.
+ * Method, path and protection per route (the API key, or the control-plane keys of the workers,
+ * loads, cache and mesh routes, as SMG's admin and worker routes); `routes.ts` matches and
+ * dispatches them.
  */
 
 import type { Inbound, Reply } from "../core/http.ts";
@@ -74,42 +76,49 @@ export function mainRoutes(d: MainRouteDeps): Route[] {
       method: "GET",
       path: "/get_loads",
       protected: true,
+      controlPlane: true,
       handler: () => info.getLoads(d.info),
     },
     {
       method: "POST",
       path: "/flush_cache",
       protected: true,
+      controlPlane: true,
       handler: () => info.flushCache(d.info),
     },
     {
       method: "GET",
       path: "/mesh/status",
       protected: true,
+      controlPlane: true,
       handler: () => d.meshStatus(),
     },
     {
       method: "GET",
       path: "/workers",
       protected: true,
+      controlPlane: true,
       handler: (req) => workersApi.listWorkers(d.workers, new URL(req.url)),
     },
     {
       method: "POST",
       path: "/workers",
       protected: true,
+      controlPlane: true,
       handler: (req) => workersApi.createWorker(d.workers, req),
     },
     {
       method: "GET",
       path: "/workers/",
       protected: true,
+      controlPlane: true,
       handler: (_r, ctx) => workersApi.getWorker(d.workers, idOf(ctx.path)),
     },
     {
       method: "DELETE",
       path: "/workers/",
       protected: true,
+      controlPlane: true,
       handler: (_r, ctx) => workersApi.deleteWorker(d.workers, idOf(ctx.path)),
     },
   ];

@@ -12,6 +12,7 @@ import type { Logger } from "../core/log.ts";
 import { serveFront } from "../front/server.ts";
 import type { CertificatePem } from "../front/tls_listener.ts";
 import type { Gateway } from "./app.ts";
+import { TLS_PIPE_HOST } from "./net_grant.ts";
 
 /** What serves the main port. */
 export interface MainServer {
@@ -19,6 +20,8 @@ export interface MainServer {
   addr: Deno.NetAddr;
   /** "https" with a certificate, else "http". */
   scheme: "http" | "https";
+  /** `Deno.serve`'s loopback address behind the HTTPS terminator (also this gateway), or absent. */
+  inner?: Deno.NetAddr;
   /** Stops accepting and resolves when in-flight requests are done. */
   shutdown(): Promise<void>;
   /** Closes what is left (the grace period is over). */
@@ -68,15 +71,18 @@ async function denoServe(
   tls: CertificatePem | null,
 ): Promise<MainServer> {
   const c = gw.config;
+  // Behind the terminator each request arrives over a pipe from loopback: its port names the client.
+  const clients = new Map<number, string>();
+  const remote = (a: Deno.NetAddr) => tls ? clients.get(a.port) : a.hostname;
   const server = Deno.serve({
-    hostname: tls ? "127.0.0.1" : c.host,
+    hostname: tls ? TLS_PIPE_HOST : c.host,
     port: tls ? 0 : c.port,
     onListen: () => {},
     onError: (e) => {
       log.error("unhandled error in request handler", { err: e });
       return new Response(null, { status: 500 });
     },
-  }, (req, info) => gw.handle(req, info.completed));
+  }, (req, info) => gw.handle(req, info.completed, remote(info.remoteAddr as Deno.NetAddr)));
   if (!tls) {
     // Deno.serve has no way to cut its connections; the process exits after `stop()` anyway.
     return {
@@ -89,12 +95,12 @@ async function denoServe(
   }
   const { TlsTerminator } = await import("../front/tls_listener.ts");
   const { pipeToLoopback } = await import("../front/tls_pipe.ts");
-  const inner = server.addr.port;
+  const inner = server.addr;
   let t;
   try {
     t = await TlsTerminator.listen(
       { hostname: c.host, port: c.port, alpnProtocols: ["h2", "http/1.1"], ...tls },
-      (s) => pipeToLoopback(s, inner),
+      (s) => pipeToLoopback(s, inner.hostname, inner.port, clients),
     );
   } catch (e) {
     await server.shutdown();
@@ -104,6 +110,7 @@ async function denoServe(
   return {
     addr: terminator.addr,
     scheme: "https",
+    inner,
     async shutdown() {
       terminator.close();
       // Deno.serve finishes in-flight requests and closes its connections; their pipes end.

@@ -23,6 +23,8 @@ import type { Metrics } from "../metrics/metrics.ts";
 import { WORKERS_NS, WorkerSync } from "../mesh/adapters/worker_sync.ts";
 import { type TreeCounter, TreeSync } from "../mesh/adapters/tree_sync.ts";
 import { PINS_NS, PinSync } from "../mesh/adapters/pin_sync.ts";
+import { RATE_LIMIT_NS, RateLimitSync } from "../mesh/adapters/rate_limit_sync.ts";
+import type { TenantLimiter } from "../limits/limiter.ts";
 import type { PolicyReplicas } from "../policies/replicas.ts";
 import { LwwStore } from "../mesh/store/lww_store.ts";
 import { StoreSync } from "../mesh/store/store_sync.ts";
@@ -117,6 +119,8 @@ export interface MeshState {
   pinMaxIdleSecs: number;
   /** The gateway's clock: the mesh's timers run on it. */
   clock: Clock;
+  /** Cluster-wide tenant limits: the limiter and the publish interval (ms); null: per router. */
+  limits?: { limiter: TenantLimiter; syncMs: number } | null;
 }
 
 /** Tree-sync counters as metric series. */
@@ -169,7 +173,7 @@ export function createMesh(
   });
   // A replica id per process: a restarted router is a new writer, never confused with its past.
   const store = new LwwStore(`${name}#${crypto.randomUUID().slice(0, 8)}`, {
-    namespaces: new Set([WORKERS_NS, PINS_NS]),
+    namespaces: new Set([WORKERS_NS, PINS_NS, RATE_LIMIT_NS]),
   });
   const storeSync = new StoreSync({
     store,
@@ -221,6 +225,17 @@ export function createMesh(
     log: mlog,
     maxIdleMs: state.pinMaxIdleSecs * 1000,
   });
+  const limits = state.limits
+    ? new RateLimitSync({
+      limiter: state.limits.limiter,
+      store,
+      router: name,
+      clock: state.clock,
+      syncMs: state.limits.syncMs,
+      log: mlog,
+      count: (kind, n) => metrics.tenantCluster.with(kind).inc(n),
+    })
+    : null;
   const mesh: Mesh = {
     node,
     failure: null,
@@ -230,6 +245,7 @@ export function createMesh(
       workers.stop();
       trees.stop();
       pins.stop();
+      limits?.stop();
       storeSync.stop();
       await node.stop();
     },
@@ -240,6 +256,7 @@ export function createMesh(
         trees.attach(node.streams);
         workers.start();
         pins.start();
+        limits?.start();
         mlog.info("mesh listening", {
           bind: `${m.host}:${m.port}`,
           advertise: address,
@@ -292,6 +309,7 @@ export function meshStatus(mesh: Mesh | null): Response {
     store: {
       [WORKERS_NS]: { live: 0, tombstones: 0 },
       [PINS_NS]: { live: 0, tombstones: 0 },
+      [RATE_LIMIT_NS]: { live: 0, tombstones: 0 },
       ...store,
     },
   });

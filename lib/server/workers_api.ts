@@ -1,11 +1,14 @@
 /**
  * The worker control plane: `GET /workers[?model=]`, `POST /workers`, `GET /workers/{id}`,
  * `DELETE /workers/{id}`, with SMG's bodies (flat `{error, code}` errors, 202 + `Location` on
- * accepted changes, a `job_status` while a new worker is still pending).
+ * accepted changes, a `job_status` while a new worker is still pending). A worker host the
+ * egress allow-list refuses is a 403 `WORKER_HOST_NOT_ALLOWED` saying why; one the allow-list
+ * admits but the runtime's net grant does not reach is accepted with a `warning`.
  */
 
 import { isGrpcUrl } from "../config/validate.ts";
 import type { Clock } from "../core/clock.ts";
+import { EgressRefusedError, runtimeReaches } from "../core/egress.ts";
 import { flatErrorResponse, GatewayError } from "../core/errors.ts";
 import { parseWorkerSpec, type WorkerManager } from "../workers/manager.ts";
 import { DuplicateWorkerError, type WorkerRegistry } from "../workers/registry.ts";
@@ -78,14 +81,23 @@ export async function createWorker(d: WorkersApiDeps, req: Request): Promise<Res
     }
     const w = d.manager.add(spec);
     const location = `/workers/${w.id}`;
-    return Response.json({
+    const accepted: Record<string, unknown> = {
       status: "accepted",
       worker_id: w.id,
       url: w.url,
       location,
       message: `worker ${w.url} accepted; it becomes ready once it answers its health check`,
-    }, { status: 202, headers: { location } });
+    };
+    if (!runtimeReaches(w.url)) {
+      // Accepted by the allow-list, but outside what the runtime lets this process connect to.
+      accepted.warning = `this process's runtime net grant does not reach ${w.url}: Deno will ` +
+        "refuse its connections; start the gateway with a --worker-host-allowlist that covers it";
+    }
+    return Response.json(accepted, { status: 202, headers: { location } });
   } catch (e) {
+    if (e instanceof EgressRefusedError) {
+      return flatErrorResponse(403, "WORKER_HOST_NOT_ALLOWED", e.message);
+    }
     if (e instanceof DuplicateWorkerError) {
       return flatErrorResponse(409, "WORKER_ALREADY_EXISTS", e.message);
     }

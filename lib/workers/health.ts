@@ -14,7 +14,7 @@ import { type Clock, pause } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import { discoverCapacity, discoverModels } from "./model_discovery.ts";
 import { applyProbe } from "./health_state.ts";
-import { type FetchFn, getText } from "./http.ts";
+import { type FetchFn, getText, RUNTIME_REFUSED } from "./http.ts";
 import type { WorkerRegistry } from "./registry.ts";
 import type { Worker } from "./worker.ts";
 
@@ -41,6 +41,8 @@ const MAX_CONCURRENT_PROBES = 128;
 export class HealthChecker {
   readonly #d: HealthCheckerDeps;
   readonly #probing = new Set<string>();
+  /** Workers whose probes the runtime refused, warned about once. */
+  readonly #refused = new Set<string>();
   #wake: (() => void) | null = null;
 
   /** A checker over `deps.registry`. */
@@ -93,6 +95,11 @@ export class HealthChecker {
         failure: cfg.failureThreshold,
       }, expired);
       w.health = step.counters;
+      if (!ok && res.error?.startsWith(RUNTIME_REFUSED) && !this.#refused.has(w.id)) {
+        // Not the worker's fault and not going away: said once, at warn.
+        this.#refused.add(w.id);
+        d.log.warn("health probe refused by the runtime", { worker: w.url, err: res.error });
+      }
       if (!ok && d.log.enabled("debug")) {
         d.log.debug("health probe failed", { worker: w.url, status: res.status, err: res.error });
       }

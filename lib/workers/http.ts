@@ -38,9 +38,26 @@ export async function getText(
   } catch (e) {
     const msg = timeout.aborted
       ? `timed out after ${timeoutMs} ms`
-      : (e as Error)?.message ?? String(e);
+      : runtimeRefusal(e) ?? (e as Error)?.message ?? String(e);
     return { status: 0, text: "", error: msg };
   }
+}
+
+/** The prefix of a transport error that Deno's net grant, not the worker, caused. */
+export const RUNTIME_REFUSED = "refused by the runtime net grant";
+
+/**
+ * The runtime's own refusal behind a fetch error (`NotCapable`, "Requires net access to ..."),
+ * which fetch wraps as "fetch failed"; null for any other error.
+ */
+export function runtimeRefusal(e: unknown): string | null {
+  for (let x = e; x instanceof Error; x = x.cause) {
+    const m = /Requires net access to "[^"]*"/.exec(x.message);
+    if (x instanceof Deno.errors.NotCapable || m) {
+      return `${RUNTIME_REFUSED}: ${m?.[0] ?? x.message}`;
+    }
+  }
+  return null;
 }
 
 /** Parses JSON text, or null when it is not JSON. */

@@ -2,12 +2,14 @@
  * Worker lifecycle operations behind `POST /workers`, `DELETE /workers/{id}` and the start-up
  * URLs: validate a spec, create the worker (pending, probed at once by the health checker),
  * and remove it after draining (no new requests; in-flight ones finish or the settle time runs
- * out). Removals are background tasks owned here and awaited by `stop()`.
+ * out). Removals are background tasks owned here and awaited by `stop()`. Every registration
+ * passes the egress policy first.
  */
 
 import type { CircuitBreakerConfig, HealthConfig } from "../config/config.ts";
 import { normalizeWorkerUrl } from "../config/validate.ts";
 import { type Clock, pause } from "../core/clock.ts";
+import type { EgressPolicy } from "../core/egress.ts";
 import { ConfigError, invalidRequest } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { WorkerType } from "../core/types.ts";
@@ -33,6 +35,11 @@ export interface WorkerManagerDeps {
   onRemoved?: (w: Worker) => void;
   /** Hears breaker transitions, for metrics. */
   onBreakerTransition?: (w: Worker, from: BreakerState, to: BreakerState) => void;
+  /**
+   * Which hosts a worker may be registered at (`--worker-host-allowlist`, link-local and own
+   * ports); default: every host.
+   */
+  egress?: EgressPolicy;
   /** Worker ids; default crypto.randomUUID. */
   newId?: () => string;
 }
@@ -135,11 +142,14 @@ export class WorkerManager {
   }
 
   /**
-   * Creates and registers a worker (pending until its first good probe). Throws on a duplicate
-   * URL. `from` marks a mesh import: its owner's key and the status the owner's health sets.
+   * Creates and registers a worker (pending until its first good probe). Throws
+   * `EgressRefusedError` for a host the egress policy refuses (every registration path comes
+   * here: flags, the API, discovery, mesh imports) and `DuplicateWorkerError` on a duplicate URL.
+   * `from` marks a mesh import: its owner's key and the status the owner's health sets.
    */
   add(spec: WorkerSpec, from?: { meshKey: string; status: "ready" | "not_ready" }): Worker {
     const d = this.#d;
+    d.egress?.check(spec.url, spec.labels);
     const imported = d.registry.byUrl(spec.url);
     if (!from && imported?.origin === "mesh") {
       // Registering a URL here claims it: this router's own worker replaces a peer's copy.

@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { freePort, spawnGateway, spawnSimWorker } from "../support/process.ts";
+import { freePort, ownModulesRead, spawnGateway, spawnSimWorker } from "../support/process.ts";
 import { writeQwen3 } from "../support/qwen3.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
@@ -117,9 +117,10 @@ Deno.test("grpc launch: an unloadable --model-path fails at start with one line 
       args: [
         "run",
         "--unstable-no-legacy-abort",
+        "--unstable-worker-options",
         "--allow-net",
         "--allow-env",
-        `--allow-read=${dir}`,
+        `--allow-read=${dir},${ownModulesRead(MAIN).slice("--allow-read=".length)}`,
         MAIN,
         "--worker-urls",
         "grpc://127.0.0.1:1",

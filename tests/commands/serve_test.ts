@@ -5,14 +5,17 @@
  */
 
 import assert from "node:assert/strict";
+import { ownModulesRead } from "../support/process.ts";
 import { Waiters } from "../support/wait.ts";
 
 const main = new URL("../../main.ts", import.meta.url).pathname;
 const FLAGS = [
   "--unstable-no-legacy-abort",
+  "--unstable-worker-options",
   "--allow-net",
   "--allow-env=RUST_LOG,SMG_LOG",
   "--allow-run",
+  ownModulesRead(main),
 ];
 
 interface Served {

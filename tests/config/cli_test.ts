@@ -61,6 +61,7 @@ Deno.test("parseGatewayArgs: no flags gives SMG's defaults", () => {
     maxConcurrentRequests: -1,
     queueSize: 100,
     queueTimeoutSecs: 60,
+    rateLimitTokensPerSecond: null,
   });
   assert.equal(c.loadMonitor.overloadTokenUsage, null);
   assert.equal(c.loadMonitor.overloadWaitingRequests, null);

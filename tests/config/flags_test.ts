@@ -62,6 +62,12 @@ function otherValue(f: Flag<unknown>): { args: string[]; want: unknown } | null 
     case "nothing":
       return { args: [], want: true };
     case "values":
+      if (f.name === "control-plane-api-keys") {
+        return {
+          args: ["a:A:admin:k1"],
+          want: [{ id: "a", name: "A", role: "admin", key: "k1" }],
+        };
+      }
       return f.name.endsWith("selector")
         ? { args: ["k=v"], want: { k: "v" } }
         : { args: ["x-a", "x-b"], want: ["x-a", "x-b"] };

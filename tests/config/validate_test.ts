@@ -93,6 +93,41 @@ Deno.test("validateConfig: out-of-range values fail naming the flag and the valu
       /^--max-concurrent-requests: /,
     ],
     [
+      "tenant limits without their file",
+      (c) => (c.tenantRateLimit.enabled = true),
+      /^--tenant-rate-limit-config: required with --tenant-rate-limit-enabled/,
+    ],
+    [
+      "cluster-wide tenant limits without the mesh",
+      (c) => {
+        c.tenantRateLimit = { enabled: true, configPath: "/x.yaml", scope: "cluster", syncMs: 100 };
+      },
+      /^--tenant-rate-limit-scope: invalid value 'cluster'; .*--enable-mesh/,
+    ],
+    [
+      "a tenant key without its tenant",
+      (c) => (c.tenants.apiKeys = ["secret"]),
+      /^--tenant-api-key: invalid value '\*\*\*'; expected tenant:key/,
+    ],
+    [
+      "one key for two tenants",
+      (c) => (c.tenants.apiKeys = ["red:k", "blue:k"]),
+      /^--tenant-api-key: invalid value 'blue:\*\*\*'; the key is also tenant 'red''s/,
+    ],
+    [
+      "a tenant key equal to --api-key",
+      (c) => {
+        c.apiKey = "k";
+        c.tenants.apiKeys = ["red:k"];
+      },
+      /^--tenant-api-key: .*also --api-key's/,
+    ],
+    [
+      "negative refill rate",
+      (c) => (c.admission.rateLimitTokensPerSecond = -1),
+      /^--rate-limit-tokens-per-second: invalid value '-1'/,
+    ],
+    [
       "overload token usage 0",
       (c) => (c.loadMonitor.overloadTokenUsage = 0),
       /^--worker-overload-token-usage: .*'0'/,

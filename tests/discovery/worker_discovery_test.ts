@@ -9,7 +9,8 @@
 import assert from "node:assert/strict";
 import { defaultConfig, type DiscoveryConfig } from "../../lib/config/config.ts";
 import { FakeClock } from "../../lib/core/clock.ts";
-import { silentLogger } from "../../lib/core/log.ts";
+import { EgressPolicy } from "../../lib/core/egress.ts";
+import { createLogger, silentLogger } from "../../lib/core/log.ts";
 import { podWorker } from "../../lib/discovery/pods.ts";
 import { WorkerDiscovery } from "../../lib/discovery/worker_discovery.ts";
 import { WorkerManager } from "../../lib/workers/manager.ts";
@@ -17,7 +18,7 @@ import { WorkerRegistry } from "../../lib/workers/registry.ts";
 import { pod } from "../support/fake_kube.ts";
 import { until } from "../support/wait.ts";
 
-function setup(over: Partial<DiscoveryConfig> = {}, pd = false) {
+function setup(over: Partial<DiscoveryConfig> = {}, pd = false, egress?: EgressPolicy) {
   const c = defaultConfig();
   c.health.drainSettleSecs = 0;
   const config: DiscoveryConfig = {
@@ -34,14 +35,16 @@ function setup(over: Partial<DiscoveryConfig> = {}, pd = false) {
     circuitBreaker: c.circuitBreaker,
     clock: new FakeClock(),
     log: silentLogger,
+    egress,
   });
   const counts: string[] = [];
+  const logs: string[] = [];
   const d = new WorkerDiscovery({
     config,
     pd,
     registry,
     manager,
-    log: silentLogger,
+    log: createLogger({ level: "warn", sink: (l) => logs.push(l) }),
     counters: {
       registered: (r) => counts.push(`reg:${r}`),
       deregistered: (r) => counts.push(`dereg:${r}`),
@@ -58,7 +61,7 @@ function setup(over: Partial<DiscoveryConfig> = {}, pd = false) {
     );
   const urls = () =>
     registry.all().filter((w) => w.status !== "draining").map((w) => `${w.url} ${w.type}`).sort();
-  return { d, registry, manager, counts, urls, settled };
+  return { d, registry, manager, counts, urls, settled, logs };
 }
 
 const W = { app: "sglang" };
@@ -168,4 +171,50 @@ Deno.test("worker discovery: a serving pod's worker removed by another path is r
   assert.deepEqual(urls(), []);
   d.resync();
   assert.deepEqual(urls(), ["http://10.0.0.1:8000 regular"]);
+});
+
+Deno.test("worker discovery: pods outside the allow-list are not registered, warned once each", () => {
+  const egress = new EgressPolicy({
+    allowlist: ["10.0.0.0/24"],
+    own: [],
+    localAddresses: () => [],
+  });
+  const { d, counts, urls, logs } = setup({}, false, egress);
+  d.onList([pod("a", "10.0.0.1", W), pod("b", "10.0.9.1", W), pod("m", "169.254.169.254", W)]);
+  assert.deepEqual(urls(), ["http://10.0.0.1:8000 regular"]);
+  d.onEvent("MODIFIED", pod("b", "10.0.9.1", W)); // a status update refuses it again, silently
+  assert.deepEqual(urls(), ["http://10.0.0.1:8000 regular"]);
+  assert.deepEqual(counts, ["reg:ok", "reg:refused", "reg:refused", "reg:refused"]);
+  const warned = logs.filter((l) =>
+    l.includes("discovered worker refused by the egress allow-list")
+  );
+  assert.equal(warned.length, 2, warned.join("\n"));
+  assert.match(
+    warned[0],
+    /pod=default\/b worker=http:\/\/10\.0\.9\.1:8000 .*not in --worker-host-allowlist/,
+  );
+  assert.match(warned[1], /pod=default\/m .*is link-local/);
+  // Moved into the allow-list (a new pod IP), the pod registers.
+  d.onEvent("MODIFIED", pod("b", "10.0.0.2", W));
+  assert.deepEqual(urls(), ["http://10.0.0.1:8000 regular", "http://10.0.0.2:8000 regular"]);
+});
+
+Deno.test("worker discovery: PD pods pass the same allow-list", () => {
+  const egress = new EgressPolicy({
+    allowlist: ["10.0.0.0/24"],
+    own: [],
+    localAddresses: () => [],
+  });
+  const { d, urls } = setup(
+    { selector: {}, prefillSelector: { role: "prefill" }, decodeSelector: { role: "decode" } },
+    true,
+    egress,
+  );
+  d.onList([
+    pod("p", "10.0.0.1", { role: "prefill" }),
+    pod("q", "10.7.0.1", { role: "prefill" }),
+    pod("d", "10.7.0.2", { role: "decode" }),
+    pod("e", "10.0.0.2", { role: "decode" }),
+  ]);
+  assert.deepEqual(urls(), ["http://10.0.0.1:8000 prefill", "http://10.0.0.2:8000 decode"]);
 });

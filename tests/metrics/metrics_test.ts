@@ -42,6 +42,10 @@ function touchAll(m: Metrics): void {
   m.queueRejected.with("full").inc();
   m.overloaded.with("m").set(0);
   m.overloadShed.with("select").inc();
+  m.tenantRateLimit.with("allowed").inc();
+  m.tenantReservations.with().set(1);
+  m.tenantTokens.with("reserved").inc(10);
+  m.tenantCluster.with("tokens_in").inc(5);
   m.policyDecisions.with("manual", "vacant").inc();
   m.manualBranch.with("vacant").inc();
   m.consistentHashingBranch.with("ring_hit").inc();
@@ -94,6 +98,10 @@ const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
   ["smg_admission_queue_rejected_total", "counter"],
   ["smg_workers_overloaded", "gauge"],
   ["smg_worker_overload_shed_total", "counter"],
+  ["smg_tenant_rate_limit_total", "counter"],
+  ["smg_tenant_rate_limit_reservations", "gauge"],
+  ["smg_tenant_rate_limit_tokens_total", "counter"],
+  ["smg_tenant_rate_limit_cluster_total", "counter"],
   ["smg_policy_decisions_total", "counter"],
   ["smg_policy_cache_prediction_error", "histogram"],
   ["smg_policy_cached_tokens_total", "counter"],

@@ -10,7 +10,13 @@ function admission(cfg: Partial<AdmissionConfig> = {}) {
   const metrics = new Metrics();
   const clock = new FakeClock();
   const a = new Admission(
-    { maxConcurrentRequests: 2, queueSize: 3, queueTimeoutSecs: 60, ...cfg },
+    {
+      maxConcurrentRequests: 2,
+      queueSize: 3,
+      queueTimeoutSecs: 60,
+      rateLimitTokensPerSecond: null,
+      ...cfg,
+    },
     metrics,
     clock,
   );
@@ -234,4 +240,133 @@ Deno.test("admission: gauges follow slots and waiters", async () => {
   text = await metrics.render();
   assert.equal(metricLine(text, "smg_admission_inflight "), "smg_admission_inflight 0");
   assert.equal(metricLine(text, "smg_admission_queue_depth "), "smg_admission_queue_depth 0");
+});
+
+// --rate-limit-tokens-per-second: SMG's refill of the bucket whose capacity is
+// --max-concurrent-requests.
+
+Deno.test("admission refill: without it the bucket never refills however long one waits", () => {
+  for (const rate of [null, 0]) {
+    const { a, clock } = admission({
+      maxConcurrentRequests: 2,
+      queueSize: 0,
+      rateLimitTokensPerSecond: rate,
+    });
+    now(a.acquire());
+    now(a.acquire());
+    clock.advance(3_600_000);
+    assert.throws(() => a.acquire(), { status: 429, code: "admission_queue_full" });
+  }
+});
+
+Deno.test("admission refill: a burst of the capacity, then the refill rate, tokens still held", async () => {
+  const { a, clock, metrics } = admission({
+    maxConcurrentRequests: 4,
+    queueSize: 0,
+    rateLimitTokensPerSecond: 2,
+  });
+  for (let i = 0; i < 4; i++) now(a.acquire());
+  assert.throws(() => a.acquire(), { status: 429 });
+  // Nothing was released: only the refill admits, one token every 500 ms.
+  clock.advance(499);
+  assert.throws(() => a.acquire(), { status: 429 });
+  clock.advance(1);
+  now(a.acquire());
+  assert.throws(() => a.acquire(), { status: 429 });
+  clock.advance(10_000);
+  // Ten seconds refill 20 tokens, but the bucket holds at most its capacity.
+  assert.equal(a.available, 4);
+  for (let i = 0; i < 4; i++) now(a.acquire());
+  assert.throws(() => a.acquire(), { status: 429 });
+  assert.equal(a.inUse, 9, "with refill, more than the capacity may be in flight");
+  const text = await metrics.render();
+  assert.equal(
+    metricLine(text, 'smg_http_rate_limit_total{result="allowed"}'),
+    'smg_http_rate_limit_total{result="allowed"} 9',
+  );
+  assert.equal(
+    metricLine(text, 'smg_http_rate_limit_total{result="rejected"}'),
+    'smg_http_rate_limit_total{result="rejected"} 4',
+  );
+  assert.equal(metricLine(text, "smg_admission_inflight "), "smg_admission_inflight 9");
+});
+
+Deno.test("admission refill: a released token goes back, but never above the capacity", () => {
+  const { a, clock } = admission({
+    maxConcurrentRequests: 2,
+    queueSize: 0,
+    rateLimitTokensPerSecond: 1,
+  });
+  const r1 = now(a.acquire());
+  const r2 = now(a.acquire());
+  clock.advance(5000); // refilled to the capacity while both are held
+  assert.equal(a.available, 2);
+  r1();
+  r2();
+  assert.equal(a.available, 2);
+  now(a.acquire());
+  now(a.acquire());
+  assert.throws(() => a.acquire(), { status: 429 });
+});
+
+Deno.test("admission refill: waiters get refilled tokens in FIFO order, each when it drips in", async () => {
+  const { a, clock } = admission({
+    maxConcurrentRequests: 1,
+    queueSize: 5,
+    rateLimitTokensPerSecond: 4,
+  });
+  now(a.acquire());
+  const order: number[] = [];
+  const waits = [0, 1, 2].map((i) => queued(a.acquire()).then((r) => (order.push(i), r)));
+  clock.advance(249);
+  await Promise.resolve();
+  assert.equal(order.length, 0);
+  clock.advance(1);
+  await waits[0];
+  assert.deepEqual(order, [0]);
+  // A newcomer queues behind the two still waiting, though a token may drip in meanwhile.
+  const late = queued(a.acquire()).then((r) => (order.push(3), r));
+  clock.advance(750);
+  await Promise.all([...waits, late]);
+  assert.deepEqual(order, [0, 1, 2, 3]);
+  assert.equal(a.waiting, 0);
+  assert.equal(clock.pending, 0, "no refill timer and no queue timeout left behind");
+});
+
+Deno.test("admission refill: a waiter the refill does not reach in time gets 503", async () => {
+  const { a, clock } = admission({
+    maxConcurrentRequests: 1,
+    queueSize: 5,
+    queueTimeoutSecs: 3,
+    rateLimitTokensPerSecond: 1,
+  });
+  now(a.acquire());
+  const first = queued(a.acquire());
+  clock.advance(500);
+  const second = queued(a.acquire());
+  const third = queued(a.acquire());
+  clock.advance(500);
+  await first; // the first refilled token, a second in
+  clock.advance(1000);
+  await second; // the next, a second later
+  clock.advance(999);
+  assert.equal(a.waiting, 1, "the third waits on: its token is due at 3 s, its timeout at 3.5 s");
+  clock.advance(1);
+  await third;
+  // Four more at 3.5 s, with a 3 s timeout and a token a second (at 4, 5 and 6 s): the last
+  // would get its token at 7 s.
+  clock.advance(500);
+  const more = [0, 1, 2, 3].map(() => queued(a.acquire()));
+  clock.advance(3000);
+  const outcomes = await Promise.allSettled(more);
+  assert.deepEqual(outcomes.slice(0, 3).map((o) => o.status), [
+    "fulfilled",
+    "fulfilled",
+    "fulfilled",
+  ]);
+  const last = outcomes[3];
+  assert.ok(last.status === "rejected" && last.reason instanceof GatewayError);
+  assert.equal(last.reason.status, 503);
+  assert.equal(last.reason.code, "admission_queue_timeout");
+  assert.equal(a.waiting, 0);
 });

@@ -369,7 +369,18 @@ Deno.test("app: the API key guards inference and workers but not probes", async 
   await withFleet([new FakeWorker()], async (g) => {
     const no = await post(g, "/v1/chat/completions", chat);
     assert.equal(no.status, 401);
-    assert.equal(await no.text(), "");
+    assert.equal(no.headers.get("www-authenticate"), 'Bearer realm="smg"');
+    assert.deepEqual(await no.json(), {
+      error: {
+        message: "missing API key: send 'Authorization: Bearer <key>'",
+        type: "Unauthorized",
+        code: "unauthorized",
+        param: null,
+      },
+    });
+    const wrong = await post(g, "/v1/chat/completions", chat, { authorization: "Bearer sekreT" });
+    assert.equal(wrong.status, 401);
+    assert.equal((await wrong.json()).error.message, "invalid API key");
     const yes = await post(g, "/v1/chat/completions", chat, { authorization: "Bearer sekret" });
     assert.equal(yes.status, 200);
     await yes.body?.cancel();

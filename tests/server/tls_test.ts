@@ -17,7 +17,7 @@ import { MtlsWorker } from "../support/mtls_worker.ts";
 import { Waiters } from "../support/wait.ts";
 
 const SERVERS = ["own", "deno"] as const;
-const chat = { model: "test-model", messages: [{ role: "user", content: "hi" }] };
+const chat = { model: "test-model", messages: [{ role: "user" as const, content: "hi" }] };
 
 const CURL = await new Deno.Command("curl", { args: ["--version"], stdout: "null" }).output()
   .then((o) => o.success, () => false);

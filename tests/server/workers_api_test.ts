@@ -6,6 +6,7 @@
 
 import assert from "node:assert/strict";
 import { FakeClock } from "../../lib/core/clock.ts";
+import { EgressPolicy } from "../../lib/core/egress.ts";
 import {
   createWorker,
   deleteWorker,
@@ -17,9 +18,9 @@ import { workerSetup } from "../support/workers.ts";
 
 const UNKNOWN_ID = "0badc0de-0000-4000-8000-000000000000";
 
-function setup() {
+function setup(egress?: EgressPolicy) {
   const clock = new FakeClock(0);
-  const { registry, manager } = workerSetup(clock);
+  const { registry, manager } = workerSetup(clock, { egress });
   const deps: WorkersApiDeps = { registry, manager, clock, grpc: false };
   return { deps, registry, manager };
 }
@@ -219,4 +220,49 @@ Deno.test("deleteWorker: 400 for a non-UUID id, 404 for an unknown one", async (
   assert.equal(registry.size, 1);
   assert.equal(registry.all()[0].status, "pending", "untouched");
   await manager.stop();
+});
+
+Deno.test("createWorker: a host the egress policy refuses is 403 WORKER_HOST_NOT_ALLOWED saying why", async () => {
+  const egress = new EgressPolicy({
+    allowlist: ["10.0.0.0/8"],
+    own: [{ role: "main", host: "0.0.0.0", port: 30000 }],
+    localAddresses: () => [],
+  });
+  const { deps, registry } = setup(egress);
+  const cases: [Record<string, unknown>, RegExp][] = [
+    [{ url: "http://169.254.169.254/latest" }, /169\.254\.169\.254:80 is link-local/],
+    [{ url: "http://172.16.0.1:8000" }, /172\.16\.0\.1:8000 is not in --worker-host-allowlist/],
+    [{ url: "http://127.0.0.1:30000" }, /this gateway's own main port/],
+    [
+      { url: "http://10.0.0.2:8000", labels: { kv_events: "tcp://[fe80::1]:5557" } },
+      /label kv_events: \[fe80::1\]:5557 is link-local/,
+    ],
+    [
+      { url: "http://172.16.0.2:8000", worker_type: "prefill", bootstrap_port: 9000 },
+      /not in --worker-host-allowlist/,
+    ],
+  ];
+  for (const [spec, why] of cases) {
+    const res = await createWorker(deps, post(spec));
+    assert.equal(res.status, 403, JSON.stringify(spec));
+    const body = await res.json();
+    assert.equal(body.code, "WORKER_HOST_NOT_ALLOWED");
+    assert.match(body.error, why);
+  }
+  assert.equal(registry.all().length, 0, "nothing was registered");
+  const ok = await createWorker(deps, post({ url: "http://10.0.0.3:8000" }));
+  assert.equal(ok.status, 202);
+  await ok.body?.cancel();
+});
+
+Deno.test("createWorker: a host the runtime's net grant does not reach is accepted with a warning", async () => {
+  const { deps } = setup();
+  for (const url of ["http://127.0.0.1:8000", "http://10.0.0.1:8000"]) {
+    const granted =
+      Deno.permissions.querySync({ name: "net", host: new URL(url).host }).state === "granted";
+    const body = await (await createWorker(deps, post({ url }))).json();
+    assert.equal(body.status, "accepted");
+    assert.equal("warning" in body, !granted, url);
+    if (!granted) assert.match(body.warning, /runtime net grant does not reach/);
+  }
 });

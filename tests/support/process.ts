@@ -20,14 +20,30 @@ export interface GatewayProcess {
   waitForOutput(re: RegExp, from?: number, limitMs?: number): Promise<RegExpExecArray>;
 }
 
-/** Permission and runtime flags the gateway runs with (the same as `deno task start`). */
+/**
+ * Permission and runtime flags the gateway runs with (the same as `deno task start`, whose
+ * `--allow-read` of the program's own modules `spawnGateway` adds for the script it runs): a
+ * global `--allow-net` that the launcher narrows for the gateway's thread.
+ */
 export const RUN_FLAGS = [
   "--unstable-no-legacy-abort",
+  "--unstable-worker-options",
   "--allow-net",
-  "--allow-env=RUST_LOG,SMG_LOG,GRPC_NODE_VERBOSITY,GRPC_VERBOSITY,GRPC_NODE_TRACE,GRPC_TRACE," +
+  "--deny-net=169.254.0.0/16,[fd00:ec2::254]",
+  "--allow-env=RUST_LOG,SMG_LOG,LOG_TOKENS,LOG_STREAM,GRPC_NODE_VERBOSITY,GRPC_VERBOSITY," +
+  "GRPC_NODE_TRACE,GRPC_TRACE," +
   "GRPC_SSL_CIPHER_SUITES,GRPC_DEFAULT_SSL_ROOTS_FILE_PATH,GRPC_NODE_USE_ALTERNATIVE_RESOLVER," +
   "GRPC_NODE_DEBUG_SEND_ERROR_DETAILS,GRPC_EXPERIMENTAL_ENABLE_OUTLIER_DETECTION",
+  "--allow-sys=networkInterfaces",
 ];
+
+/** `--allow-read` of the modules `script` loads: the source tree for main.ts, else the file. */
+export function ownModulesRead(script: string): string {
+  const path = script.startsWith("file:") ? new URL(script).pathname : script;
+  if (!path.endsWith("/main.ts")) return `--allow-read=${path}`;
+  const root = path.slice(0, -"main.ts".length);
+  return `--allow-read=${["main.ts", "lib", "proto", "deno.json"].map((p) => root + p).join(",")}`;
+}
 
 /** Starts `deno run <script> <args>` in `cwd` and waits for its "smg listening" line. */
 export async function spawnGateway(
@@ -37,13 +53,17 @@ export async function spawnGateway(
   extraFlags: string[] = [],
 ): Promise<GatewayProcess> {
   const child = new Deno.Command(Deno.execPath(), {
-    // An --allow-env among the extra flags replaces the narrow one (Deno takes one).
+    // An --allow-env among the extra flags replaces ours (Deno takes one); an --allow-read list
+    // gets the program's own modules added.
     args: [
       "run",
-      ...RUN_FLAGS.filter((f) =>
-        !f.startsWith("--allow-env") || !extraFlags.some((x) => x.startsWith("--allow-env"))
+      ...[...RUN_FLAGS, ownModulesRead(script)].filter((f) => {
+        const flag = f.replace(/=.*/, "");
+        return !extraFlags.some((x) => x.replace(/=.*/, "") === flag);
+      }),
+      ...extraFlags.map((f) =>
+        f.startsWith("--allow-read=") ? `${f},${ownModulesRead(script).slice(13)}` : f
       ),
-      ...extraFlags,
       script,
       ...args,
     ],

@@ -11,11 +11,13 @@
  *   an owner's key is answered by publishing again; deleting an import locally lasts until the
  *   next reconcile (every 30 s) imports it again;
  * - a departed router's workers stay (nobody else removes them);
- * - a loopback URL is published with a warning (a peer importing it would route to itself).
+ * - a loopback URL is published with a warning (a peer importing it would route to itself);
+ * - an import whose host this router's egress allow-list refuses is not imported (one warning).
  * Store changes are hints: each handler re-reads the store's current value for the key.
  */
 
 import { normalizeWorkerUrl } from "../../config/validate.ts";
+import { EgressRefusedError } from "../../core/egress.ts";
 import type { Logger } from "../../core/log.ts";
 import type { WorkerManager } from "../../workers/manager.ts";
 import type { WorkerRegistry } from "../../workers/registry.ts";
@@ -146,6 +148,8 @@ export function isLoopbackUrl(url: string): boolean {
 export class WorkerSync {
   readonly #d: WorkerSyncDeps;
   readonly #warned = new Set<string>();
+  /** Imports the egress allow-list refused, as `key url`, each warned about once. */
+  readonly #refused = new Set<string>();
   #unsubscribe: () => void = () => {};
   #cancel: () => void = () => {};
   #stopped = false;
@@ -268,7 +272,23 @@ export class WorkerSync {
       }
       return this.#nudge(existing, p);
     }
-    const w = d.manager.add(specOf(p), { meshKey: key, status: p.healthy ? "ready" : "not_ready" });
+    let w: Worker;
+    try {
+      w = d.manager.add(specOf(p), { meshKey: key, status: p.healthy ? "ready" : "not_ready" });
+    } catch (e) {
+      if (!(e instanceof EgressRefusedError)) throw e;
+      // The owner may reach it; this router's allow-list does not. Said once per key and URL.
+      const said = `${key} ${p.url}`;
+      if (!this.#refused.has(said)) {
+        this.#refused.add(said);
+        d.log.warn("mesh worker refused by the egress allow-list", {
+          worker: p.url,
+          owner: p.owner,
+          reason: e.message,
+        });
+      }
+      return;
+    }
     d.log.info("imported a worker from the mesh", {
       worker: w.url,
       owner: p.owner,

@@ -188,6 +188,7 @@ class GrpcLeg implements Leg {
     const ledger = this.#ledger;
     const client = this.#g.client(worker.url);
     const onDone = (u: Usage) => {
+      c.meter?.final(u.prompt, u.completion);
       ledger.checkPrediction(c, worker, u);
       c.series.tokens[0].inc(u.prompt);
       c.series.tokens[1].inc(u.completion);
@@ -216,6 +217,7 @@ class GrpcLeg implements Leg {
       onBreak,
       onCancel,
     );
+    c.meter?.live(() => body.usage);
     headers.push(["content-type", "text/event-stream"], ["cache-control", "no-cache"]);
     c.hold(this.#slot.release);
     ledger.streaming(c, worker, 200);
@@ -281,6 +283,7 @@ class GrpcLeg implements Leg {
       cached: done.cached_tokens,
     };
     this.#ledger.record(this.worker, classifyStatus(200));
+    c.meter?.final(usage.prompt, usage.completion);
     this.#ledger.checkPrediction(c, this.worker, usage);
     c.series.tokens[0].inc(usage.prompt);
     c.series.tokens[1].inc(usage.completion);

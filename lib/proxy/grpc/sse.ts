@@ -151,6 +151,11 @@ export class GrpcSse implements ChunkSource {
     return this.#ended;
   }
 
+  /** The prompt's tokens and the tokens generated so far (the worker's running counts). */
+  get usage(): Usage {
+    return this.#usage;
+  }
+
   cancel(): void {
     if (this.#ended) return;
     this.#ended = true;

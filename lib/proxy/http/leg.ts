@@ -30,6 +30,7 @@ import type {
 } from "../types.ts";
 import { clientHeaders, upstreamHeaders } from "./headers.ts";
 import { SseRelay } from "./relay.ts";
+import { countEvents, MeteredBody, reportedUsage } from "./usage.ts";
 
 const EMPTY = new Uint8Array(0);
 const READY: Ready = { kind: "ready" };
@@ -166,8 +167,16 @@ class HttpLeg implements Leg {
     }
     const ledger = this.#ledger;
     const predicted = ledger.predicted(c, worker);
+    const meter = c.meter;
+    let events = 0;
+    meter?.live(() => ({ prompt: 0, completion: events }));
+    const count = meter ? (chunk: Uint8Array) => void (events += countEvents(chunk)) : undefined;
     const body: SseRelay = new SseRelay(first, res.body, worker.url, (how, err) => {
       if (how === "done" && predicted) ledger.checkPrediction(c, worker, usageIn(body.tail()));
+      if (how === "done" && meter) {
+        const u = reportedUsage(body.tail(), false);
+        if (u) meter.final(u.prompt, u.completion);
+      }
       if (how !== "error" || c.timedOut()) return;
       ledger.record(worker, "failure");
       this.#d.log.warn("worker stream broke; client got an error event", {
@@ -175,7 +184,7 @@ class HttpLeg implements Leg {
         worker: worker.url,
         err,
       });
-    });
+    }, count);
     ledger.streaming(c, worker, res.status);
     return this.#reply(res, body, true);
   }
@@ -225,7 +234,12 @@ class HttpLeg implements Leg {
     const status = res.status;
     const bodiless = status === 204 || status === 205 || status === 304;
     if (bodiless && !res.body.whole) res.body.cancel();
-    const body = bodiless ? null : res.body.whole ?? res.body;
+    let body: ReplyBody = bodiless ? null : res.body.whole ?? res.body;
+    const meter = status < 300 ? this.#c.meter : null;
+    if (meter && res.body.whole) {
+      const u = reportedUsage([res.body.whole], true);
+      if (u) meter.final(u.prompt, u.completion);
+    } else if (meter && body !== null) body = new MeteredBody(res.body, meter);
     const ledger = this.#ledger;
     if (status < 300 && res.body.whole && ledger.predicted(this.#c, this.worker)) {
       ledger.checkPrediction(this.#c, this.worker, usageIn([res.body.whole]));

@@ -46,18 +46,23 @@ export class SseRelay implements ChunkSource {
   readonly #source: ChunkSource;
   readonly #workerUrl: string;
   readonly #onEnd: (how: RelayEnd, err?: unknown) => void;
+  readonly #observe: ((chunk: Uint8Array) => void) | undefined;
 
+  /** `observe`, if given, sees each chunk read from the worker (the first one at once). */
   constructor(
     first: Uint8Array,
     source: ChunkSource,
     workerUrl: string,
     onEnd: (how: RelayEnd, err?: unknown) => void,
+    observe?: (chunk: Uint8Array) => void,
   ) {
     this.#pending = first;
     this.#last = first;
     this.#source = source;
     this.#workerUrl = workerUrl;
     this.#onEnd = onEnd;
+    this.#observe = observe;
+    observe?.(first);
   }
 
   #end(how: RelayEnd, err?: unknown): void {
@@ -90,6 +95,7 @@ export class SseRelay implements ChunkSource {
       else {
         this.#prev = this.#last;
         this.#last = chunk;
+        this.#observe?.(chunk);
       }
       return chunk;
     } catch (err) {

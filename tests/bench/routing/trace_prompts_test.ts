@@ -10,6 +10,7 @@ import {
   BlockTexts,
   cutTokens,
   tracePrompt,
+  warmBlockTexts,
 } from "../../../bench/routing/trace_prompts.ts";
 import { simTokens } from "../../../bench/routing/workload.ts";
 import { tokenize } from "../../../lib/sim/tokenizer.ts";
@@ -92,4 +93,13 @@ Deno.test("trace prompts: the block cache keeps the most recently used, up to it
   assert.equal(texts.size, 2);
   assert.equal(texts.text(2), blockText(0, 2), "an evicted block comes back the same");
   assert.throws(() => new BlockTexts(0, 0), /maxBlocks must be ≥ 1/);
+});
+
+Deno.test("trace prompts: a warmed cache holds every block of the requests and builds the same prompts", () => {
+  const requests = [req(1500, [1, 2, 3]), req(1100, [1, 2, 9])];
+  const warm = warmBlockTexts(5, requests);
+  assert.equal(warm.size, 4);
+  const cold = new BlockTexts(5, 1);
+  for (const r of requests) assert.equal(tracePrompt(warm, r), tracePrompt(cold, r));
+  assert.equal(warm.size, 4, "nothing built twice, nothing evicted");
 });

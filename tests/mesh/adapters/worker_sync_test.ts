@@ -3,6 +3,7 @@
 import assert from "node:assert/strict";
 import { defaultConfig } from "../../../lib/config/config.ts";
 import { FakeClock } from "../../../lib/core/clock.ts";
+import { EgressPolicy } from "../../../lib/core/egress.ts";
 import { createLogger } from "../../../lib/core/log.ts";
 import { WORKERS_NS, WorkerSync } from "../../../lib/mesh/adapters/worker_sync.ts";
 import { LwwStore } from "../../../lib/mesh/store/lww_store.ts";
@@ -18,10 +19,13 @@ interface Router {
   logs: string[];
 }
 
-/** Two routers whose stores replicate to each other at once (the transport is tested elsewhere). */
-function pair() {
+/**
+ * Two routers whose stores replicate to each other at once (the transport is tested elsewhere);
+ * `bEgress` is router b's egress policy.
+ */
+function pair(bEgress?: EgressPolicy) {
   const clock = new FakeClock();
-  const make = (name: string): Router => {
+  const make = (name: string, egress?: EgressPolicy): Router => {
     const c = defaultConfig();
     const registry = new WorkerRegistry();
     const logs: string[] = [];
@@ -32,13 +36,14 @@ function pair() {
       circuitBreaker: c.circuitBreaker,
       clock,
       log,
+      egress,
     });
     const store = new LwwStore(`${name}#1`);
     const sync = new WorkerSync({ registry, manager, store, router: name, clock, log });
     return { name, registry, manager, store, sync, logs };
   };
   const a = make("a");
-  const b = make("b");
+  const b = make("b", bEgress);
   let linked = true;
   for (const [from, to] of [[a, b], [b, a]]) {
     from.store.onChange((e, origin) => {
@@ -184,4 +189,32 @@ Deno.test("worker sync: an owner that restarts with new worker ids retires its o
   manager.remove(fresh.id);
   assert.equal(b.registry.byUrl(fresh.url), undefined);
   sync.stop();
+});
+
+Deno.test("worker sync: a peer's worker outside this router's allow-list is not imported, warned once", () => {
+  const egress = new EgressPolicy({
+    allowlist: ["10.0.1.0/24"],
+    own: [],
+    localAddresses: () => [],
+  });
+  const { a, b, clock } = pair(egress);
+  a.manager.add({ url: "http://10.0.1.1:8000", models: ["m"] });
+  const outside = a.manager.add({ url: "http://10.0.2.1:8000", models: ["m"] });
+  const metadata = a.manager.add({
+    url: "http://10.0.1.2:8000",
+    models: ["m"],
+    labels: { kv_events: "tcp://169.254.169.254:80" },
+  });
+  assert.deepEqual(urlOf(b), ["http://10.0.1.1:8000 mesh not_ready"]);
+  outside.setStatus("ready"); // a republish of the same key
+  metadata.setStatus("ready");
+  clock.advance(30_000); // and a reconcile
+  assert.deepEqual(urlOf(b), ["http://10.0.1.1:8000 mesh not_ready"]);
+  const warned = b.logs.filter((l) => l.includes("mesh worker refused by the egress allow-list"));
+  assert.equal(warned.length, 2, warned.join("\n"));
+  assert.match(warned[0], /worker=http:\/\/10\.0\.2\.1:8000 owner=a/);
+  assert.match(warned[0], /is not in --worker-host-allowlist/);
+  assert.match(warned[1], /label kv_events: 169\.254\.169\.254:80 is link-local/);
+  // The owner keeps its workers: the allow-list is each router's own.
+  assert.equal(a.registry.all().length, 3);
 });
