@@ -4,7 +4,8 @@
  * `--http-server deno`; the certificate files replaced while serving (new connections are shown
  * the new certificate, a stream opened before runs to its end); and worker mTLS toward an
  * `https://` worker that requires a client certificate (refused without `--client-cert-path`,
- * served with it, the worker's CA trusted from the second of two `--ca-cert-paths` files).
+ * served with it, the worker's CA trusted from the second of two `--ca-cert-paths` files). Tenant
+ * `ip:` keys read the TLS client's address on both fronts (not the loopback pipe's on `deno`).
  */
 
 import assert from "node:assert/strict";
@@ -12,7 +13,7 @@ import OpenAI from "openai";
 import { defaultConfig, type TlsConfig } from "../../lib/config/config.ts";
 import { httpsClient, NO_OPENSSL, OPENSSL, type Pki, withPki } from "../support/certs.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { startGateway, type TestGateway } from "../support/gateway.ts";
+import { type Overrides, startGateway, type TestGateway } from "../support/gateway.ts";
 import { MtlsWorker } from "../support/mtls_worker.ts";
 import { Waiters } from "../support/wait.ts";
 
@@ -40,11 +41,13 @@ async function httpsGateway(
   pki: Pki,
   workers: FakeWorker[],
   httpServer: "own" | "deno",
+  o: Overrides = {},
 ): Promise<TestGateway> {
   const live = `${pki.dir}/live`;
   await Deno.mkdir(live, { recursive: true });
   await install(live, pki.server);
   return await startGateway(workers.map((w) => w.url), {
+    ...o,
     httpServer,
     tls: tls({ certPath: `${live}/tls.crt`, keyPath: `${live}/tls.key` }),
   });
@@ -102,10 +105,54 @@ for (const httpServer of SERVERS) {
           }
           if (httpServer === "deno") {
             // Deno.serve behind the TLS listener still speaks HTTP/2 when ALPN picks it.
-            const h2 = await curl(["--cacert", pki.ca, "--http2", "-I", `${g.url}/health`]);
+            const h2 = await curl(["--cacert", pki.ca, "--http2", "-i", `${g.url}/health`]);
             assert.equal(h2.code, 0, h2.err);
             assert.match(h2.out, /^HTTP\/2 200/);
           }
+        } finally {
+          await g.close();
+          await w.close();
+        }
+      }),
+  });
+
+  Deno.test({
+    name: `tls (${httpServer}): a tenant ip: key reads the TLS client's address` + NO_OPENSSL +
+      NO_CURL,
+    ignore: !OPENSSL || !CURL,
+    fn: () =>
+      withPki(async (pki) => {
+        const limits = `${pki.dir}/limits.yaml`;
+        await Deno.writeTextFile(
+          limits,
+          `default_policy:
+  tokens_per_minute: 6000
+  requests_per_minute: 6000
+tenants:
+  - tenant_key: ip:127.0.0.2
+    tokens_per_minute: 6000
+    requests_per_minute: 1
+`,
+        );
+        const w = new FakeWorker();
+        const g = await httpsGateway(pki, [w], httpServer, {
+          tenantRateLimit: { enabled: true, configPath: limits, scope: "router", syncMs: 100 },
+        });
+        const from = async (ip: string) => {
+          const r = await curl([
+            ...["--cacert", pki.ca, "--interface", ip, "-o", "/dev/null", "-w", "%{http_code}"],
+            ...["-H", "content-type: application/json", "-d", JSON.stringify(chat)],
+            `${g.url}/v1/chat/completions`,
+          ]);
+          assert.equal(r.code, 0, r.err);
+          return r.out;
+        };
+        try {
+          // 127.0.0.2 has one request a minute; 127.0.0.1 (where the pipe comes from) is not it.
+          assert.equal(await from("127.0.0.2"), "200");
+          assert.equal(await from("127.0.0.2"), "429");
+          assert.equal(await from("127.0.0.1"), "200");
+          assert.equal(await from("127.0.0.1"), "200");
         } finally {
           await g.close();
           await w.close();
