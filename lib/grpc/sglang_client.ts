@@ -108,6 +108,20 @@ export interface WorkerTlsPem {
  */
 const IP_SERVER_NAME = "smg-worker";
 
+/**
+ * The system's root CAs (PEM); none where the process may not read them (Deno asks for
+ * `--allow-sys=ca`; the gateway warns at start, `worker_clients.ts`).
+ */
+function systemRoots(): readonly string[] {
+  try {
+    // Deno's `rootCertificates` is a proxy that asks for the permission when it is first read.
+    return [...(rootCertificates ?? [])];
+  } catch (e) {
+    if (e instanceof Deno.errors.NotCapable) return [];
+    throw e;
+  }
+}
+
 /** Channel credentials and options for `url`'s worker (see `IP_SERVER_NAME`). */
 function channel(
   url: string,
@@ -119,7 +133,7 @@ function channel(
   }
   // Given CAs replace node's roots in grpc-js: keep the system's too, as HTTP workers do.
   const roots = tls?.caCerts.length
-    ? Buffer.from([...(rootCertificates ?? []), ...tls.caCerts].join("\n"))
+    ? Buffer.from([...systemRoots(), ...tls.caCerts].join("\n"))
     : null;
   const key = tls?.client ? Buffer.from(tls.client.key) : null;
   const cert = tls?.client ? Buffer.from(tls.client.cert) : null;

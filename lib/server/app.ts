@@ -136,6 +136,7 @@ export class Gateway {
       fetch: opts.fetch,
       upstream: opts.upstream,
       grpc: opts.grpc?.client,
+      log,
     });
     this.#closeClient = clients.close;
     const { upstream, grpc: grpcWorkers } = clients;

@@ -7,6 +7,7 @@
 
 import type { GatewayConfig } from "../config/config.ts";
 import type { Clock } from "../core/clock.ts";
+import type { Logger } from "../core/log.ts";
 import type { GrpcBackend } from "../proxy/types.ts";
 import { CachedEncoder } from "../tokenizer/cache.ts";
 import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
@@ -33,6 +34,8 @@ export interface WorkerClientOptions {
   upstream?: Upstream;
   /** gRPC client factory; absent: the gateway serves no gRPC workers. */
   grpc?: GrpcClientFactory;
+  /** Where a start-up warning about the workers' TLS goes. */
+  log: Logger;
 }
 
 /** The gateway's clients toward workers. */
@@ -47,11 +50,26 @@ export interface WorkerClients {
   close(): void;
 }
 
+/**
+ * Whether node:tls may list the system's root CAs: grpc-js trusts only the CAs it is given, so
+ * `--ca-cert-paths` toward `grpcs://` workers is joined to them (`sglang_client.ts`), which Deno
+ * allows with `--allow-sys=ca`.
+ */
+function mayReadSystemCas(): boolean {
+  const ca = { name: "sys", kind: "ca" } as unknown as Deno.SysPermissionDescriptor;
+  return Deno.permissions.querySync(ca).state === "granted";
+}
+
 /** Builds the clients toward workers, each with `o.tls`. */
 export function workerClients(o: WorkerClientOptions): WorkerClients {
   const { config, tls } = o;
   const httpFetch = o.fetch ?? workerFetch(config, tls);
   const make = o.grpc;
+  if (make && tls.caCerts.length > 0 && !mayReadSystemCas()) {
+    o.log.warn(
+      "grpcs:// workers trust only --ca-cert-paths: reading the system's CAs needs --allow-sys=ca",
+    );
+  }
   const grpc = new GrpcWorkers(httpFetch, make ? (url) => make(url, tls) : null);
   const upstream = o.upstream ??
     (o.fetch ? new FetchUpstream(o.fetch) : new Http1Client({

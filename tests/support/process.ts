@@ -34,7 +34,7 @@ export const RUN_FLAGS = [
   "GRPC_NODE_TRACE,GRPC_TRACE," +
   "GRPC_SSL_CIPHER_SUITES,GRPC_DEFAULT_SSL_ROOTS_FILE_PATH,GRPC_NODE_USE_ALTERNATIVE_RESOLVER," +
   "GRPC_NODE_DEBUG_SEND_ERROR_DETAILS,GRPC_EXPERIMENTAL_ENABLE_OUTLIER_DETECTION",
-  "--allow-sys=networkInterfaces",
+  "--allow-sys=networkInterfaces,ca",
 ];
 
 /** `--allow-read` of the modules `script` loads: the source tree for main.ts, else the file. */
