@@ -1,17 +1,18 @@
 /**
  * The command line as a user meets it: bad configuration prints one line and exits 2, --help
- * and --version exit 0, and `smg launch ...` serves like `smg ...`.
+ * and --version exit 0, and `smg launch ...` serves like `smg ...`; HTTPS on the main port with
+ * both fronts under the narrowed net grant, and SIGHUP reloading the certificate.
  */
 
 import assert from "node:assert/strict";
-import { httpsClient, NO_OPENSSL, OPENSSL, withPki } from "./support/certs.ts";
-import { RUN_FLAGS, spawnGateway } from "./support/process.ts";
+import { httpsClient, NO_OPENSSL, OPENSSL, symlink, withPki } from "./support/certs.ts";
+import { runFlags, spawnGateway } from "./support/process.ts";
 
 const main = new URL("../main.ts", import.meta.url).pathname;
 
 async function run(args: string[], extraFlags: string[] = []) {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", ...RUN_FLAGS, ...extraFlags, main, ...args],
+    args: ["run", ...runFlags(main, extraFlags), main, ...args],
     stdout: "piped",
     stderr: "piped",
     env: { NO_COLOR: "1" },
@@ -35,7 +36,7 @@ Deno.test("main: bad configuration fails at start with one line and exit code 2"
     [["--queue-size", "5", "--queue-timeout-secs", "0"], /--queue-timeout-secs/],
     [["--tls-cert-path", "/etc/smg/tls.crt"], /--tls-key-path: required with --tls-cert-path/],
     [["--client-key-path", "/k.pem"], /--client-cert-path: required with --client-key-path/],
-    // No --allow-read here: the file cannot be read, and the message says how to allow it.
+    // No --allow-read of it: the file cannot be read, and the message says how to allow it.
     [
       ["--tls-cert-path", "/nonexistent/tls.crt", "--tls-key-path", "/nonexistent/tls.key"],
       /^smg: --tls-cert-path: cannot read '\/nonexistent\/tls.crt': no read permission/,
@@ -201,12 +202,12 @@ Deno.test({
       const link = async (pair: { cert: string; key: string }) => {
         await Deno.remove(`${links}/tls.crt`).catch(() => {});
         await Deno.remove(`${links}/tls.key`).catch(() => {});
-        await Deno.symlink(pair.cert, `${links}/tls.crt`);
-        await Deno.symlink(pair.key, `${links}/tls.key`);
+        await symlink(pair.cert, `${links}/tls.crt`);
+        await symlink(pair.key, `${links}/tls.key`);
       };
       await link(pki.server);
-      await Deno.symlink(`${links}/tls.crt`, `${live}/tls.crt`);
-      await Deno.symlink(`${links}/tls.key`, `${live}/tls.key`);
+      await symlink(`${links}/tls.crt`, `${live}/tls.crt`);
+      await symlink(`${links}/tls.key`, `${live}/tls.key`);
       const gw = await spawnGateway(
         main,
         [
@@ -240,6 +241,40 @@ Deno.test({
         second.close();
         gw.child.kill("SIGTERM");
         assert.equal(await gw.exited, 0);
+      }
+    }),
+});
+
+Deno.test({
+  name: "main: --http-server deno serves https under the narrowed net grant" + NO_OPENSSL,
+  ignore: !OPENSSL,
+  fn: () =>
+    withPki(async (pki) => {
+      const gw = await spawnGateway(
+        main,
+        [
+          ...LOOPBACK,
+          "--http-server",
+          "deno",
+          "--tls-cert-path",
+          pki.server.cert,
+          "--tls-key-path",
+          pki.server.key,
+        ],
+        undefined,
+        [`--allow-read=${pki.dir}`],
+      );
+      const client = httpsClient([pki.caPem]);
+      try {
+        assert.match(gw.url, /^https:/);
+        // Deno.serve listens behind the TLS listener on a loopback port picked at start.
+        assert.match(gw.stderr(), /net_grant="narrow: [^"]*\b127\.0\.0\.1(,|")/);
+        const r = await fetch(`${gw.url}/liveness`, { client });
+        assert.equal(await r.text(), "OK");
+      } finally {
+        client.close();
+        gw.child.kill("SIGTERM");
+        assert.equal(await gw.exited, 0, gw.stderr());
       }
     }),
 });

@@ -163,3 +163,12 @@ export function httpsClient(caPems: string[], client?: Pair): Deno.HttpClient {
     ...(client ? { cert: client.certPem, key: client.keyPem } : {}),
   });
 }
+
+/**
+ * `ln -s target path`: `Deno.symlink` needs unscoped read and write permissions, the test task
+ * grants writes to /tmp only.
+ */
+export async function symlink(target: string, path: string): Promise<void> {
+  const o = await new Deno.Command("ln", { args: ["-s", target, path], stderr: "piped" }).output();
+  if (!o.success) throw new Error(`ln -s ${target} ${path}: ${new TextDecoder().decode(o.stderr)}`);
+}

@@ -10,7 +10,7 @@ import { createLogger } from "../../lib/core/log.ts";
 import { readCertifiedKey } from "../../lib/tls/pem.ts";
 import type { CertifiedKey } from "../../lib/tls/pem.ts";
 import { CertificateReloader, type ReloadOutcome } from "../../lib/tls/reload.ts";
-import { NO_OPENSSL, OPENSSL, type Pair, withPki } from "../support/certs.ts";
+import { NO_OPENSSL, OPENSSL, type Pair, symlink, withPki } from "../support/certs.ts";
 import { Waiters } from "../support/wait.ts";
 
 /** Writes `pair` to `dir/tls.crt` and `dir/tls.key` by rename, as deploy tools do. */
@@ -19,15 +19,6 @@ async function install(dir: string, pair: { certPem: string; keyPem: string }): 
   await Deno.writeTextFile(`${dir}/.tls.key.tmp`, pair.keyPem);
   await Deno.rename(`${dir}/.tls.crt.tmp`, `${dir}/tls.crt`);
   await Deno.rename(`${dir}/.tls.key.tmp`, `${dir}/tls.key`);
-}
-
-/**
- * `ln -s target path`: `Deno.symlink` needs unscoped read and write permissions, the test task
- * grants writes to /tmp only.
- */
-async function symlink(target: string, path: string): Promise<void> {
-  const o = await new Deno.Command("ln", { args: ["-s", target, path], stderr: "piped" }).output();
-  assert.ok(o.success, new TextDecoder().decode(o.stderr));
 }
 
 interface Harness {
