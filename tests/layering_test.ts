@@ -32,6 +32,8 @@ const ALLOWED: Record<string, string[]> = {
   // The own HTTP/1.1 front: the gateway's exchange types and cancellation (core) and the
   // HTTP/1.1 parsing; nothing of the worker client.
   front: ["core", "http1", "front"],
+  // TLS files named by the config, read and checked, and the main port's certificate reload.
+  tls: ["core", "config", "tls"],
   proxy: [
     "core",
     "config",
@@ -63,6 +65,7 @@ const ALLOWED: Record<string, string[]> = {
     "mesh/adapters",
     "discovery",
     "kv",
+    "tls",
     "limits",
     "server",
   ],
@@ -93,6 +96,7 @@ const ALLOWED: Record<string, string[]> = {
     "sim",
     "tokenizer",
     "grpc",
+    "tls",
     "commands",
   ],
 };

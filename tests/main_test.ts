@@ -1,16 +1,18 @@
 /**
  * The command line as a user meets it: bad configuration prints one line and exits 2, --help
- * and --version exit 0, and `smg launch ...` serves like `smg ...`.
+ * and --version exit 0, and `smg launch ...` serves like `smg ...`; HTTPS on the main port with
+ * both fronts under the narrowed net grant, and SIGHUP reloading the certificate.
  */
 
 import assert from "node:assert/strict";
-import { RUN_FLAGS, spawnGateway } from "./support/process.ts";
+import { httpsClient, NO_OPENSSL, OPENSSL, symlink, withPki } from "./support/certs.ts";
+import { runFlags, spawnGateway } from "./support/process.ts";
 
 const main = new URL("../main.ts", import.meta.url).pathname;
 
 async function run(args: string[], extraFlags: string[] = []) {
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", ...RUN_FLAGS, ...extraFlags, main, ...args],
+    args: ["run", ...runFlags(main, extraFlags), main, ...args],
     stdout: "piped",
     stderr: "piped",
     env: { NO_COLOR: "1" },
@@ -32,6 +34,13 @@ Deno.test("main: bad configuration fails at start with one line and exit code 2"
       /--policy: invalid value 'bucket'; bucket routes the PD prefill leg only; use --prefill-policy bucket/,
     ],
     [["--queue-size", "5", "--queue-timeout-secs", "0"], /--queue-timeout-secs/],
+    [["--tls-cert-path", "/etc/smg/tls.crt"], /--tls-key-path: required with --tls-cert-path/],
+    [["--client-key-path", "/k.pem"], /--client-cert-path: required with --client-key-path/],
+    // No --allow-read of it: the file cannot be read, and the message says how to allow it.
+    [
+      ["--tls-cert-path", "/nonexistent/tls.crt", "--tls-key-path", "/nonexistent/tls.key"],
+      /^smg: --tls-cert-path: cannot read '\/nonexistent\/tls.crt': no read permission/,
+    ],
     // The task's narrow --allow-env cannot load the Kubernetes client: refused, not ignored.
     [["--service-discovery", "--selector", "app=x"], /--service-discovery: run with --allow-env/],
   ];
@@ -100,6 +109,11 @@ Deno.test("main: --help lists the flags and --version prints it, both exit 0", a
       "--retry-max-retries",
       "--cb-failure-threshold",
       "--max-concurrent-requests",
+      "--tls-cert-path",
+      "--tls-key-path",
+      "--client-cert-path",
+      "--client-key-path",
+      "--ca-cert-paths",
     ]
   ) {
     assert.ok(help.stdout.includes(flag), flag);
@@ -129,4 +143,138 @@ Deno.test("main: `smg launch` serves and SIGTERM exits 0", async () => {
   assert.equal(await r.text(), "OK");
   gw.child.kill("SIGTERM");
   assert.equal(await gw.exited, 0);
+});
+
+/** Flags of a loopback gateway with no workers that exits at once on SIGTERM. */
+const LOOPBACK = [
+  "--host",
+  "127.0.0.1",
+  "--port",
+  "0",
+  "--prometheus-host",
+  "127.0.0.1",
+  "--prometheus-port",
+  "0",
+  "--shutdown-grace-period-secs",
+  "0",
+];
+
+Deno.test({
+  name: "main: an unusable certificate or key exits 2 naming the flag and the path" + NO_OPENSSL,
+  ignore: !OPENSSL,
+  fn: () =>
+    withPki(async (pki) => {
+      const allow = [`--allow-read=${pki.dir}`];
+      const cases: [string[], RegExp][] = [
+        [
+          ["--tls-cert-path", `${pki.dir}/missing.crt`, "--tls-key-path", pki.server.key],
+          /^smg: --tls-cert-path: cannot read '.*\/missing\.crt': no such file$/,
+        ],
+        [
+          ["--tls-cert-path", pki.server.cert, "--tls-key-path", pki.server.cert],
+          /^smg: --tls-key-path: '.*\/server\.pem' holds no PEM private key$/,
+        ],
+        [
+          ["--tls-cert-path", pki.server.cert, "--tls-key-path", pki.client.key],
+          /^smg: --tls-key-path: '.*\/client\.key' is not the private key of the certificate/,
+        ],
+      ];
+      for (const [args, message] of cases) {
+        const r = await run([...LOOPBACK, ...args], allow);
+        assert.equal(r.code, 2, `${args.join(" ")}: ${r.stderr}`);
+        assert.match(r.stderr.trim(), message);
+      }
+    }),
+});
+
+Deno.test({
+  name: "main: --tls-cert-path serves https, and SIGHUP reloads a change no watch sees" +
+    NO_OPENSSL,
+  ignore: !OPENSSL,
+  fn: () =>
+    withPki(async (pki) => {
+      // live/tls.crt -> links/tls.crt -> a certificate file: swapping the link in links/ (not a
+      // directory the gateway watches) changes the certificate with no event it can see.
+      const live = `${pki.dir}/live`;
+      const links = `${pki.dir}/links`;
+      await Deno.mkdir(live);
+      await Deno.mkdir(links);
+      const link = async (pair: { cert: string; key: string }) => {
+        await Deno.remove(`${links}/tls.crt`).catch(() => {});
+        await Deno.remove(`${links}/tls.key`).catch(() => {});
+        await symlink(pair.cert, `${links}/tls.crt`);
+        await symlink(pair.key, `${links}/tls.key`);
+      };
+      await link(pki.server);
+      await symlink(`${links}/tls.crt`, `${live}/tls.crt`);
+      await symlink(`${links}/tls.key`, `${live}/tls.key`);
+      const gw = await spawnGateway(
+        main,
+        [
+          ...LOOPBACK,
+          "--tls-cert-path",
+          `${live}/tls.crt`,
+          "--tls-key-path",
+          `${live}/tls.key`,
+        ],
+        undefined,
+        [`--allow-read=${pki.dir}`],
+      );
+      const first = httpsClient([pki.caPem]);
+      const second = httpsClient([pki.ca2Pem]);
+      try {
+        assert.match(gw.url, /^https:/);
+        assert.match(gw.stderr(), /tls certificate loaded.*subject="CN=server-1"/);
+        const r = await fetch(`${gw.url}/liveness`, { client: first });
+        assert.equal(await r.text(), "OK");
+        await link(pki.server2);
+        const from = gw.stderr().length;
+        gw.child.kill("SIGHUP");
+        await gw.waitForOutput(
+          /tls certificate reloaded" module=tls reason=SIGHUP subject="CN=server-2"/,
+          from,
+        );
+        const r2 = await fetch(`${gw.url}/liveness`, { client: second });
+        assert.equal(await r2.text(), "OK");
+      } finally {
+        first.close();
+        second.close();
+        gw.child.kill("SIGTERM");
+        assert.equal(await gw.exited, 0);
+      }
+    }),
+});
+
+Deno.test({
+  name: "main: --http-server deno serves https under the narrowed net grant" + NO_OPENSSL,
+  ignore: !OPENSSL,
+  fn: () =>
+    withPki(async (pki) => {
+      const gw = await spawnGateway(
+        main,
+        [
+          ...LOOPBACK,
+          "--http-server",
+          "deno",
+          "--tls-cert-path",
+          pki.server.cert,
+          "--tls-key-path",
+          pki.server.key,
+        ],
+        undefined,
+        [`--allow-read=${pki.dir}`],
+      );
+      const client = httpsClient([pki.caPem]);
+      try {
+        assert.match(gw.url, /^https:/);
+        // Deno.serve listens behind the TLS listener on a loopback port picked at start.
+        assert.match(gw.stderr(), /net_grant="narrow: [^"]*\b127\.0\.0\.1(,|")/);
+        const r = await fetch(`${gw.url}/liveness`, { client });
+        assert.equal(await r.text(), "OK");
+      } finally {
+        client.close();
+        gw.child.kill("SIGTERM");
+        assert.equal(await gw.exited, 0, gw.stderr());
+      }
+    }),
 });

@@ -42,7 +42,7 @@ async function measure(n: number, rounds: number) {
   const gws: Gateway[] = [];
   const servings: Listening[] = [];
   const ports = freePorts(n + 1);
-  const start = (i: number) => {
+  const start = async (i: number) => {
     const d = defaultConfig();
     const config = {
       ...d,
@@ -64,10 +64,10 @@ async function measure(n: number, rounds: number) {
       },
     };
     const gw = new Gateway({ config, log: silentLogger });
-    servings.push(listenGateway(gw, silentLogger, { signals: false }));
+    servings.push(await listenGateway(gw, silentLogger, { signals: false }));
     return gw;
   };
-  for (let i = 0; i < n; i++) gws.push(start(i));
+  for (let i = 0; i < n; i++) gws.push(await start(i));
   // Formed: every router holds a stream with every other.
   const formed = performance.now();
   while (!gws.every((g) => g.mesh!.node.members().filter((m) => m.stream).length === n - 1)) {
@@ -98,7 +98,7 @@ async function measure(n: number, rounds: number) {
   for (let i = 0; i < 10; i++) gws[i % n].manager.add({ url: `http://10.98.${n}.${i}:8000` });
   await when(gws, (g) => g.registry.all().length === 10, 10_000);
   const t2 = performance.now();
-  const late = start(n);
+  const late = await start(n);
   if (!await when([late], (g) => g.registry.all().length === 10, 30_000)) {
     throw new Error(`N=${n}: the late router never caught up`);
   }

@@ -8,6 +8,7 @@ import { validateConfig } from "../config/validate.ts";
 import { createLogger } from "../core/log.ts";
 import { Gateway } from "../server/app.ts";
 import { listenGateway } from "../server/listen.ts";
+import { loadTls } from "../tls/pem.ts";
 import { grpcSupport } from "./grpc_support.ts";
 import denoJson from "../../deno.json" with { type: "json" };
 
@@ -32,9 +33,10 @@ export async function gatewayCommand(args: string[], netGrant?: string): Promise
     json: config.logJson,
     filter: Deno.env.get("RUST_LOG") ?? Deno.env.get("SMG_LOG"),
   });
+  const tls = await loadTls(config);
   const path = config.tokenizerPath ?? config.modelPath;
   const grpc = path === null ? undefined : await grpcSupport(path);
-  const gateway = new Gateway({ config, log, grpc });
-  await listenGateway(gateway, log, { netGrant }).finished;
+  const gateway = new Gateway({ config, log, grpc, tls });
+  await (await listenGateway(gateway, log, { netGrant })).finished;
   return 0;
 }

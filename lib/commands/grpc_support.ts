@@ -10,14 +10,17 @@ import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
 /** What the gateway needs to serve gRPC workers. */
 export interface GrpcSupport {
   tokenizer: GatewayTokenizer;
-  client: (url: string) => import("../grpc/sglang_client.ts").SglangClient;
+  client: (
+    url: string,
+    tls?: import("../grpc/sglang_client.ts").WorkerTlsPem,
+  ) => import("../grpc/sglang_client.ts").SglangClient;
 }
 
 /** Loads the tokenizer at `path` (ConfigError when unusable) and the gRPC client. */
 export async function grpcSupport(path: string): Promise<GrpcSupport> {
   const { loadTokenizer } = await import("../tokenizer/tokenizer.ts");
   const { SglangClient } = await import("../grpc/sglang_client.ts");
-  return { tokenizer: await loadTokenizer(path), client: (url: string) => new SglangClient(url) };
+  return { tokenizer: await loadTokenizer(path), client: (url, tls) => new SglangClient(url, tls) };
 }
 
 /** Writes the bundled Qwen3 tokenizer into a new temporary directory; returns its path. */

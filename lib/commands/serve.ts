@@ -15,6 +15,7 @@ import { parseServeArgs, SERVE_HELP } from "../launch/args.ts";
 import { launchWorkers } from "../launch/workers.ts";
 import { Gateway } from "../server/app.ts";
 import { listenGateway } from "../server/listen.ts";
+import { loadTls } from "../tls/pem.ts";
 import { VERSION } from "./gateway.ts";
 
 /**
@@ -67,6 +68,7 @@ export async function serveCommand(args: string[], netGrant?: string): Promise<n
     grpc = await grpcSupport(config.tokenizerPath ?? config.modelPath);
   }
   validateConfig(config, sources);
+  const tls = await loadTls(config);
 
   let workers;
   try {
@@ -80,12 +82,18 @@ export async function serveCommand(args: string[], netGrant?: string): Promise<n
   let gateway: Gateway;
   try {
     config = validateConfig({ ...config, workerUrls: workers.map((w) => w.url) }, sources);
-    gateway = new Gateway({ config, log, grpc });
+    gateway = new Gateway({ config, log, grpc, tls });
   } catch (e) {
     await stopWorkers();
     throw e;
   }
-  const serving = listenGateway(gateway, log, { signals: false, netGrant });
+  let serving;
+  try {
+    serving = await listenGateway(gateway, log, { signals: false, netGrant });
+  } catch (e) {
+    await stopWorkers();
+    throw e;
+  }
   const { promise: signalled, resolve } = Promise.withResolvers<void>();
   Deno.addSignalListener("SIGTERM", resolve);
   Deno.addSignalListener("SIGINT", resolve);
@@ -95,7 +103,14 @@ export async function serveCommand(args: string[], netGrant?: string): Promise<n
   ]);
   if (ready) {
     console.log(
-      banner(serving.addr, serving.metricsAddr, gateway.policy.name, workers.length, o.backend),
+      banner(
+        serving.addr,
+        serving.metricsAddr,
+        gateway.policy.name,
+        workers.length,
+        o.backend,
+        tls.server ? "https" : "http",
+      ),
     );
   }
   await signalled;
@@ -112,9 +127,10 @@ function banner(
   policy: string,
   n: number,
   backend: string,
+  scheme: "http" | "https",
 ): string {
   const host = addr.hostname === "0.0.0.0" ? "127.0.0.1" : addr.hostname;
-  const url = `http://${host}:${addr.port}`;
+  const url = `${scheme}://${host}:${addr.port}`;
   const mhost = metrics.hostname === "0.0.0.0" ? "127.0.0.1" : metrics.hostname;
   const body = JSON.stringify({
     model: backend === "sim" ? "sim-model" : "YOUR-MODEL",

@@ -22,6 +22,7 @@ import {
   TENANT_FLAGS,
   TENANT_RATE_LIMIT_FLAGS,
 } from "./server_flags.ts";
+import { TLS_FLAGS } from "./tls_flags.ts";
 import type { GatewayConfig } from "./types.ts";
 import {
   CIRCUIT_BREAKER_FLAGS,
@@ -39,6 +40,7 @@ export const DECLARATIONS: Declarations = {
   retry: RETRY_FLAGS,
   loadMonitor: LOAD_MONITOR_FLAGS,
   admission: ADMISSION_FLAGS,
+  tls: TLS_FLAGS,
   tenants: TENANT_FLAGS,
   tenantRateLimit: TENANT_RATE_LIMIT_FLAGS,
   ...ROUTING_FLAGS,

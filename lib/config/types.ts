@@ -6,8 +6,10 @@
 
 import type { LogLevel } from "../core/log.ts";
 import type { ControlPlaneKey } from "./control_plane.ts";
+import type { MeshConfig } from "./mesh_types.ts";
 
 export type { ControlPlaneKey, ControlPlaneRole } from "./control_plane.ts";
+export type { MeshConfig } from "./mesh_types.ts";
 
 /** Every policy name SMG accepts for `--policy`. */
 export const POLICY_NAMES = [
@@ -254,64 +256,18 @@ export interface TenantRateLimitConfig {
   syncMs: number;
 }
 
-/** The HA mesh (SMG's flags, plus our SWIM timing flags with memberlist's values). */
-export interface MeshConfig {
-  /** Join routers into a mesh (`--enable-mesh`). */
-  enabled: boolean;
-  /** Unique router name; null draws `Mesh_` + 4 characters at start (`--mesh-server-name`). */
-  serverName: string | null;
-  /** Mesh bind address (`--mesh-host`). */
-  host: string;
-  /** Address peers dial; null uses `--mesh-host` (`--mesh-advertise-host`). */
-  advertiseHost: string | null;
-  /** Mesh port, bound and advertised (`--mesh-port`). */
-  port: number;
-  /** Routers to join through, `host:port`; every one is tried (`--mesh-peer-urls`). */
-  peerUrls: string[];
-  /** CA that signs every router's certificate; with cert and key, mTLS (`--mesh-tls-ca-cert`). */
-  tlsCaCert: string | null;
-  /** This router's certificate, PEM (`--mesh-tls-cert`). */
-  tlsCert: string | null;
-  /** Its private key, PEM (`--mesh-tls-key`). */
-  tlsKey: string | null;
-  /** Time between probe rounds, ms (`--mesh-probe-interval-ms`). */
-  probeIntervalMs: number;
-  /** Direct-ping timeout before ping-req, ms (`--mesh-probe-timeout-ms`). */
-  probeTimeoutMs: number;
-  /** Peers asked to probe indirectly (`--mesh-indirect-checks`). */
-  indirectChecks: number;
-  /** Suspicion = mult × max(1, log10 N) probe intervals (`--mesh-suspicion-mult`). */
-  suspicionMult: number;
-  /** Unconfirmed suspicions last this many times longer (`--mesh-suspicion-max-timeout-mult`). */
-  suspicionMaxTimeoutMult: number;
-  /** Piggyback retransmissions = mult × ceil(log10(N + 1)) (`--mesh-retransmit-mult`). */
-  retransmitMult: number;
-  /** Lifeguard local-health ceiling on timeout stretching (`--mesh-awareness-max-multiplier`). */
-  awarenessMaxMultiplier: number;
-  /** Full-state exchange with a random peer, seconds; 0 off (`--mesh-push-pull-interval-secs`). */
-  pushPullIntervalSecs: number;
-  /** Retry one DOWN member, seconds; 0 off (`--mesh-reconnect-interval-secs`). */
-  reconnectIntervalSecs: number;
-  /** Forget DOWN and LEAVING members after, seconds (`--mesh-reap-secs`). */
-  reapSecs: number;
-  /** Status broadcasts and the leave wait for acks this long, ms (`--mesh-broadcast-timeout-ms`). */
-  broadcastTimeoutMs: number;
-  /** First seed retry delay, ms, doubling (`--mesh-join-backoff-ms`). */
-  joinBackoffMs: number;
-  /** Cap on the seed retry backoff, seconds (`--mesh-join-max-backoff-secs`). */
-  joinMaxBackoffSecs: number;
-  /** Updates piggybacked on one message (`--mesh-max-piggyback`). */
-  maxPiggyback: number;
-  /** Members a router keeps at most (`--mesh-max-members`). */
-  maxMembers: number;
-  /** Forgotten members' addresses and seeds are retried this long, seconds (`--mesh-reconnect-timeout-secs`). */
-  reconnectTimeoutSecs: number;
-  /** Heartbeat an idle sync stream after, seconds (`--mesh-heartbeat-secs`). */
-  heartbeatSecs: number;
-  /** Close a sync stream silent this long, seconds (`--mesh-stream-idle-timeout-secs`). */
-  streamIdleTimeoutSecs: number;
-  /** Frames each stream direction may queue before dropping (`--mesh-stream-queue-size`). */
-  streamQueueSize: number;
+/** TLS on the main port and toward workers (SMG's flags). */
+export interface TlsConfig {
+  /** Certificate chain (PEM) the main port serves; with the key, HTTPS (`--tls-cert-path`). */
+  certPath: string | null;
+  /** Its private key (PEM) (`--tls-key-path`). */
+  keyPath: string | null;
+  /** Certificate (PEM) the gateway presents to `https://` and `grpcs://` workers (`--client-cert-path`). */
+  clientCertPath: string | null;
+  /** Its private key (PEM) (`--client-key-path`). */
+  clientKeyPath: string | null;
+  /** CA certificates (PEM files) trusted for workers besides the system's (`--ca-cert-paths`). */
+  caCertPaths: string[];
 }
 
 /** The whole gateway configuration. */
@@ -396,6 +352,8 @@ export interface GatewayConfig {
   loadMonitor: LoadMonitorConfig;
   /** Admission control. */
   admission: AdmissionConfig;
+  /** TLS on the main port and toward workers. */
+  tls: TlsConfig;
   /** Tenant resolution. */
   tenants: TenantConfig;
   /** Per-tenant rate limits. */

@@ -9,7 +9,7 @@
  */
 
 import { badValue, ConfigError } from "../core/errors.ts";
-import { atLeast } from "./checks.ts";
+import { atLeast, nonEmpty } from "./checks.ts";
 import { checkStartupWorkers } from "./egress.ts";
 import type { ConfigSources } from "./file_settings.ts";
 import type { Section } from "./flag.ts";
@@ -87,6 +87,7 @@ function validated(config: GatewayConfig): GatewayConfig {
   c.pd = checkPd(c);
   checkMesh(c);
   checkDiscovery(c);
+  checkTls(c);
   checkStartupWorkers(c);
   if (c.admission.queueSize > 0 && c.admission.queueTimeoutSecs === 0) {
     throw badValue("--queue-timeout-secs", 0, "must be >= 1 while --queue-size is above 0");
@@ -255,6 +256,23 @@ function checkMesh(c: GatewayConfig): void {
       "must be above --mesh-heartbeat-secs",
     );
   }
+}
+
+/** TLS: a certificate and its key come together, on the main port and toward workers. */
+function checkTls(c: GatewayConfig): void {
+  const pairs = [
+    ["--tls-cert-path", c.tls.certPath, "--tls-key-path", c.tls.keyPath],
+    ["--client-cert-path", c.tls.clientCertPath, "--client-key-path", c.tls.clientKeyPath],
+  ] as const;
+  for (const [certFlag, cert, keyFlag, key] of pairs) {
+    if (cert !== null && key === null) {
+      throw new ConfigError(`${keyFlag}: required with ${certFlag} ('${cert}')`);
+    }
+    if (key !== null && cert === null) {
+      throw new ConfigError(`${certFlag}: required with ${keyFlag} ('${key}')`);
+    }
+  }
+  for (const p of c.tls.caCertPaths) nonEmpty("--ca-cert-paths", p);
 }
 
 const empty = (s: Record<string, string>) => Object.keys(s).length === 0;

@@ -15,6 +15,19 @@ import { READ_BUFFER, readSpace } from "../http1/read_buffer.ts";
 import { type BodySource, FrontError, FrontInbound, parseRequestHead } from "./request.ts";
 import { errorResponse, writeReply } from "./response.ts";
 
+/**
+ * A client connection's byte stream: a `Deno.TcpConn`, or a TLS socket behind the same shape
+ * (`node_socket.ts`). `read` resolves null at the end of the stream; `write` with the bytes taken.
+ */
+export interface FrontSocket {
+  read(p: Uint8Array): Promise<number | null>;
+  write(p: Uint8Array): Promise<number>;
+  close(): void;
+  setNoDelay?(noDelay?: boolean): void;
+  /** The client's address (a `Deno.TcpConn`'s; a TLS socket's as it connected). */
+  readonly remoteAddr?: Deno.Addr;
+}
+
 /** The gateway's entry, as the front calls it. */
 export type FrontHandler = (inb: FrontInbound, completed: Promise<unknown>) => Promise<Reply>;
 
@@ -39,7 +52,7 @@ const WATCH_AHEAD = 64 * 1024;
 
 /** One client connection: requests read from its buffer and answered in order. */
 export class Connection implements BodySource {
-  readonly socket: Deno.TcpConn;
+  readonly socket: FrontSocket;
   readonly server: ConnectionHost;
   buf = new Uint8Array(READ_BUFFER);
   start = 0;
@@ -57,7 +70,7 @@ export class Connection implements BodySource {
   /** The request being handled. */
   #current: FrontInbound | null = null;
 
-  constructor(socket: Deno.TcpConn, server: ConnectionHost) {
+  constructor(socket: FrontSocket, server: ConnectionHost) {
     this.socket = socket;
     this.server = server;
     this.waitingSince = server.clock.now();
@@ -69,7 +82,7 @@ export class Connection implements BodySource {
 
   /** The client's IP address. */
   get remote(): string | undefined {
-    return (this.socket.remoteAddr as Deno.NetAddr).hostname;
+    return (this.socket.remoteAddr as Deno.NetAddr | undefined)?.hostname;
   }
 
   get maxBody(): number {

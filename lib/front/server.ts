@@ -7,7 +7,8 @@
  * `--http-server deno` (HTTP/2) and on the metrics port. The gateway's entry gets a
  * `FrontInbound` (`request.ts`) and answers a `Reply`, which is written straight to the socket
  * (`response.ts`); each connection is served by a `Connection` (`connection.ts`). Here: the
- * listener, the idle sweep and shutdown.
+ * listener, the idle sweep and shutdown. The listener is `Deno.listen`'s, or one given (HTTPS:
+ * `tls_listener.ts`, whose certificate can be replaced while it serves).
  *
  * HTTP/1.1 as clients expect it: keep-alive (HTTP/1.0 only on request), `Connection: close`,
  * requests on a connection served in order (pipelined ones wait in the buffer), `Expect:
@@ -23,9 +24,27 @@
 
 import { type Clock, every, sleep, systemClock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
-import { Connection, type ConnectionHost, type FrontHandler } from "./connection.ts";
+import {
+  Connection,
+  type ConnectionHost,
+  type FrontHandler,
+  type FrontSocket,
+} from "./connection.ts";
 
-export type { FrontHandler } from "./connection.ts";
+export type { FrontHandler, FrontSocket } from "./connection.ts";
+
+/** Where the front's connections come from (`Deno.listen`'s listener has this shape). */
+export interface FrontListener {
+  readonly addr: Deno.Addr;
+  /** The next connection; rejects once the listener is closed. */
+  accept(): Promise<FrontSocket>;
+  /** Stops accepting. */
+  close(): void;
+  /** Resolves once everything the listener owns is released (default: at once). */
+  closed?(): Promise<void>;
+  /** Releases at once what `closed` waits for (the grace period is over). */
+  destroy?(): void;
+}
 
 /** Options of `serveFront`. */
 export interface FrontOptions {
@@ -41,6 +60,8 @@ export interface FrontOptions {
   log: Logger;
   /** Time of the idle sweep and of waits (default `systemClock`). */
   clock?: Clock;
+  /** Serves the connections of this listener instead of `Deno.listen({hostname, port})`. */
+  listener?: FrontListener;
 }
 
 /** A running front. */
@@ -56,7 +77,8 @@ export interface Front {
 
 /** Starts the front; `handler` answers every request. */
 export function serveFront(opts: FrontOptions, handler: FrontHandler): Front {
-  const listener = Deno.listen({ hostname: opts.hostname, port: opts.port });
+  const listener: FrontListener = opts.listener ??
+    Deno.listen({ hostname: opts.hostname, port: opts.port });
   const addr = listener.addr as Deno.NetAddr;
   const authority = `${
     addr.hostname.includes(":") ? `[${addr.hostname}]` : addr.hostname
@@ -65,9 +87,9 @@ export function serveFront(opts: FrontOptions, handler: FrontHandler): Front {
   let closing = false;
   const accepting = (async () => {
     while (!closing) {
-      let socket: Deno.TcpConn;
+      let socket: FrontSocket;
       try {
-        socket = await listener.accept() as Deno.TcpConn;
+        socket = await listener.accept();
       } catch (e) {
         if (closing) return;
         // Out of file descriptors and the like: say so, breathe, go on accepting.
@@ -86,6 +108,7 @@ export function serveFront(opts: FrontOptions, handler: FrontHandler): Front {
     },
     close() {
       for (const c of server.conns) c.close();
+      listener.destroy?.();
     },
     shutdown() {
       stopped ??= (async () => {
@@ -95,6 +118,7 @@ export function serveFront(opts: FrontOptions, handler: FrontHandler): Front {
         } catch { /* closed */ }
         await accepting;
         await server.drain();
+        await listener.closed?.();
       })();
       return stopped;
     },
@@ -124,9 +148,9 @@ class FrontServer implements ConnectionHost {
     this.clock = opts.clock ?? systemClock;
   }
 
-  serve(socket: Deno.TcpConn): void {
+  serve(socket: FrontSocket): void {
     try {
-      socket.setNoDelay(true);
+      socket.setNoDelay?.(true);
     } catch { /* closed already */ }
     const c = new Connection(socket, this);
     this.conns.add(c);

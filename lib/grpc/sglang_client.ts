@@ -8,6 +8,8 @@
  */
 
 import { Buffer } from "node:buffer";
+import { isIP } from "node:net";
+import { checkServerIdentity, rootCertificates } from "node:tls";
 import * as grpc from "@grpc/grpc-js";
 import type { Abortable } from "../core/http.ts";
 import { decodeKvEventBatch } from "./kv_wire.ts";
@@ -91,19 +93,79 @@ export function grpcTarget(url: string): { address: string; tls: boolean } {
   return { address: `${u.hostname}:${u.port || (tls ? 443 : 80)}`, tls };
 }
 
+/** What `grpcs://` workers are reached with. */
+export interface WorkerTlsPem {
+  /** CA certificates (PEM) trusted besides the system's. */
+  caCerts: string[];
+  /** The certificate chain and key (PEM) presented to workers that ask (mTLS), or null. */
+  client: { cert: string; key: string } | null;
+}
+
+/**
+ * The TLS server name sent to a worker dialled by IP address. A client sends none for an IP (RFC
+ * 6066), but Deno's `node:tls` refuses an IP there and grpc-js always sets one; the worker's
+ * certificate is still checked against the IP (its subjectAltName).
+ */
+const IP_SERVER_NAME = "smg-worker";
+
+/**
+ * The system's root CAs (PEM); none where the process may not read them (Deno asks for
+ * `--allow-sys=ca`; the gateway warns at start, `worker_clients.ts`).
+ */
+function systemRoots(): readonly string[] {
+  try {
+    // Deno's `rootCertificates` is a proxy that asks for the permission when it is first read.
+    return [...(rootCertificates ?? [])];
+  } catch (e) {
+    if (e instanceof Deno.errors.NotCapable) return [];
+    throw e;
+  }
+}
+
+/** Channel credentials and options for `url`'s worker (see `IP_SERVER_NAME`). */
+function channel(
+  url: string,
+  tls: WorkerTlsPem | undefined,
+): { address: string; creds: grpc.ChannelCredentials; options: grpc.ChannelOptions } {
+  const { address, tls: secure } = grpcTarget(url);
+  if (!secure) {
+    return { address, creds: grpc.credentials.createInsecure(), options: CHANNEL_OPTIONS };
+  }
+  // Given CAs replace node's roots in grpc-js: keep the system's too, as HTTP workers do.
+  const roots = tls?.caCerts.length
+    ? Buffer.from([...systemRoots(), ...tls.caCerts].join("\n"))
+    : null;
+  const key = tls?.client ? Buffer.from(tls.client.key) : null;
+  const cert = tls?.client ? Buffer.from(tls.client.cert) : null;
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
+  if (isIP(host) === 0) {
+    return {
+      address,
+      creds: grpc.credentials.createSsl(roots, key, cert),
+      options: CHANNEL_OPTIONS,
+    };
+  }
+  const creds = grpc.credentials.createSsl(roots, key, cert, {
+    checkServerIdentity: (_name, c) => checkServerIdentity(host, c),
+  });
+  return {
+    address,
+    creds,
+    options: { ...CHANNEL_OPTIONS, "grpc.ssl_target_name_override": IP_SERVER_NAME },
+  };
+}
+
 /** A client of one worker's scheduler service. */
 export class SglangClient {
   readonly url: string;
   readonly #client: grpc.Client;
   #closed = false;
 
-  constructor(url: string, caCerts?: string[]) {
+  /** A client of `url`; `tls` for `grpcs://` workers (default: the system's CAs, no client cert). */
+  constructor(url: string, tls?: WorkerTlsPem) {
     this.url = url;
-    const { address, tls } = grpcTarget(url);
-    const creds = tls
-      ? grpc.credentials.createSsl(caCerts?.length ? Buffer.from(caCerts.join("\n")) : null)
-      : grpc.credentials.createInsecure();
-    this.#client = new grpc.Client(address, creds, CHANNEL_OPTIONS);
+    const { address, creds, options } = channel(url, tls);
+    this.#client = new grpc.Client(address, creds, options);
   }
 
   /** Starts a generation; the stream's first message may already be an error. */

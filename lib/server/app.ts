@@ -14,33 +14,33 @@ import { type EgressPolicy, EgressRefusedError } from "../core/egress.ts";
 import { ConfigError } from "../core/errors.ts";
 import { type Clock, osRandom, type Random, seededRandom, systemClock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
-import { BREAKER_GAUGE } from "../workers/circuit_breaker.ts";
 import { Metrics } from "../metrics/metrics.ts";
 import { createPolicy, type Policy } from "../policies/mod.ts";
 import { PolicyReplicas } from "../policies/replicas.ts";
 import { PolicyRegistry } from "../policies/registry.ts";
 import { Admission } from "../proxy/admission.ts";
 import { InferenceProxy } from "../proxy/proxy.ts";
-import { FetchUpstream } from "../upstream/fetch_upstream.ts";
-import { Http1Client } from "../upstream/http1.ts";
 import type { Upstream } from "../upstream/types.ts";
 import type { FetchFn } from "../workers/http.ts";
 import { HealthChecker } from "../workers/health.ts";
 import { LoadMonitor } from "../workers/load_monitor.ts";
 import { WorkerManager } from "../workers/manager.ts";
 import { WorkerRegistry } from "../workers/registry.ts";
+import { refreshWorkerGauges } from "./gauges.ts";
 import * as info from "./info_api.ts";
 import { policyObserver } from "./observers.ts";
+import { createPdPolicies } from "./pd_setup.ts";
 import { createEntry, type Entry } from "./routes.ts";
 import { mainRoutes } from "./main_routes.ts";
 import { RequestInbound, toResponse } from "./inbound.ts";
 import * as workersApi from "./workers_api.ts";
 import { createMesh, type Mesh, meshStatus } from "./mesh_setup.ts";
 import { createDiscovery, type Discovery } from "./discovery_setup.ts";
-import { type GrpcClientFactory, GrpcWorkers } from "./grpc_workers.ts";
-import { grpcBackend, workerFetch } from "./worker_clients.ts";
+import type { GrpcClientFactory } from "./grpc_workers.ts";
+import { grpcBackend, workerClients } from "./worker_clients.ts";
 import { KvEvents } from "./kv_setup.ts";
 import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
+import { NO_TLS, type TlsMaterial, wantsTls } from "../tls/pem.ts";
 import type { TenantLimiter } from "../limits/limiter.ts";
 import { createLimiter, createTenants } from "./limits_setup.ts";
 
@@ -66,6 +66,12 @@ export interface GatewayOptions {
    * factory (both imported only when one is given, as grpc-js and the tokenizers cost at start).
    */
   grpc?: { tokenizer: GatewayTokenizer; client: GrpcClientFactory };
+  /**
+   * The TLS files the config names, read and checked by `loadTls(config)` (required when the
+   * config names any; default none): the main port's certificate, and the CAs and client
+   * certificate every client toward workers uses (HTTP/1.1, fetch, gRPC).
+   */
+  tls?: TlsMaterial;
 }
 
 /** A gateway instance. */
@@ -100,6 +106,8 @@ export class Gateway {
   readonly entry: Entry;
   /** The one clock every loop and timer of this gateway runs on. */
   readonly clock: Clock;
+  /** TLS material: the main port's certificate at start, and what workers are reached with. */
+  readonly tls: TlsMaterial;
   readonly #log: Logger;
   readonly #loops = new AbortController();
   #tasks: Promise<void>[] = [];
@@ -114,23 +122,26 @@ export class Gateway {
     const clock = this.clock = opts.clock ?? systemClock;
     const random = opts.random ??
       (config.randomSeed === null ? osRandom() : seededRandom(config.randomSeed));
-    const httpFetch = opts.fetch ?? workerFetch(config);
-    const grpcWorkers = new GrpcWorkers(httpFetch, opts.grpc?.client ?? null);
-    // Control paths (health, models, loads, info, flush) reach gRPC workers through their RPCs.
-    const fetchFn = grpcWorkers.controlFetch;
+    if (!opts.tls && wantsTls(config)) {
+      throw new Error("the config names TLS files: pass the material loadTls(config) read");
+    }
+    const tls = this.tls = opts.tls ?? NO_TLS;
     const metrics = this.metrics;
     const resends = metrics.upstreamSendRetries.with();
-    const upstream = opts.upstream ??
-      (opts.fetch ? new FetchUpstream(opts.fetch) : new Http1Client({
-        idleTimeoutMs: config.upstreamPoolIdleTimeoutSecs * 1000,
-        onResend: () => resends.inc(),
-        clock,
-      }));
-    this.#closeClient = () => {
-      upstream.close();
-      (httpFetch as { close?: () => void }).close?.();
-      void grpcWorkers.close();
-    };
+    const clients = workerClients({
+      config,
+      tls: tls.worker,
+      clock,
+      onResend: () => resends.inc(),
+      fetch: opts.fetch,
+      upstream: opts.upstream,
+      grpc: opts.grpc?.client,
+      log,
+    });
+    this.#closeClient = clients.close;
+    const { upstream, grpc: grpcWorkers } = clients;
+    // Control paths (health, models, loads, info, flush) reach gRPC workers through their RPCs.
+    const fetchFn = clients.controlFetch;
     const registry = this.registry;
 
     const replicas = new PolicyReplicas();
@@ -218,27 +229,7 @@ export class Gateway {
       }
     });
 
-    const pd = config.pd.enabled
-      ? {
-        prefill: createPolicy(
-          config.pd.prefillPolicy ?? config.policy,
-          { ...policyDeps, role: "prefill" },
-          "--prefill-policy",
-        ),
-        decode: createPolicy(
-          config.pd.decodePolicy ?? config.policy,
-          { ...policyDeps, role: "decode" },
-          "--decode-policy",
-        ),
-      }
-      : undefined;
-    if (pd) {
-      const legRemoved = (w: { id: string }) => {
-        pd.prefill.onWorkerRemoved?.(w.id);
-        pd.decode.onWorkerRemoved?.(w.id);
-      };
-      registry.subscribe((e) => e.kind === "removed" && legRemoved(e.worker));
-    }
+    const pd = createPdPolicies(config, policyDeps, registry);
     kv = this.kv = config.cacheAware.kvEvents === "auto"
       ? new KvEvents({
         config,
@@ -384,24 +375,9 @@ export class Gateway {
 
   /** Refreshes the per-worker gauges and renders the Prometheus text. */
   renderMetrics(): Promise<string> {
-    const m = this.metrics;
-    const now = this.clock.now();
-    m.workerHealth.reset();
-    m.routingKeysActive.reset();
-    m.cbState.reset();
-    m.poolSize.reset();
-    m.overloaded.reset();
+    refreshWorkerGauges(this.metrics, this.registry, this.clock.now());
     this.kv?.gauges();
-    for (const w of this.registry.all()) {
-      m.workerHealth.with(w.url).set(w.status === "ready" ? 1 : 0);
-      m.routingKeysActive.with(w.url).set(w.activeKeys);
-      m.cbState.with(w.url).set(BREAKER_GAUGE[w.breaker.state(now)]);
-      for (const model of w.models ?? ["unknown"]) {
-        m.poolSize.with(w.type, w.connection, model).inc();
-        if (w.overloaded) m.overloaded.with(model).inc();
-      }
-    }
-    return m.render();
+    return this.metrics.render();
   }
 
   /** The metrics port's handler. */

@@ -9,11 +9,14 @@
  */
 
 import { isGrpcUrl } from "../config/validate.ts";
-import type { SglangClient } from "../grpc/sglang_client.ts";
+import type { SglangClient, WorkerTlsPem } from "../grpc/sglang_client.ts";
 import type { FetchFn } from "../workers/http.ts";
 
-/** Makes the client of one worker URL (`new SglangClient`, imported only when gRPC is on). */
-export type GrpcClientFactory = (url: string) => SglangClient;
+/**
+ * Makes the client of one worker URL (`new SglangClient`, imported only when gRPC is on), with
+ * what `grpcs://` workers are reached with (CAs, client certificate).
+ */
+export type GrpcClientFactory = (url: string, tls: WorkerTlsPem) => SglangClient;
 
 /** Default time for a control RPC when the caller's signal sets none. */
 const CONTROL_TIMEOUT_MS = 10_000;
@@ -23,10 +26,10 @@ export class GrpcWorkers {
   readonly #clients = new Map<string, SglangClient>();
   readonly #events = new Map<string, SglangClient>();
   readonly #http: FetchFn;
-  readonly #make: GrpcClientFactory | null;
+  readonly #make: ((url: string) => SglangClient) | null;
 
   /** `make` is null when the gateway serves no gRPC workers (then none get here). */
-  constructor(http: FetchFn, make: GrpcClientFactory | null) {
+  constructor(http: FetchFn, make: ((url: string) => SglangClient) | null) {
     this.#http = http;
     this.#make = make;
   }

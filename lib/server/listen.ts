@@ -3,14 +3,17 @@
  * and graceful shutdown on SIGTERM/SIGINT: readiness turns 503 at once, the listener stays open
  * for a settle window (half the grace period, at most 5 s) so load balancers notice, then new
  * connections are refused and in-flight requests and streams get the rest of the grace period,
- * both on the gateway's clock.
+ * both on the gateway's clock. With `--tls-cert-path` the main port serves HTTPS
+ * (`main_server.ts`) and the certificate is reloaded when its files change or on SIGHUP
+ * (`lib/tls/reload.ts`).
  */
 
 import { ownEndpoints } from "../config/egress.ts";
 import { sleep } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
-import { serveFront } from "../front/server.ts";
+import { CertificateReloader, logCertificate } from "../tls/reload.ts";
 import type { Gateway } from "./app.ts";
+import { startMainServer } from "./main_server.ts";
 
 /** A running gateway. */
 export interface Listening {
@@ -22,55 +25,41 @@ export interface Listening {
   shutdown(): Promise<void>;
   /** Resolves after shutdown. */
   finished: Promise<void>;
+  /** The certificate reloader with HTTPS, else null. */
+  tls: CertificateReloader | null;
 }
 
 /** Options for `listenGateway`. */
 export interface ListenOptions {
-  /** Install SIGTERM/SIGINT handlers (default true). */
+  /** Install SIGTERM/SIGINT (and with HTTPS, SIGHUP) handlers (default true). */
   signals?: boolean;
   /** The runtime net grant as the start-up line shows it (`net_grant`); absent: not shown. */
   netGrant?: string;
 }
 
-/** What serves the main port. */
-interface MainServer {
-  addr: Deno.NetAddr;
-  /** Stops accepting and resolves when in-flight requests are done. */
-  shutdown(): Promise<void>;
-  /** Closes what is left (the grace period is over). */
-  close(): void;
-}
-
-/** The own HTTP/1.1 front (`--http-server own`). */
-function ownFront(gw: Gateway, log: Logger): MainServer {
+/** Starts listening and the background loops; rejects when the main port cannot be bound. */
+export async function listenGateway(
+  gw: Gateway,
+  log: Logger,
+  opts: ListenOptions = {},
+): Promise<Listening> {
   const c = gw.config;
-  const front = serveFront(
-    { hostname: c.host, port: c.port, maxBody: c.maxPayloadSize, log, clock: gw.clock },
-    gw.entry,
-  );
-  return { addr: front.addr, shutdown: () => front.shutdown(), close: () => front.close() };
-}
-
-/** `Deno.serve` (`--http-server deno`). */
-function denoServe(gw: Gateway, log: Logger): MainServer {
-  const c = gw.config;
-  const server = Deno.serve({
-    hostname: c.host,
-    port: c.port,
-    onListen: () => {},
-    onError: (e) => {
-      log.error("unhandled error in request handler", { err: e });
-      return new Response(null, { status: 500 });
-    },
-  }, (req, info) => gw.handle(req, info.completed, (info.remoteAddr as Deno.NetAddr).hostname));
-  // Deno.serve has no way to cut its connections; the process exits after `stop()` anyway.
-  return { addr: server.addr, shutdown: () => server.shutdown(), close: () => {} };
-}
-
-/** Starts listening and the background loops. */
-export function listenGateway(gw: Gateway, log: Logger, opts: ListenOptions = {}): Listening {
-  const c = gw.config;
-  const server = c.httpServer === "own" ? ownFront(gw, log) : denoServe(gw, log);
+  const cert = gw.tls.server;
+  const server = await startMainServer(gw, log, cert);
+  let reloader: CertificateReloader | null = null;
+  if (cert && c.tls.certPath !== null && c.tls.keyPath !== null) {
+    logCertificate(log, "tls certificate loaded", cert, { cert: c.tls.certPath });
+    reloader = new CertificateReloader({
+      certPath: c.tls.certPath,
+      keyPath: c.tls.keyPath,
+      current: cert,
+      apply: (next) => server.setCertificate(next),
+      log: log.child({ module: "tls" }),
+      clock: gw.clock,
+    });
+    reloader.start();
+  }
+  const onHangup = () => void reloader?.reload("SIGHUP");
   const metricsServer = Deno.serve({
     hostname: c.prometheusHost,
     port: c.prometheusPort,
@@ -80,11 +69,14 @@ export function listenGateway(gw: Gateway, log: Logger, opts: ListenOptions = {}
   gw.egress.setOwn([
     ...ownEndpoints(c).filter((o) => o.role === "mesh"),
     { role: "main", host: server.addr.hostname, port: server.addr.port },
+    ...(server.inner
+      ? [{ role: "main", host: server.inner.hostname, port: server.inner.port }]
+      : []),
     { role: "metrics", host: metricsServer.addr.hostname, port: metricsServer.addr.port },
   ]);
   gw.start();
   log.info("smg listening", {
-    addr: `http://${server.addr.hostname}:${server.addr.port}`,
+    addr: `${server.scheme}://${server.addr.hostname}:${server.addr.port}`,
     metrics: `http://${metricsServer.addr.hostname}:${metricsServer.addr.port}/metrics`,
     policy: gw.policy.name,
     workers: c.workerUrls.length,
@@ -112,10 +104,11 @@ export function listenGateway(gw: Gateway, log: Logger, opts: ListenOptions = {}
         log.warn("grace period over; closing remaining requests");
         server.close();
       }
-      await Promise.all([metricsServer.shutdown(), gw.stop()]);
+      await Promise.all([metricsServer.shutdown(), gw.stop(), reloader?.stop()]);
       if (opts.signals !== false) {
         Deno.removeSignalListener("SIGTERM", shutdown);
         Deno.removeSignalListener("SIGINT", shutdown);
+        if (reloader) Deno.removeSignalListener("SIGHUP", onHangup);
       }
       log.info("shutdown complete");
       markFinished();
@@ -125,11 +118,13 @@ export function listenGateway(gw: Gateway, log: Logger, opts: ListenOptions = {}
   if (opts.signals !== false) {
     Deno.addSignalListener("SIGTERM", shutdown);
     Deno.addSignalListener("SIGINT", shutdown);
+    if (reloader) Deno.addSignalListener("SIGHUP", onHangup);
   }
   return {
     addr: server.addr,
     metricsAddr: metricsServer.addr,
     shutdown,
     finished,
+    tls: reloader,
   };
 }

@@ -35,12 +35,21 @@ export function grantEntry(raw: string): string | null {
   return v6 ? bracket(e.text) : e.text;
 }
 
-/** The listen sockets' grant entries (port 0 is granted as such: Deno checks the asked port). */
+/**
+ * The listen sockets' grant entries (port 0 is granted as such: Deno checks the asked port).
+ * `Deno.serve` behind HTTPS (`--http-server deno` with `--tls-cert-path`) listens on a loopback
+ * port picked at start and each client's stream is piped to it (`main_server.ts`): the loopback
+ * address at any port, as a port cannot be named before it is picked.
+ */
 function listens(c: GatewayConfig): string[] {
   const out = [`${bracket(c.host)}:${c.port}`, `${bracket(c.prometheusHost)}:${c.prometheusPort}`];
   if (c.mesh.enabled) out.push(`${bracket(c.mesh.host)}:${c.mesh.port}`);
+  if (c.httpServer === "deno" && c.tls.certPath !== null) out.push(TLS_PIPE_HOST);
   return out;
 }
+
+/** Where `Deno.serve` listens behind the HTTPS terminator (`--http-server deno`). */
+export const TLS_PIPE_HOST = "127.0.0.1";
 
 /**
  * The grant of a validated gateway config. `kubeApi` finds the API server's `host:port` (only

@@ -1,24 +1,110 @@
 /**
- * The clients the composition root builds toward workers: the `fetch` of the control paths
- * (health, models, loads, info) over one keep-alive pool, and the proxy's view of gRPC workers
- * (their clients, and the gateway's tokenizer behind its two-level cache).
+ * The clients the composition root builds toward workers, all with the workers' TLS settings:
+ * the `fetch` of the control paths (health, models, loads, info) over one keep-alive pool, the
+ * inference client, the gRPC workers' clients, and the proxy's view of gRPC workers (their
+ * clients, and the gateway's tokenizer behind its two-level cache).
  */
 
 import type { GatewayConfig } from "../config/config.ts";
+import type { Clock } from "../core/clock.ts";
+import type { Logger } from "../core/log.ts";
 import type { GrpcBackend } from "../proxy/types.ts";
 import { CachedEncoder } from "../tokenizer/cache.ts";
 import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
+import { FetchUpstream } from "../upstream/fetch_upstream.ts";
+import { Http1Client } from "../upstream/http1.ts";
+import type { Upstream } from "../upstream/types.ts";
 import type { FetchFn } from "../workers/http.ts";
-import type { GrpcWorkers } from "./grpc_workers.ts";
+import { type GrpcClientFactory, GrpcWorkers } from "./grpc_workers.ts";
+import type { WorkerTls } from "../tls/pem.ts";
+
+/** What `workerClients` builds from; `fetch`, `upstream` and `grpc` are tests' or optional. */
+export interface WorkerClientOptions {
+  /** Validated configuration (the pool's idle time). */
+  config: GatewayConfig;
+  /** CAs and client certificate toward workers. */
+  tls: WorkerTls;
+  /** The gateway's clock (the inference pool's idle timers). */
+  clock: Clock;
+  /** Called when the inference client sends a request again on a fresh connection. */
+  onResend: () => void;
+  /** Control `fetch` (default `workerFetch`); also the inference client without `upstream`. */
+  fetch?: FetchFn;
+  /** Inference client (default `Http1Client`, or a `FetchUpstream` over `fetch`). */
+  upstream?: Upstream;
+  /** gRPC client factory; absent: the gateway serves no gRPC workers. */
+  grpc?: GrpcClientFactory;
+  /** Where a start-up warning about the workers' TLS goes. */
+  log: Logger;
+}
+
+/** The gateway's clients toward workers. */
+export interface WorkerClients {
+  /** Control paths; `grpc://` workers answered through their RPCs (`GrpcWorkers.controlFetch`). */
+  controlFetch: FetchFn;
+  /** The inference client toward HTTP workers. */
+  upstream: Upstream;
+  /** The gRPC workers' clients. */
+  grpc: GrpcWorkers;
+  /** Releases pools and channels (at shutdown). */
+  close(): void;
+}
+
+/**
+ * Whether node:tls may list the system's root CAs: grpc-js trusts only the CAs it is given, so
+ * `--ca-cert-paths` toward `grpcs://` workers is joined to them (`sglang_client.ts`), which Deno
+ * allows with `--allow-sys=ca`.
+ */
+function mayReadSystemCas(): boolean {
+  const ca = { name: "sys", kind: "ca" } as unknown as Deno.SysPermissionDescriptor;
+  return Deno.permissions.querySync(ca).state === "granted";
+}
+
+/** Builds the clients toward workers, each with `o.tls`. */
+export function workerClients(o: WorkerClientOptions): WorkerClients {
+  const { config, tls } = o;
+  const httpFetch = o.fetch ?? workerFetch(config, tls);
+  const make = o.grpc;
+  if (make && tls.caCerts.length > 0 && !mayReadSystemCas()) {
+    o.log.warn(
+      "grpcs:// workers trust only --ca-cert-paths: reading the system's CAs needs --allow-sys=ca",
+    );
+  }
+  const grpc = new GrpcWorkers(httpFetch, make ? (url) => make(url, tls) : null);
+  const upstream = o.upstream ??
+    (o.fetch ? new FetchUpstream(o.fetch) : new Http1Client({
+      idleTimeoutMs: config.upstreamPoolIdleTimeoutSecs * 1000,
+      onResend: o.onResend,
+      caCerts: tls.caCerts,
+      clientCert: tls.client,
+      clock: o.clock,
+    }));
+  return {
+    controlFetch: grpc.controlFetch,
+    upstream,
+    grpc,
+    close() {
+      upstream.close();
+      (httpFetch as { close?: () => void }).close?.();
+      void grpc.close();
+    },
+  };
+}
 
 /**
  * The default worker client: one keep-alive pool whose idle connections close after the
- * configured time, never following redirects; `close()` releases the pool at shutdown.
+ * configured time, never following redirects, trusting `tls.caCerts` besides the system's and
+ * presenting `tls.client` to `https://` workers; `close()` releases the pool at shutdown.
  */
-export function workerFetch(config: GatewayConfig): FetchFn & { close?: () => void } {
+export function workerFetch(
+  config: GatewayConfig,
+  tls: WorkerTls,
+): FetchFn & { close?: () => void } {
   const client = Deno.createHttpClient({
     poolIdleTimeout: config.upstreamPoolIdleTimeoutSecs * 1000,
     http2: false,
+    caCerts: tls.caCerts,
+    ...(tls.client ? { cert: tls.client.cert, key: tls.client.key } : {}),
   });
   const fetchFn: FetchFn & { close?: () => void } = (url, init) => {
     (init as RequestInit & { client: Deno.HttpClient }).client = client;

@@ -110,13 +110,20 @@ export class SimGrpcServer {
     });
   }
 
-  /** Binds `host:port` (0: any free port); resolves with the port. */
-  async serve(host: string, port: number): Promise<number> {
+  /**
+   * Binds `host:port` (0: any free port); resolves with the port. `credentials` default to
+   * plaintext (tests pass TLS ones).
+   */
+  async serve(
+    host: string,
+    port: number,
+    credentials: grpc.ServerCredentials = grpc.ServerCredentials.createInsecure(),
+  ): Promise<number> {
     const h = host.includes(":") ? `[${host}]` : host;
     this.#port = await new Promise<number>((resolve, reject) => {
       this.#server.bindAsync(
         `${h}:${port}`,
-        grpc.ServerCredentials.createInsecure(),
+        credentials,
         (e, p) => e ? reject(e) : resolve(p),
       );
     });

@@ -1,8 +1,9 @@
 /**
  * The gateway's HTTP/1.1 client toward workers, on `Deno.connect` (`Deno.connectTls` for
- * `https://`): a keep-alive pool per worker, one request at a time per connection (no
- * pipelining), the request head and body written at once, the response head parsed from the
- * connection's byte buffer, bodies sized, chunked or delimited by close, read as they arrive.
+ * `https://`, with extra CAs and a client certificate when given): a keep-alive pool per worker,
+ * one request at a time per connection (no pipelining), the request head and body written at
+ * once, the response head parsed from the connection's byte buffer, bodies sized, chunked or
+ * delimited by close, read as they arrive.
  *
  * Connections and the pool are in `http1_conn.ts`, bodies in `http1_body.ts`, the response head
  * in `http1_response.ts`, the parsing shared with the front in `lib/http1/`.
@@ -75,6 +76,8 @@ export interface Http1Options {
   onResend?: () => void;
   /** Extra CA certificates (PEM) trusted for `https://` workers, besides the system's. */
   caCerts?: string[];
+  /** The certificate chain and key (PEM) presented to `https://` workers that ask (mTLS). */
+  clientCert?: { cert: string; key: string } | null;
   /** The gateway's clock: pool ages, sweeps and timeouts (default `systemClock`). */
   clock?: Clock;
 }
@@ -94,6 +97,7 @@ export class Http1Client implements Upstream, ConnOwner {
   readonly #bodyIdleTimeoutMs: number;
   readonly #onResend: () => void;
   readonly #caCerts: string[] | undefined;
+  readonly #clientCert: { cert: string; key: string } | null;
   /** Connections with a request in progress, when a head or body timeout is set. */
   readonly #active = new Set<Conn>();
   readonly #clock: Clock;
@@ -116,6 +120,7 @@ export class Http1Client implements Upstream, ConnOwner {
     this.#bodyIdleTimeoutMs = o.bodyIdleTimeoutMs ?? 0;
     this.#onResend = o.onResend ?? (() => {});
     this.#caCerts = o.caCerts;
+    this.#clientCert = o.clientCert ?? null;
     this.timed = this.#headTimeoutMs > 0 || this.#bodyIdleTimeoutMs > 0;
   }
 
@@ -217,6 +222,7 @@ export class Http1Client implements Upstream, ConnOwner {
           port: o.port,
           alpnProtocols: ["http/1.1"],
           caCerts: this.#caCerts,
+          ...(this.#clientCert ? { cert: this.#clientCert.cert, key: this.#clientCert.key } : {}),
         });
         const tls: Deno.TlsConn = socket = await abortable(p, both, closeQuietly);
         // Certificate errors surface here as connect failures, not on the first write.

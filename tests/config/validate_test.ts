@@ -226,3 +226,50 @@ Deno.test("normalizeWorkerUrl: only absolute http(s) or grpc(s) URLs without que
   assert.equal(normalizeWorkerUrl("http://a:1/v1/"), "http://a:1/v1");
   assert.throws(() => normalizeWorkerUrl("x", "--url"), { message: /^--url: / });
 });
+
+Deno.test("validateConfig: a TLS certificate and its key come together, for the port and workers", () => {
+  invalid(
+    (c) => {
+      c.tls.certPath = "/etc/smg/tls.crt";
+    },
+    /^--tls-key-path: required with --tls-cert-path \('\/etc\/smg\/tls.crt'\)$/,
+    "cert alone",
+  );
+  invalid(
+    (c) => {
+      c.tls.keyPath = "/etc/smg/tls.key";
+    },
+    /^--tls-cert-path: required with --tls-key-path \('\/etc\/smg\/tls.key'\)$/,
+    "key alone",
+  );
+  invalid(
+    (c) => {
+      c.tls.clientCertPath = "/c.pem";
+    },
+    /^--client-key-path: required with --client-cert-path/,
+    "client cert alone",
+  );
+  invalid(
+    (c) => {
+      c.tls.clientKeyPath = "/k.pem";
+    },
+    /^--client-cert-path: required with --client-key-path/,
+    "client key alone",
+  );
+  invalid(
+    (c) => {
+      c.tls.caCertPaths = ["/ca.pem", " "];
+    },
+    /^--ca-cert-paths: invalid value ' '; must not be empty$/,
+    "blank CA path",
+  );
+  valid((c) => {
+    c.tls = {
+      certPath: "/a.crt",
+      keyPath: "/a.key",
+      clientCertPath: "/c.crt",
+      clientKeyPath: "/c.key",
+      caCertPaths: ["/ca1.pem", "/ca2.pem"],
+    };
+  });
+});

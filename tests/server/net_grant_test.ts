@@ -2,7 +2,8 @@
  * The runtime net grant per mode: static workers and PD legs narrow it to the listen sockets,
  * the workers and the allow-list; discovery or the mesh without an allow-list keep the
  * process's grant (saying why); with one they add the seeds and the Kubernetes API server; an
- * allow-list entry Deno cannot spell keeps the process's grant too.
+ * allow-list entry Deno cannot spell keeps the process's grant too; `Deno.serve` behind HTTPS
+ * adds the loopback address its pipe reaches it on.
  */
 
 import assert from "node:assert/strict";
@@ -106,4 +107,28 @@ Deno.test("net grant: an IPv6 block Deno cannot express keeps the process's gran
   const g = gatewayNetGrant(config([...LISTEN, "--worker-host-allowlist", "fd00::/8"]));
   assert.equal(g.mode, "inherit");
   assert.match(g.mode === "inherit" ? g.why : "", /cannot express .* fd00::\/8/);
+});
+
+Deno.test("net grant: Deno.serve behind HTTPS adds loopback at any port, the own front nothing", () => {
+  const tls = ["--tls-cert-path", "/etc/smg/tls.crt", "--tls-key-path", "/etc/smg/tls.key"];
+  const worker = ["--worker-urls", "http://10.0.0.1:8000"];
+  const base = ["0.0.0.0:30000", "127.0.0.1:29000"];
+  assert.deepEqual(
+    gatewayNetGrant(config([...LISTEN, ...worker, ...tls, "--http-server", "deno"])),
+    {
+      mode: "narrow",
+      allow: [...base, "127.0.0.1", "10.0.0.1:8000"],
+    },
+  );
+  assert.deepEqual(
+    gatewayNetGrant(config([...LISTEN, ...worker, ...tls, "--http-server", "own"])),
+    {
+      mode: "narrow",
+      allow: [...base, "10.0.0.1:8000"],
+    },
+  );
+  assert.deepEqual(gatewayNetGrant(config([...LISTEN, ...worker, "--http-server", "deno"])), {
+    mode: "narrow",
+    allow: [...base, "10.0.0.1:8000"],
+  });
 });

@@ -8,6 +8,7 @@ import { validateConfig } from "../../lib/config/validate.ts";
 import { createLogger, silentLogger } from "../../lib/core/log.ts";
 import { Gateway, type GatewayOptions } from "../../lib/server/app.ts";
 import { listenGateway, type Listening } from "../../lib/server/listen.ts";
+import { loadTls } from "../../lib/tls/pem.ts";
 
 /** Config overrides, deep-merged one level. */
 export type Overrides =
@@ -69,12 +70,13 @@ export async function startGateway(
 ): Promise<TestGateway> {
   const config = validateConfig(testConfig({ workerUrls, ...o }));
   const log = Deno.env.get("SMG_TEST_LOG") ? createLogger({ level: "debug" }) : silentLogger;
-  const gw = new Gateway({ config, log, ...extra });
-  const serving = listenGateway(gw, log, { signals: false });
+  const tls = extra.tls ?? await loadTls(config);
+  const gw = new Gateway({ config, log, tls, ...extra });
+  const serving = await listenGateway(gw, log, { signals: false });
   const t: TestGateway = {
     gw,
     serving,
-    url: `http://127.0.0.1:${serving.addr.port}`,
+    url: `${tls.server ? "https" : "http"}://127.0.0.1:${serving.addr.port}`,
     metricsUrl: `http://127.0.0.1:${serving.metricsAddr.port}/metrics`,
     ready: (n = workerUrls.length) => gw.whenReady(n),
     close: () => serving.shutdown(),

@@ -34,7 +34,7 @@ export const RUN_FLAGS = [
   "GRPC_NODE_TRACE,GRPC_TRACE," +
   "GRPC_SSL_CIPHER_SUITES,GRPC_DEFAULT_SSL_ROOTS_FILE_PATH,GRPC_NODE_USE_ALTERNATIVE_RESOLVER," +
   "GRPC_NODE_DEBUG_SEND_ERROR_DETAILS,GRPC_EXPERIMENTAL_ENABLE_OUTLIER_DETECTION",
-  "--allow-sys=networkInterfaces",
+  "--allow-sys=networkInterfaces,ca",
 ];
 
 /** `--allow-read` of the modules `script` loads: the source tree for main.ts, else the file. */
@@ -45,6 +45,22 @@ export function ownModulesRead(script: string): string {
   return `--allow-read=${["main.ts", "lib", "proto", "deno.json"].map((p) => root + p).join(",")}`;
 }
 
+/**
+ * `RUN_FLAGS` and the read of `script`'s own modules, with `extraFlags`: an `--allow-env` among
+ * them replaces ours (Deno takes one); an `--allow-read` list gets the program's modules added.
+ */
+export function runFlags(script: string, extraFlags: string[] = []): string[] {
+  return [
+    ...[...RUN_FLAGS, ownModulesRead(script)].filter((f) => {
+      const flag = f.replace(/=.*/, "");
+      return !extraFlags.some((x) => x.replace(/=.*/, "") === flag);
+    }),
+    ...extraFlags.map((f) =>
+      f.startsWith("--allow-read=") ? `${f},${ownModulesRead(script).slice(13)}` : f
+    ),
+  ];
+}
+
 /** Starts `deno run <script> <args>` in `cwd` and waits for its "smg listening" line. */
 export async function spawnGateway(
   script: string,
@@ -53,20 +69,7 @@ export async function spawnGateway(
   extraFlags: string[] = [],
 ): Promise<GatewayProcess> {
   const child = new Deno.Command(Deno.execPath(), {
-    // An --allow-env among the extra flags replaces ours (Deno takes one); an --allow-read list
-    // gets the program's own modules added.
-    args: [
-      "run",
-      ...[...RUN_FLAGS, ownModulesRead(script)].filter((f) => {
-        const flag = f.replace(/=.*/, "");
-        return !extraFlags.some((x) => x.replace(/=.*/, "") === flag);
-      }),
-      ...extraFlags.map((f) =>
-        f.startsWith("--allow-read=") ? `${f},${ownModulesRead(script).slice(13)}` : f
-      ),
-      script,
-      ...args,
-    ],
+    args: ["run", ...runFlags(script, extraFlags), script, ...args],
     cwd,
     stdout: "null",
     stderr: "piped",

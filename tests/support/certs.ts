@@ -1,0 +1,174 @@
+/**
+ * Throwaway certificates for TLS tests, made by the `openssl` command in a fresh temporary
+ * directory: two CAs (so a client trusting only one of them tells which server certificate it
+ * was shown), a server certificate from each for 127.0.0.1 (subjectAltName IP:127.0.0.1), a
+ * client certificate from the first, and a stranger CA that signs nothing used here. EC P-256
+ * keys, valid two days. `OPENSSL` is false where the command is missing; tests then skip, saying
+ * so in their name.
+ */
+
+/** A certificate and its key, as paths and as PEM text. */
+export interface Pair {
+  cert: string;
+  key: string;
+  certPem: string;
+  keyPem: string;
+}
+
+/** What `makePki` wrote. */
+export interface Pki {
+  dir: string;
+  /** CA 1: signs `server` and `client`. */
+  ca: string;
+  caPem: string;
+  /** CA 2: signs `server2`. */
+  ca2: string;
+  ca2Pem: string;
+  /** A CA that signs none of these. */
+  stranger: string;
+  /** For 127.0.0.1, from CA 1 (CN server-1). */
+  server: Pair;
+  /** For 127.0.0.1, from CA 2 (CN server-2). */
+  server2: Pair;
+  /** A client certificate from CA 1 (CN gateway). */
+  client: Pair;
+  /** Removes the directory. */
+  remove(): Promise<void>;
+}
+
+async function openssl(args: string[], cwd?: string): Promise<void> {
+  const out = await new Deno.Command("openssl", { args, cwd, stdout: "null", stderr: "piped" })
+    .output();
+  if (!out.success) {
+    throw new Error(`openssl ${args.join(" ")}: ${new TextDecoder().decode(out.stderr)}`);
+  }
+}
+
+/** Whether the `openssl` command runs here. */
+export const OPENSSL: boolean = await openssl(["version"]).then(() => true, () => false);
+
+/** The suffix of a test's name when it cannot run without openssl. */
+export const NO_OPENSSL = OPENSSL ? "" : " (skipped: the openssl command is not installed)";
+
+const KEY = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+
+async function makeCa(dir: string, name: string): Promise<void> {
+  await openssl([
+    "req",
+    "-x509",
+    ...KEY,
+    "-keyout",
+    `${name}.key`,
+    "-out",
+    `${name}.pem`,
+    "-days",
+    "2",
+    "-subj",
+    `/CN=smg-test-${name}`,
+    "-addext",
+    "basicConstraints=critical,CA:TRUE",
+    "-addext",
+    "keyUsage=critical,keyCertSign,cRLSign",
+  ], dir);
+}
+
+async function makeLeaf(
+  dir: string,
+  name: string,
+  ca: string,
+  cn: string,
+  ext: string,
+): Promise<Pair> {
+  await Deno.writeTextFile(`${dir}/${name}.ext`, `basicConstraints=CA:FALSE\n${ext}\n`);
+  await openssl([
+    "req",
+    ...KEY,
+    "-keyout",
+    `${name}.key`,
+    "-out",
+    `${name}.csr`,
+    "-subj",
+    `/CN=${cn}`,
+  ], dir);
+  await openssl([
+    "x509",
+    "-req",
+    "-in",
+    `${name}.csr`,
+    "-CA",
+    `${ca}.pem`,
+    "-CAkey",
+    `${ca}.key`,
+    "-CAcreateserial",
+    "-out",
+    `${name}.pem`,
+    "-days",
+    "2",
+    "-extfile",
+    `${name}.ext`,
+  ], dir);
+  const cert = `${dir}/${name}.pem`;
+  const key = `${dir}/${name}.key`;
+  return {
+    cert,
+    key,
+    certPem: await Deno.readTextFile(cert),
+    keyPem: await Deno.readTextFile(key),
+  };
+}
+
+/** Writes a fresh set of certificates (see the module comment); needs `OPENSSL`. */
+export async function makePki(): Promise<Pki> {
+  const dir = await Deno.makeTempDir({ prefix: "smg-tls-" });
+  try {
+    await Promise.all([makeCa(dir, "ca"), makeCa(dir, "ca2"), makeCa(dir, "stranger")]);
+    const serverExt = "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth";
+    const [server, server2, client] = await Promise.all([
+      makeLeaf(dir, "server", "ca", "server-1", serverExt),
+      makeLeaf(dir, "server2", "ca2", "server-2", serverExt),
+      makeLeaf(dir, "client", "ca", "gateway", "extendedKeyUsage=clientAuth"),
+    ]);
+    return {
+      dir,
+      ca: `${dir}/ca.pem`,
+      caPem: await Deno.readTextFile(`${dir}/ca.pem`),
+      ca2: `${dir}/ca2.pem`,
+      ca2Pem: await Deno.readTextFile(`${dir}/ca2.pem`),
+      stranger: `${dir}/stranger.pem`,
+      server,
+      server2,
+      client,
+      remove: () => Deno.remove(dir, { recursive: true }),
+    };
+  } catch (e) {
+    await Deno.remove(dir, { recursive: true });
+    throw e;
+  }
+}
+
+/** Runs `fn` with fresh certificates, removing them after. */
+export async function withPki(fn: (pki: Pki) => Promise<void>): Promise<void> {
+  const pki = await makePki();
+  try {
+    await fn(pki);
+  } finally {
+    await pki.remove();
+  }
+}
+
+/** A `fetch` client trusting `caPems` (and presenting `client`, if given); close it after use. */
+export function httpsClient(caPems: string[], client?: Pair): Deno.HttpClient {
+  return Deno.createHttpClient({
+    caCerts: caPems,
+    ...(client ? { cert: client.certPem, key: client.keyPem } : {}),
+  });
+}
+
+/**
+ * `ln -s target path`: `Deno.symlink` needs unscoped read and write permissions, the test task
+ * grants writes to /tmp only.
+ */
+export async function symlink(target: string, path: string): Promise<void> {
+  const o = await new Deno.Command("ln", { args: ["-s", target, path], stderr: "piped" }).output();
+  if (!o.success) throw new Error(`ln -s ${target} ${path}: ${new TextDecoder().decode(o.stderr)}`);
+}
