@@ -20,6 +20,7 @@
 
 import type { Clock } from "../core/clock.ts";
 import type { Metrics } from "../metrics/metrics.ts";
+import type { CounterSeries, GaugeSeries } from "../metrics/fast.ts";
 import { ScopeBucket } from "./bucket.ts";
 import type { ScopeLimits } from "./config.ts";
 import type { PolicySet } from "./policy.ts";
@@ -114,8 +115,14 @@ export class Charge {
 export class TenantLimiter {
   readonly #policies: PolicySet;
   readonly #clock: Clock;
-  readonly #m: Metrics;
+  readonly #allowed: CounterSeries;
+  readonly #rejected: CounterSeries;
+  readonly #reserved: CounterSeries;
+  readonly #settled: CounterSeries;
+  readonly #reservations: GaugeSeries;
   readonly #buckets = new Map<string, ScopeBucket>();
+  /** Each tenant's own scope id, so that a request does not encode it again. */
+  readonly #ownScopes = new Map<string, string>();
   #sweepAt = 1024;
   #open = 0;
   readonly #listeners = new Set<() => void>();
@@ -126,8 +133,13 @@ export class TenantLimiter {
   constructor(policies: PolicySet, clock: Clock, metrics: Metrics) {
     this.#policies = policies;
     this.#clock = clock;
-    this.#m = metrics;
-    metrics.tenantReservations.with().set(0);
+    // The series a request touches, looked up once.
+    this.#allowed = metrics.tenantRateLimit.with("allowed");
+    this.#rejected = metrics.tenantRateLimit.with("rejected");
+    this.#reserved = metrics.tenantTokens.with("reserved");
+    this.#settled = metrics.tenantTokens.with("settled");
+    this.#reservations = metrics.tenantReservations.with();
+    this.#reservations.set(0);
   }
 
   /** Reservations not yet resolved. */
@@ -162,7 +174,8 @@ export class TenantLimiter {
     const policy = this.#policies.policyFor(tenant);
     const now = this.#clock.now();
     const scopes: [string, ScopeBucket][] = [];
-    const own = scopeId(tenant, null);
+    let own = this.#ownScopes.get(tenant);
+    if (own === undefined) this.#ownScopes.set(tenant, own = scopeId(tenant, null));
     scopes.push([own, this.#bucketFor(own, policy.limits, now)]);
     const rule = model === null ? null : policy.ruleFor(model);
     if (rule) {
@@ -176,7 +189,7 @@ export class TenantLimiter {
       if (!d.allowed) retry = Math.max(retry, d.retryAfterSecs);
     }
     if (retry > 0) {
-      this.#m.tenantRateLimit.with("rejected").inc();
+      this.#rejected.inc();
       return retry;
     }
     for (const [id, b] of scopes) {
@@ -184,9 +197,9 @@ export class TenantLimiter {
       b.open++;
       this.onCharge?.(id, estimate, 1);
     }
-    this.#m.tenantRateLimit.with("allowed").inc();
-    this.#m.tenantTokens.with("reserved").inc(estimate);
-    this.#m.tenantReservations.with().set(++this.#open);
+    this.#allowed.inc();
+    this.#reserved.inc(estimate);
+    this.#reservations.set(++this.#open);
     return new Charge(this, scopes, estimate);
   }
 
@@ -199,8 +212,8 @@ export class TenantLimiter {
       b.open--;
       if (delta !== 0) this.onCharge?.(id, delta, 0);
     }
-    this.#m.tenantTokens.with("settled").inc(Math.max(0, total));
-    this.#m.tenantReservations.with().set(--this.#open);
+    this.#settled.inc(Math.max(0, total));
+    this.#reservations.set(--this.#open);
     for (const l of this.#listeners) l();
   }
 
@@ -234,6 +247,7 @@ export class TenantLimiter {
 
   #sweep(now: number): void {
     for (const [id, b] of this.#buckets) if (b.full(now)) this.#buckets.delete(id);
+    this.#ownScopes.clear();
     this.#sweepAt = Math.max(1024, 2 * this.#buckets.size);
   }
 }
