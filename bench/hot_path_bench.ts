@@ -4,9 +4,10 @@
  * through a bare handler (body read, JSON parse, upstream call, `Response`) — the difference is
  * the gateway's logic (routing, ids, admission, deadlines, metrics, headers, breaker). A third
  * case is the own front's path without sockets: the request head parsed from bytes into a
- * `FrontInbound`, `Gateway.entry`, the `Reply` not written.
+ * `FrontInbound`, `Gateway.entry`, the `Reply` not written; and that path with tenant limits on
+ * (`--tenant-rate-limit-enabled`, limits out of reach).
  *
- *   deno bench --unstable-no-legacy-abort bench/hot_path_bench.ts
+ *   deno bench --unstable-no-legacy-abort --allow-read=/tmp --allow-write=/tmp bench/hot_path_bench.ts
  *
  * `hot_path_loop.ts` runs the same requests in timed batches (best and median batch), steadier
  * than these means on a noisy machine.
@@ -51,17 +52,39 @@ class InstantUpstream implements Upstream {
   close() {}
 }
 
-const config = parseGatewayArgs([
-  "--worker-urls",
-  "http://127.0.0.1:1",
-  "http://127.0.0.1:2",
-  "--policy",
-  "round_robin",
-]);
-const gw = new Gateway({ config, log: silentLogger, upstream: new InstantUpstream() });
-for (const url of ["http://127.0.0.1:1", "http://127.0.0.1:2"]) {
-  gw.manager.add({ url, models: ["sim-model"] }).setStatus("ready");
+/** A gateway over two ready workers answered by `InstantUpstream`, with extra `flags`. */
+function gateway(flags: string[] = []): Gateway {
+  const config = parseGatewayArgs([
+    "--worker-urls",
+    "http://127.0.0.1:1",
+    "http://127.0.0.1:2",
+    "--policy",
+    "round_robin",
+    ...flags,
+  ]);
+  const g = new Gateway({ config, log: silentLogger, upstream: new InstantUpstream() });
+  for (const url of ["http://127.0.0.1:1", "http://127.0.0.1:2"]) {
+    g.manager.add({ url, models: ["sim-model"] }).setStatus("ready");
+  }
+  return g;
 }
+
+const gw = gateway();
+
+/** Tenant limits out of reach (every request admitted): the cost of reserving and settling. */
+const LIMITS = `default_policy:
+  tokens_per_minute: 1000000000
+  requests_per_minute: 1000000000
+`;
+const limitsFile = await Deno.makeTempFile({ prefix: "smg-hot-limits-", suffix: ".yaml" });
+await Deno.writeTextFile(limitsFile, LIMITS);
+const gwLimited = gateway([
+  "--tenant-rate-limit-enabled",
+  "--tenant-rate-limit-config",
+  limitsFile,
+  "--trust-tenant-header",
+]);
+await Deno.remove(limitsFile);
 
 function request(): Request {
   return new Request("http://gw/v1/completions", {
@@ -115,7 +138,7 @@ Deno.bench("Gateway.handle (round_robin)", { group: "hot" }, handleOnce);
 
 const WIRE = enc.encode(
   "POST /v1/completions HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\n" +
-    `content-length: ${BODY.length}\r\nuser-agent: bench\r\n\r\n${BODY}`,
+    `content-length: ${BODY.length}\r\nuser-agent: bench\r\nx-smg-tenant-id: bench\r\n\r\n${BODY}`,
 );
 
 /** A connection whose buffer holds one whole request. */
@@ -134,19 +157,31 @@ class MemorySource implements BodySource {
   bodyDone() {}
 }
 
-/** One tiny request through `Gateway.entry` on a head parsed from bytes (the own front's path). */
-export async function entryOnce(): Promise<void> {
+/**
+ * One tiny request through `Gateway.entry` on a head parsed from bytes (the own front's path),
+ * of `g` (default: no tenant limits).
+ */
+export async function entryOnce(g: Gateway = gw): Promise<void> {
   const src = new MemorySource();
   const he = headEnd(WIRE, 0, WIRE.length);
   const head = parseRequestHead(WIRE, 0, he);
   src.start = he;
   const done = Promise.withResolvers<void>();
-  await gw.entry(new FrontInbound(head, src), done.promise);
+  await g.entry(new FrontInbound(head, src), done.promise);
   done.resolve();
 }
 
 Deno.bench(
   "Gateway.entry on a parsed head (own front, no sockets)",
   { group: "hot" },
-  entryOnce,
+  () => entryOnce(),
 );
+
+Deno.bench(
+  "Gateway.entry with tenant limits (every request admitted)",
+  { group: "hot" },
+  () => entryOnce(gwLimited),
+);
+
+/** `entryOnce` through the gateway with tenant limits on. */
+export const entryLimitedOnce = (): Promise<void> => entryOnce(gwLimited);

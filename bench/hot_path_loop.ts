@@ -4,21 +4,26 @@
  * batch. On a noisy machine the best batch separates two builds where `deno bench`'s means do
  * not: run it on each build in turn, pinned to one CPU, a few times.
  *
- *   taskset -c 1 deno run --allow-all --unstable-no-legacy-abort bench/hot_path_loop.ts [entry|handle]
+ *   taskset -c 1 deno run --allow-all --unstable-no-legacy-abort bench/hot_path_loop.ts [entry|entry-limits|handle]
  */
 
-import { entryOnce, handleOnce } from "./hot_path_bench.ts";
+import { entryLimitedOnce, entryOnce, handleOnce } from "./hot_path_bench.ts";
 
 const WARMUP = 20_000;
 const BATCHES = 30;
 const PER_BATCH = 5_000;
 
 const which = Deno.args[0] ?? "entry";
-if (which !== "entry" && which !== "handle") {
-  console.error("usage: hot_path_loop.ts [entry|handle]");
+const CASES: Record<string, () => Promise<void>> = {
+  entry: () => entryOnce(),
+  "entry-limits": entryLimitedOnce,
+  handle: handleOnce,
+};
+const once = CASES[which];
+if (!once) {
+  console.error(`usage: hot_path_loop.ts [${Object.keys(CASES).join("|")}]`);
   Deno.exit(2);
 }
-const once = which === "handle" ? handleOnce : entryOnce;
 for (let i = 0; i < WARMUP; i++) await once();
 const us: number[] = [];
 for (let b = 0; b < BATCHES; b++) {

@@ -1,0 +1,275 @@
+/**
+ * What the operator surface costs per request: the same gateway (`round_robin`, one instant
+ * worker) started in variants that differ in one thing each, loaded in turn by wrk with the
+ * overhead benchmark's tiny request (`POST /v1/chat/completions`, `max_tokens: 1`, keep-alive,
+ * header `x-smg-tenant-id: bench` on every request), and its CPU per request compared:
+ *
+ * - `plain`: the own front, HTTP, the explicit net grant the benchmarks use (main thread);
+ * - `limits`: + tenant limits (`--tenant-rate-limit-enabled`, the header trusted, limits out of
+ *   reach so every request is admitted: the cost of reserving and settling);
+ * - `limits-cluster`: + a one-router mesh with `--tenant-rate-limit-scope cluster` (the shares
+ *   published every 100 ms);
+ * - `mesh`: the one-router mesh alone, the baseline of `limits-cluster`;
+ * - `https`: the own front behind TLS (`--tls-cert-path`, a P-256 certificate; wrk keeps its
+ *   connections, so this is the record layer, not handshakes);
+ * - `deno`, `deno-https`: the same on `--http-server deno`;
+ * - `launcher`: started as `deno task start` is (a global `--allow-net`): the command then runs
+ *   in a worker thread with a narrowed grant (`lib/commands/launcher.ts`).
+ *
+ * Each round measures every variant once (a 2 s warm-up, then `--duration` seconds recorded),
+ * in an order rotated each round; the report gives each variant's median over the rounds and its
+ * ratio to `plain` (or to its own baseline). CPU: the gateway process's utime+stime, all
+ * threads. The gateways and wrk run on CPU 0, the worker on CPU 1. Needs wrk and openssl.
+ *
+ *   deno task bench:cost [--rounds 5] [--duration 5] [--conns 64] [--variants a,b] [--json F]
+ */
+
+import { parseArgs } from "node:util";
+import { sampleCpu } from "../overhead/cpu.ts";
+import {
+  type Child,
+  freePorts,
+  HOST,
+  killAll,
+  run,
+  spawn,
+  waitFor,
+} from "../overhead/processes.ts";
+import { wrk } from "../overhead/wrk.ts";
+import { gatewayCommand } from "../routing/gateway.ts";
+import { makePki } from "../../tests/support/certs.ts";
+
+const ROOT = new URL("../../", import.meta.url).pathname;
+const WORKER = new URL("../overhead/instant_worker.ts", import.meta.url).pathname;
+const BODY = JSON.stringify({
+  model: "sim-model",
+  messages: [{ role: "user", content: "hi" }],
+  max_tokens: 1,
+});
+
+const LIMITS = `default_policy:
+  tokens_per_minute: 1000000000
+  requests_per_minute: 1000000000
+tenants:
+  - tenant_key: header:bench
+    tokens_per_minute: 1000000000
+    requests_per_minute: 1000000000
+`;
+
+/** Each variant: its gateway flags, whether it serves https, and what it is compared with. */
+interface Variant {
+  flags: (ctx: Ctx, meshPort: number) => string[];
+  https?: boolean;
+  /** Started as `deno task start` is (global net grant, launcher thread). */
+  launcher?: boolean;
+  baseline: string;
+}
+
+interface Ctx {
+  dir: string;
+  pkiDir: string;
+  cert: string;
+  key: string;
+}
+
+const limitFlags = (c: Ctx) => [
+  "--tenant-rate-limit-enabled",
+  "--tenant-rate-limit-config",
+  `${c.dir}/limits.yaml`,
+  "--trust-tenant-header",
+];
+const meshFlags = (port: number) => [
+  "--enable-mesh",
+  "--mesh-server-name",
+  "r1",
+  "--mesh-host",
+  HOST,
+  "--mesh-port",
+  String(port),
+];
+const tlsFlags = (c: Ctx) => ["--tls-cert-path", c.cert, "--tls-key-path", c.key];
+const deno = ["--http-server", "deno"];
+
+const VARIANTS: Record<string, Variant> = {
+  plain: { flags: () => [], baseline: "plain" },
+  limits: { flags: limitFlags, baseline: "plain" },
+  mesh: { flags: (_, p) => meshFlags(p), baseline: "plain" },
+  "limits-cluster": {
+    flags: (c, p) => [...limitFlags(c), ...meshFlags(p), "--tenant-rate-limit-scope", "cluster"],
+    baseline: "mesh",
+  },
+  https: { flags: tlsFlags, https: true, baseline: "plain" },
+  deno: { flags: () => deno, baseline: "plain" },
+  "deno-https": { flags: (c) => [...deno, ...tlsFlags(c)], https: true, baseline: "deno" },
+  launcher: { flags: () => [], launcher: true, baseline: "plain" },
+};
+
+interface Options {
+  rounds: number;
+  duration: number;
+  conns: number;
+  variants: string[];
+  json: string | null;
+}
+
+function options(args: string[]): Options {
+  const { values: v } = parseArgs({
+    args,
+    options: {
+      rounds: { type: "string", default: "5" },
+      duration: { type: "string", default: "5" },
+      conns: { type: "string", default: "64" },
+      variants: { type: "string", default: Object.keys(VARIANTS).join(",") },
+      json: { type: "string" },
+    },
+  });
+  const variants = v.variants.split(",").map((s) => s.trim());
+  for (const name of variants) {
+    if (!VARIANTS[name]) throw new Error(`--variants: ${name}? (${Object.keys(VARIANTS)})`);
+    const base = VARIANTS[name].baseline;
+    if (!variants.includes(base)) variants.push(base);
+  }
+  return {
+    rounds: Number(v.rounds),
+    duration: Number(v.duration),
+    conns: Number(v.conns),
+    variants,
+    json: v.json ?? null,
+  };
+}
+
+/** The deno flags of `deno task start` (before `main.ts`), read from deno.json. */
+async function startTaskFlags(): Promise<string[]> {
+  const tasks = JSON.parse(await Deno.readTextFile(`${ROOT}deno.json`)).tasks;
+  const words = (tasks.start as string).split(/\s+/);
+  return words.slice(2, words.indexOf("main.ts"));
+}
+
+interface Started {
+  name: string;
+  child: Child;
+  url: string;
+}
+
+async function startVariant(name: string, worker: string, c: Ctx): Promise<Started> {
+  const v = VARIANTS[name];
+  const [port, promPort, meshPort] = freePorts(3);
+  let cmd = gatewayCommand(ROOT, port, promPort, 1, [
+    "--worker-urls",
+    worker,
+    "--policy",
+    "round_robin",
+    ...v.flags(c, meshPort),
+  ]).toSpliced(2, 0, `--allow-read=${c.dir},${c.pkiDir}`)
+    // The yaml package reads LOG_TOKENS and LOG_STREAM.
+    .map((a) => (a.startsWith("--allow-env=") ? "--allow-env" : a));
+  if (v.launcher) {
+    // `deno task start`'s own flags in place of the benchmarks' explicit ones.
+    const at = cmd.indexOf(`${ROOT}main.ts`);
+    cmd = ["run", ...await startTaskFlags(), ...cmd.slice(at)];
+  }
+  const child = await spawn(`cost-${name}`, 0, [Deno.execPath(), ...cmd], c.dir, ROOT);
+  const url = `${v.https ? "https" : "http"}://${HOST}:${port}`;
+  await waitFor(
+    name,
+    child,
+    `http://${HOST}:${promPort}/metrics`,
+    (s) => s === 200,
+  );
+  return { name, child, url };
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+async function main(): Promise<number> {
+  const o = options(Deno.args);
+  const dir = await Deno.makeTempDir({ prefix: "smg-cost-" });
+  for (const sig of ["SIGINT", "SIGTERM"] as const) {
+    Deno.addSignalListener(sig, () => killAll().finally(() => Deno.exit(130)));
+  }
+  const clkTck = Number(await run("getconf", ["CLK_TCK"])) || 100;
+  const perReq = new Map<string, number[]>(o.variants.map((v) => [v, []]));
+  const rps = new Map<string, number[]>(o.variants.map((v) => [v, []]));
+  try {
+    const pki = await makePki();
+    const ctx: Ctx = { dir, pkiDir: pki.dir, cert: pki.server.cert, key: pki.server.key };
+    await Deno.writeTextFile(`${dir}/limits.yaml`, LIMITS);
+    const script = `${dir}/post.lua`;
+    await Deno.writeTextFile(
+      script,
+      `wrk.method = "POST"\nwrk.body = '${BODY}'\n` +
+        `wrk.headers["Content-Type"] = "application/json"\n` +
+        `wrk.headers["x-smg-tenant-id"] = "bench"\n`,
+    );
+    const [wPort] = freePorts(1);
+    const w = await spawn(
+      "worker",
+      1,
+      [Deno.execPath(), "run", `--allow-net=${HOST}`, WORKER, "--port", String(wPort)],
+      dir,
+      ROOT,
+    );
+    const worker = `http://${HOST}:${wPort}`;
+    await waitFor("worker", w, `${worker}/health`, (s) => s === 200);
+    const started: Started[] = [];
+    for (const name of o.variants) started.push(await startVariant(name, worker, ctx));
+    for (const s of started) {
+      const probe = await wrk(s.url + "/v1/chat/completions", 1, 1, script);
+      if (probe.non2xx > 0 || probe.requests === 0) {
+        throw new Error(`${s.name}: a probe got ${probe.non2xx} non-2xx of ${probe.requests}`);
+      }
+    }
+    for (let r = 0; r < o.rounds; r++) {
+      const order = started.map((_, i) => started[(i + r) % started.length]);
+      for (const s of order) {
+        const url = s.url + "/v1/chat/completions";
+        await wrk(url, o.conns, 2, script);
+        const before = await sampleCpu(s.child.proc.pid);
+        const res = await wrk(url, o.conns, o.duration, script);
+        const after = await sampleCpu(s.child.proc.pid);
+        if (res.non2xx > 0) throw new Error(`${s.name}: ${res.non2xx} non-2xx answers`);
+        const us = ((after.ticks - before.ticks) / clkTck) * 1e6 / res.requests;
+        perReq.get(s.name)!.push(us);
+        rps.get(s.name)!.push(res.rps);
+        console.error(
+          `  round ${r + 1} ${s.name}: ${Math.round(res.rps)} req/s, ${us.toFixed(1)} µs/req`,
+        );
+      }
+    }
+  } finally {
+    await killAll();
+  }
+  const rows = o.variants.map((name) => {
+    const cpu = median(perReq.get(name)!);
+    const base = median(perReq.get(VARIANTS[name].baseline)!);
+    return {
+      name,
+      baseline: VARIANTS[name].baseline,
+      cpuUsPerReq: cpu,
+      reqPerSec: median(rps.get(name)!),
+      ratio: cpu / base,
+      ratios: perReq.get(name)!.map((x, i) => x / perReq.get(VARIANTS[name].baseline)![i]),
+    };
+  });
+  console.log(
+    `tiny request, ${o.conns} connections, ${o.rounds} rounds of ${o.duration} s, medians\n`,
+  );
+  console.log("| variant | req/s | CPU µs / request | ÷ baseline (per-round ratios) |");
+  console.log("|---|---:|---:|---|");
+  for (const r of rows) {
+    console.log(
+      `| ${r.name} | ${Math.round(r.reqPerSec)} | ${r.cpuUsPerReq.toFixed(1)} | ${
+        r.name === r.baseline
+          ? "–"
+          : `${r.ratio.toFixed(3)}× ${r.baseline} (${r.ratios.map((x) => x.toFixed(2)).join(", ")})`
+      } |`,
+    );
+  }
+  if (o.json) await Deno.writeTextFile(o.json, JSON.stringify({ options: o, rows }, null, 2));
+  return 0;
+}
+
+if (import.meta.main) Deno.exit(await main());
