@@ -213,9 +213,16 @@ async function startRouters(n: number, scope: Scope, worker: string, o: Options,
       `${r.child.name} mesh`,
       r.child,
       `http://${HOST}:${r.port}/mesh/status`,
-      (s, b) =>
-        s === 200 &&
-        JSON.parse(b).members.filter((m: { status: string }) => m.status === "ALIVE").length === n,
+      (s, b) => {
+        if (s !== 200) return false;
+        // Every peer alive and its stream open: shares go straight to each peer.
+        const st = JSON.parse(b) as {
+          name: string;
+          members: { name: string; status: string; stream: boolean }[];
+        };
+        const peers = st.members.filter((m) => m.name !== st.name);
+        return peers.length === n - 1 && peers.every((m) => m.status === "ALIVE" && m.stream);
+      },
     );
   }
   return routers;
