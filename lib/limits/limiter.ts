@@ -53,8 +53,16 @@ export function parseScope(id: string): { tenant: string; ruleId: string | null 
   }
 }
 
-/** Hears a local charge: `tokens` (negative: a refund) and `requests` taken in a scope. */
-export type ChargeListener = (scope: string, tokens: number, requests: number) => void;
+/**
+ * Hears a local charge: `tokens` (negative: a refund) and `requests` taken in a scope, and
+ * `share`, the larger of the two as a fraction of the scope's capacity (0 for a refund).
+ */
+export type ChargeListener = (
+  scope: string,
+  tokens: number,
+  requests: number,
+  share: number,
+) => void;
 
 /** One admitted request's reservation, resolved once. */
 export class Charge {
@@ -195,7 +203,12 @@ export class TenantLimiter {
     for (const [id, b] of scopes) {
       b.take(estimate, 1);
       b.open++;
-      this.onCharge?.(id, estimate, 1);
+      this.onCharge?.(
+        id,
+        estimate,
+        1,
+        Math.max(estimate / b.tokenCapacity, 1 / b.requestCapacity),
+      );
     }
     this.#allowed.inc();
     this.#reserved.inc(estimate);
@@ -210,7 +223,7 @@ export class TenantLimiter {
       b.refill(now);
       b.settle(delta);
       b.open--;
-      if (delta !== 0) this.onCharge?.(id, delta, 0);
+      if (delta !== 0) this.onCharge?.(id, delta, 0, Math.max(0, delta / b.tokenCapacity));
     }
     this.#settled.inc(Math.max(0, total));
     this.#reservations.set(--this.#open);

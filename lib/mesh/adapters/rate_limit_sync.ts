@@ -11,7 +11,9 @@
  * a peer's shard growing by n (or a new epoch's count n) takes n from them when it arrives
  * (debt allowed). So every router's buckets see the whole cluster's consumption, late by the
  * time a share takes to spread (D: up to `--tenant-rate-limit-sync-ms`, the publish interval,
- * plus a hop), and N routers admit about the configured rate, not N times it. What the cluster
+ * plus a hop), and N routers admit about the configured rate, not N times it. A router that
+ * takes `EAGER_SHARE` of a scope's capacity before the interval is up publishes at once, so a
+ * quick burst is seen by the peers after that share and a hop, not after the interval. What the cluster
  * can take beyond one router's view is what the others took in the last D, not yet seen: about
  * (N-1)·rate·D in steady state; after an idle spell, when every bucket is full, a burst that
  * reaches all N routers within D can take up to N times a bucket's capacity before they hear of
@@ -31,6 +33,13 @@ import type { LwwStore } from "../store/lww_store.ts";
 
 /** The store namespace of the shards (SMG's `rl:`). */
 export const RATE_LIMIT_NS = "rl";
+
+/**
+ * The share of a scope's capacity this router may take before publishing at once, without
+ * waiting for the interval: bounds what a burst takes unseen by the peers to about this share
+ * per router plus what arrives while a share is in transit.
+ */
+export const EAGER_SHARE = 1 / 64;
 
 /** A minute per epoch: the limits are per minute. */
 const EPOCH_MS = 60_000;
@@ -104,6 +113,9 @@ export class RateLimitSync {
   readonly #own = new Map<string, Shard>();
   /** Peers' shards as last seen, by store key. */
   readonly #seen = new Map<string, Shard>();
+  /** The share of each scope's capacity charged here since the last flush. */
+  readonly #shares = new Map<string, number>();
+  #eagerQueued = false;
   #cancel: () => void = () => {};
   #stopped = false;
 
@@ -111,9 +123,19 @@ export class RateLimitSync {
   constructor(d: RateLimitSyncDeps) {
     this.#d = d;
     this.#wall = d.wall ?? Date.now;
-    d.limiter.onCharge = (scope, tokens, requests) => {
+    d.limiter.onCharge = (scope, tokens, requests, share) => {
       this.#add(`t.${scope}`, tokens);
       if (requests !== 0) this.#add(`r.${scope}`, requests);
+      const taken = (this.#shares.get(scope) ?? 0) + share;
+      this.#shares.set(scope, taken);
+      if (taken >= EAGER_SHARE && !this.#eagerQueued && !this.#stopped) {
+        // A quick run of charges: published on the next turn, not at the interval.
+        this.#eagerQueued = true;
+        d.clock.after(0, () => {
+          this.#eagerQueued = false;
+          if (!this.#stopped) this.flush();
+        });
+      }
     };
     d.store.onChange((e, origin) => {
       if (origin !== "remote" || e.ns !== RATE_LIMIT_NS || e.value === null) return;
@@ -139,6 +161,7 @@ export class RateLimitSync {
 
   /** Writes the shard of every counter charged since the last flush. */
   flush(): void {
+    this.#shares.clear();
     const epoch = Math.floor(this.#wall() / EPOCH_MS);
     for (const [counter, delta] of this.#pending) {
       if (delta <= 0) continue;
