@@ -7,7 +7,7 @@
 
 import assert from "node:assert/strict";
 import { FakeWorker } from "./support/fake_worker.ts";
-import { freePort, spawnGateway } from "./support/process.ts";
+import { freePort, gatewayListenArgs, spawnGateway } from "./support/process.ts";
 
 Deno.test("bundle: the single file serves from an empty directory and drains on SIGTERM", async () => {
   const out = await Deno.makeTempDir({ prefix: "smg-bundle-" });
@@ -24,14 +24,7 @@ Deno.test("bundle: the single file serves from an empty directory and drains on 
 
     const meshPort = freePort();
     const gw = await spawnGateway(`${out}/smg.js`, [
-      "--host",
-      "127.0.0.1",
-      "--port",
-      "0",
-      "--prometheus-host",
-      "127.0.0.1",
-      "--prometheus-port",
-      "0",
+      ...gatewayListenArgs(),
       "--worker-urls",
       worker.url,
       "--policy",
@@ -73,14 +66,7 @@ Deno.test("bundle: the single file serves from an empty directory and drains on 
 
     // Without the mesh its workers are static: the bundle narrows its own net grant to them.
     const narrow = await spawnGateway(`${out}/smg.js`, [
-      "--host",
-      "127.0.0.1",
-      "--port",
-      "0",
-      "--prometheus-host",
-      "127.0.0.1",
-      "--prometheus-port",
-      "0",
+      ...gatewayListenArgs(),
       "--worker-urls",
       worker.url,
       "--shutdown-grace-period-secs",

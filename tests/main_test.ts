@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { httpsClient, NO_OPENSSL, OPENSSL, symlink, withPki } from "./support/certs.ts";
-import { runFlags, spawnGateway } from "./support/process.ts";
+import { gatewayListenArgs, runFlags, spawnGateway } from "./support/process.ts";
 
 const main = new URL("../main.ts", import.meta.url).pathname;
 
@@ -126,14 +126,7 @@ Deno.test("main: --help lists the flags and --version prints it, both exit 0", a
 Deno.test("main: `smg launch` serves and SIGTERM exits 0", async () => {
   const gw = await spawnGateway(main, [
     "launch",
-    "--host",
-    "127.0.0.1",
-    "--port",
-    "0",
-    "--prometheus-host",
-    "127.0.0.1",
-    "--prometheus-port",
-    "0",
+    ...gatewayListenArgs(),
     "--policy",
     "random",
     "--shutdown-grace-period-secs",
@@ -147,14 +140,7 @@ Deno.test("main: `smg launch` serves and SIGTERM exits 0", async () => {
 
 /** Flags of a loopback gateway with no workers that exits at once on SIGTERM. */
 const LOOPBACK = [
-  "--host",
-  "127.0.0.1",
-  "--port",
-  "0",
-  "--prometheus-host",
-  "127.0.0.1",
-  "--prometheus-port",
-  "0",
+  ...gatewayListenArgs(),
   "--shutdown-grace-period-secs",
   "0",
 ];

@@ -8,7 +8,13 @@
 
 import assert from "node:assert/strict";
 import OpenAI from "openai";
-import { freePort, ownModulesRead, spawnGateway, spawnSimWorker } from "../support/process.ts";
+import {
+  freePort,
+  gatewayListenArgs,
+  ownModulesRead,
+  spawnGateway,
+  spawnSimWorker,
+} from "../support/process.ts";
 import { writeQwen3 } from "../support/qwen3.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
@@ -29,14 +35,7 @@ async function chatThrough(dir: string, args: string[], readyWorkers: number) {
   const gw = await spawnGateway(
     MAIN,
     [
-      "--host",
-      "127.0.0.1",
-      "--port",
-      "0",
-      "--prometheus-host",
-      "127.0.0.1",
-      "--prometheus-port",
-      "0",
+      ...gatewayListenArgs(),
       ...args,
       "--model-path",
       `${dir}/qwen3`,

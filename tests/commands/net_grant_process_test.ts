@@ -12,7 +12,13 @@
 
 import assert from "node:assert/strict";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { freePort, type GatewayProcess, RUN_FLAGS, spawnGateway } from "../support/process.ts";
+import {
+  freePort,
+  gatewayListenArgs,
+  type GatewayProcess,
+  RUN_FLAGS,
+  spawnGateway,
+} from "../support/process.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 
@@ -40,14 +46,7 @@ function trap(hostname: string) {
 }
 
 const base = (worker: string) => [
-  "--host",
-  "127.0.0.1",
-  "--port",
-  "0",
-  "--prometheus-host",
-  "127.0.0.1",
-  "--prometheus-port",
-  "0",
+  ...gatewayListenArgs(),
   "--policy",
   "round_robin",
   "--worker-startup-check-interval",

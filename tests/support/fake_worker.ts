@@ -29,6 +29,8 @@ export interface FakeWorkerOptions {
   healthStatus?: number;
   /** `/v1/loads` body, or null for 404 (default null). */
   loads?: unknown;
+  /** The usage a whole answer reports (default 3 prompt and 2 completion tokens). */
+  usage?: { prompt: number; completion: number };
 }
 
 /** What the worker observed. */
@@ -81,6 +83,7 @@ export class FakeWorker {
       mode: { kind: "ok" },
       healthStatus: 200,
       loads: null,
+      usage: { prompt: 3, completion: 2 },
       ...opts,
     };
     this.#server = Deno.serve(
@@ -199,7 +202,11 @@ export class FakeWorker {
           }]
           : [{ index: 0, text: "hello from " + this.url, finish_reason: "stop" }],
         text: path === "/generate" ? "hello" : undefined,
-        usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
+        usage: {
+          prompt_tokens: o.usage.prompt,
+          completion_tokens: o.usage.completion,
+          total_tokens: o.usage.prompt + o.usage.completion,
+        },
       }, { headers: { "x-worker": this.url } });
     }
     return this.#stream(req, path, mode);

@@ -125,6 +125,29 @@ export function freePort(): number {
   return port;
 }
 
+/** Where `gatewayListenArgs` puts a gateway's metrics port. */
+export interface ListenOptions {
+  /** The metrics port on 127.0.0.1 (default 0: any free port). */
+  metricsPort?: number;
+}
+
+/**
+ * The listen flags of a loopback gateway: its main port on 127.0.0.1 (0: any free port, as the
+ * "smg listening" line says) and its metrics port on 127.0.0.1.
+ */
+export function gatewayListenArgs(o: ListenOptions = {}): string[] {
+  return [
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "0",
+    "--prometheus-host",
+    "127.0.0.1",
+    "--prometheus-port",
+    String(o.metricsPort ?? 0),
+  ];
+}
+
 /**
  * Command-line flags of a loopback mesh router for process tests: its own main, metrics and
  * mesh ports, `name`, and seeds (`host:port`).
@@ -136,14 +159,7 @@ export function meshRouterArgs(
   metricsPort = freePort(),
 ): string[] {
   return [
-    "--host",
-    "127.0.0.1",
-    "--port",
-    "0",
-    "--prometheus-host",
-    "127.0.0.1",
-    "--prometheus-port",
-    String(metricsPort),
+    ...gatewayListenArgs({ metricsPort }),
     "--policy",
     "round_robin",
     "--shutdown-grace-period-secs",
