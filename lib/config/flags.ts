@@ -7,6 +7,7 @@
 import { ACCESS_FLAGS } from "./access_flags.ts";
 import { DISCOVERY_FLAGS } from "./discovery_flags.ts";
 import type { Declarations, Flag, Section, Setting } from "./flag.ts";
+import { FRONT_FLAGS } from "./front_flags.ts";
 import { MESH_FLAGS } from "./mesh_flags.ts";
 import {
   CACHE_AWARE_FLAGS,
@@ -40,6 +41,7 @@ export const DECLARATIONS: Declarations = {
   retry: RETRY_FLAGS,
   loadMonitor: LOAD_MONITOR_FLAGS,
   admission: ADMISSION_FLAGS,
+  front: FRONT_FLAGS,
   tls: TLS_FLAGS,
   tenants: TENANT_FLAGS,
   tenantRateLimit: TENANT_RATE_LIMIT_FLAGS,

@@ -6,9 +6,11 @@
 
 import type { LogLevel } from "../core/log.ts";
 import type { ControlPlaneKey } from "./control_plane.ts";
+import type { FrontLimitsConfig } from "./front_types.ts";
 import type { MeshConfig } from "./mesh_types.ts";
 
 export type { ControlPlaneKey, ControlPlaneRole } from "./control_plane.ts";
+export type { FrontLimitsConfig } from "./front_types.ts";
 export type { MeshConfig } from "./mesh_types.ts";
 
 /** Every policy name SMG accepts for `--policy`. */
@@ -352,6 +354,8 @@ export interface GatewayConfig {
   loadMonitor: LoadMonitorConfig;
   /** Admission control. */
   admission: AdmissionConfig;
+  /** The own front's limits on its clients. */
+  front: FrontLimitsConfig;
   /** TLS on the main port and toward workers. */
   tls: TlsConfig;
   /** Tenant resolution. */

@@ -4,7 +4,9 @@
  * bound and parsed (`request.ts`), handed to the gateway's entry as a `FrontInbound`, and its
  * `Reply` written (`response.ts`). While a request is handled, a read stays posted, so a client
  * that leaves is seen at once and its request's `gone` fires. A body the handler did not read
- * closes the connection after the answer; so does a draining front.
+ * closes the connection after the answer; so does a draining front. The front's sweep
+ * (`server.ts`) reads when the head and the body started, and cuts a connection past its deadline
+ * (`limits.ts`): `expire` answers an overdue head, `expireBody` fails an overdue body's read.
  */
 
 import type { Clock } from "../core/clock.ts";
@@ -12,6 +14,7 @@ import type { Reply } from "../core/http.ts";
 import type { Logger } from "../core/log.ts";
 import { headEnd } from "../http1/head.ts";
 import { READ_BUFFER, readSpace } from "../http1/read_buffer.ts";
+import { bodyTimeoutError } from "./limits.ts";
 import { type BodySource, FrontError, FrontInbound, parseRequestHead } from "./request.ts";
 import { errorResponse, writeReply } from "./response.ts";
 
@@ -45,6 +48,8 @@ export interface ConnectionHost {
   readonly draining: boolean;
   /** When a connection started waiting for its next request (the idle sweep reads it). */
   readonly clock: Clock;
+  /** The body deadline (ms; 0: none): body reads then also wait for `expireBody`. */
+  readonly bodyTimeoutMs: number;
 }
 
 /** Unread bytes a connection reads ahead while its request is handled (then it is not watched). */
@@ -60,29 +65,51 @@ export class Connection implements BodySource {
   /** Waiting for a request head (idle between requests). */
   waiting = true;
   waitingSince: number;
+  /**
+   * When the head being waited for started (accept, for the first request; its first byte, for
+   * the next ones); -1 while no byte of it has come. The sweep holds it to the head deadline.
+   */
+  headSince: number;
+  /** When the body being read started to be waited for; -1 when none is. */
+  bodySince = -1;
+  /** Bytes received before the body being read (`received - bodyBase`: its bytes so far). */
+  bodyBase = 0;
+  /** The client's address, as counted against the per-client cap. */
+  readonly remote: string | undefined;
   closed = false;
   /** The client closed its side or the socket failed. */
   peerGone = false;
   /** The read in flight; its completion appends to the buffer. */
   #reading: Promise<void> | null = null;
-  /** Bytes read so far (tells `fill` whether its wait brought any). */
+  /** Bytes read so far (tells `#more` whether its wait brought any). */
   #received = 0;
   /** The request being handled. */
   #current: FrontInbound | null = null;
+  /** Rejected by `expireBody` while a body is read. */
+  #overdue: PromiseWithResolvers<never> | null = null;
+  /** The 408 for an overdue head, being written; the connection then closes. */
+  #expired: Promise<void> | null = null;
 
-  constructor(socket: FrontSocket, server: ConnectionHost) {
+  /** Serves `socket` from `remote` (its address, read by the front at accept). */
+  constructor(socket: FrontSocket, server: ConnectionHost, remote: string | undefined) {
     this.socket = socket;
     this.server = server;
-    this.waitingSince = server.clock.now();
+    this.remote = remote;
+    this.waitingSince = this.headSince = server.clock.now();
   }
 
   get authority(): string {
     return this.server.authority;
   }
 
-  /** The client's IP address. */
-  get remote(): string | undefined {
-    return (this.socket.remoteAddr as Deno.NetAddr | undefined)?.hostname;
+  /** Bytes read from the client so far. */
+  get received(): number {
+    return this.#received;
+  }
+
+  /** A 408 for the overdue head is being written (the connection closes after it). */
+  get expiring(): boolean {
+    return this.#expired !== null;
   }
 
   get maxBody(): number {
@@ -101,11 +128,53 @@ export class Connection implements BodySource {
    * Reads more into the buffer; false at end of stream (or when closed). It waits for the read
    * already posted, if any: one read at a time, and only the read's completion moves `end`.
    */
-  async fill(): Promise<boolean> {
+  async #more(): Promise<boolean> {
     if (this.peerGone || this.closed) return false;
     const seen = this.#received;
     await (this.#reading ??= this.#post());
     return this.#received > seen;
+  }
+
+  /**
+   * Reads more of a request body into the buffer; false at end of stream. The body's wait starts
+   * (the sweep holds it to the body deadline) and ends early with a 408 error when `expireBody`
+   * finds it overdue; `endBody` ends it.
+   */
+  fill(): Promise<boolean> {
+    if (this.server.bodyTimeoutMs <= 0) return this.#more();
+    if (this.#overdue === null) {
+      this.bodySince = this.server.clock.now();
+      // The body's bytes already buffered count as received.
+      this.bodyBase = this.#received - (this.end - this.start);
+      this.#overdue = Promise.withResolvers<never>();
+      this.#overdue.promise.catch(() => {});
+    }
+    return Promise.race([this.#more(), this.#overdue.promise]);
+  }
+
+  /** The request body was read, or its read failed: its deadline no longer applies. */
+  endBody(): void {
+    this.bodySince = -1;
+    this.#overdue = null;
+  }
+
+  /** The body being read is overdue: its read fails with a 408 error. */
+  expireBody(now: number): void {
+    const bytes = this.#received - this.bodyBase;
+    this.#overdue?.reject(bodyTimeoutError(bytes, now - this.bodySince));
+    this.endBody();
+  }
+
+  /**
+   * The head being waited for is overdue: a 408, then the connection closes. Only while
+   * `waiting` (nothing else writes then); a second call (the 408 not taken within a sweep, the
+   * client reading nothing) closes at once.
+   */
+  expire(): void {
+    if (this.#expired) return this.close();
+    if (this.closed) return;
+    const close = () => this.close();
+    this.#expired = this.write(errorResponse(408, "request head timeout")).then(close, close);
   }
 
   /** Posts a read into the buffer (none may be pending: `readSpace` may move the bytes). */
@@ -159,6 +228,7 @@ export class Connection implements BodySource {
         } catch { /* gone */ }
       }
     } finally {
+      if (this.#expired) await this.#expired;
       this.close();
     }
   }
@@ -186,8 +256,10 @@ export class Connection implements BodySource {
       }
       scanned = this.end - this.start;
       if (scanned > max) throw new FrontError(431, "request head too large");
-      if (this.closed || (this.server.draining && this.end === this.start)) return -1;
-      if (!(await this.fill())) return -1;
+      if (this.closed || (this.server.draining && scanned === 0)) return -1;
+      // A head begun and not complete: its deadline runs from now (or from accept).
+      if (scanned > 0 && this.headSince < 0) this.headSince = this.server.clock.now();
+      if (!(await this.#more()) || this.#expired) return -1;
     }
   }
 
@@ -199,6 +271,7 @@ export class Connection implements BodySource {
     const s = this.server;
     const head = parseRequestHead(this.buf, this.start, he);
     this.start = he;
+    this.headSince = -1;
     const inb = new FrontInbound(head, this);
     this.#watch(inb);
     const done = Promise.withResolvers<void>();

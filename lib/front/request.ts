@@ -132,8 +132,13 @@ export class FieldMap implements HeaderMap {
 
 /** What a request asks of its connection. */
 export interface BodySource extends ReadBuffer {
-  /** Reads more into the buffer; false at end of stream. */
+  /**
+   * Reads more of the body into the buffer; false at end of stream. Held to the body deadline:
+   * rejects with a 408 `GatewayError` past it.
+   */
   fill(): Promise<boolean>;
+  /** The body is read (or its read failed): the body deadline no longer applies (default: none). */
+  endBody?(): void;
   /** Writes bytes to the client (the 100 Continue). */
   write(b: Uint8Array): Promise<void>;
   /** The front's address for building URLs ("127.0.0.1:30080"). */
@@ -200,6 +205,8 @@ export class FrontInbound implements Inbound {
     } catch (e) {
       if (e instanceof GatewayError) throw e;
       throw invalidRequest(`could not read the request body: ${(e as Error).message}`);
+    } finally {
+      s.endBody?.();
     }
   }
 

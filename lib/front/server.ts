@@ -20,10 +20,23 @@
  * requests longer than `idleTimeoutMs` is closed. `shutdown()` stops accepting, closes idle
  * connections, lets in-flight requests finish (answered with `connection: close`), and resolves
  * when every connection is closed.
+ *
+ * Limits on clients (`limits.ts`, all off unless given): caps on open connections, in all and
+ * per client address, checked at accept; a head deadline and a body deadline (with a minimum
+ * rate), checked by the same sweep that closes idle connections, so the path of a request pays
+ * one clock read for a head split over reads and one for a body that is waited for, nothing per
+ * byte. Each refusal is reported to `onReject`.
  */
 
 import { type Clock, every, sleep, systemClock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
+import {
+  bodyOverdue,
+  ClientCounts,
+  type FrontLimits,
+  type RejectReason,
+  sweepInterval,
+} from "./limits.ts";
 import {
   Connection,
   type ConnectionHost,
@@ -32,6 +45,7 @@ import {
 } from "./connection.ts";
 
 export type { FrontHandler, FrontSocket } from "./connection.ts";
+export type { FrontLimits, RejectReason } from "./limits.ts";
 
 /** Where the front's connections come from (`Deno.listen`'s listener has this shape). */
 export interface FrontListener {
@@ -62,6 +76,10 @@ export interface FrontOptions {
   clock?: Clock;
   /** Serves the connections of this listener instead of `Deno.listen({hostname, port})`. */
   listener?: FrontListener;
+  /** Limits on clients (default: none). */
+  limits?: FrontLimits;
+  /** Told of each connection refused or request cut by a limit (default: nobody). */
+  onReject?: (reason: RejectReason) => void;
 }
 
 /** A running front. */
@@ -134,6 +152,11 @@ class FrontServer implements ConnectionHost {
   readonly idleMs: number;
   readonly maxHead: number;
   readonly clock: Clock;
+  readonly maxConns: number;
+  readonly perClient: ClientCounts;
+  readonly headMs: number;
+  readonly bodyTimeoutMs: number;
+  readonly bodyMinRate: number;
   draining = false;
   /** Stops the idle sweep, which runs while a connection is open. */
   #stopSweep: (() => void) | null = null;
@@ -146,26 +169,62 @@ class FrontServer implements ConnectionHost {
     this.idleMs = opts.idleTimeoutMs ?? 60_000;
     this.maxHead = opts.maxHeadBytes ?? 64 * 1024;
     this.clock = opts.clock ?? systemClock;
+    const l = opts.limits ?? {};
+    this.maxConns = l.maxConnections ?? 0;
+    this.perClient = new ClientCounts(l.maxConnectionsPerClient ?? 0);
+    this.headMs = l.headTimeoutMs ?? 0;
+    this.bodyTimeoutMs = l.bodyTimeoutMs ?? 0;
+    this.bodyMinRate = l.bodyMinRate ?? 0;
   }
 
   serve(socket: FrontSocket): void {
+    // Over a cap: closed before anything is read or written (`limits.ts` says why).
+    if (this.maxConns > 0 && this.conns.size >= this.maxConns) {
+      return this.#refuse(socket, "max_connections");
+    }
+    const remote = (socket.remoteAddr as Deno.NetAddr | undefined)?.hostname;
+    if (!this.perClient.take(remote)) return this.#refuse(socket, "per_client");
     try {
       socket.setNoDelay?.(true);
     } catch { /* closed already */ }
-    const c = new Connection(socket, this);
+    const c = new Connection(socket, this, remote);
     this.conns.add(c);
     if (this.#stopSweep === null) {
-      const tick = Math.max(10, Math.min(1000, this.idleMs / 4));
-      this.#stopSweep = every(this.clock, tick, () => this.#closeIdle(this.clock.now()));
+      const tick = sweepInterval(this.idleMs, this.headMs, this.bodyTimeoutMs);
+      this.#stopSweep = every(this.clock, tick, () => this.#sweep(this.clock.now()));
     }
     c.run().finally(() => this.#gone(c));
   }
 
-  #closeIdle(now: number): void {
-    for (const c of this.conns) if (c.waiting && now - c.waitingSince > this.idleMs) c.close();
+  #refuse(socket: FrontSocket, reason: RejectReason): void {
+    try {
+      socket.close();
+    } catch { /* closed */ }
+    this.opts.onReject?.(reason);
+  }
+
+  /** Closes idle connections; cuts heads and bodies past their deadlines. */
+  #sweep(now: number): void {
+    const { headMs, bodyTimeoutMs, bodyMinRate } = this;
+    for (const c of this.conns) {
+      if (c.waiting) {
+        if (c.expiring) c.expire(); // its 408 not taken within a sweep: closed
+        else if (headMs > 0 && c.headSince >= 0 && now - c.headSince > headMs) {
+          this.opts.onReject?.("head_timeout");
+          c.expire();
+        } else if (now - c.waitingSince > this.idleMs) c.close();
+      } else if (
+        c.bodySince >= 0 &&
+        bodyOverdue(now, c.bodySince, c.received - c.bodyBase, bodyTimeoutMs, bodyMinRate)
+      ) {
+        this.opts.onReject?.("body_timeout");
+        c.expireBody(now);
+      }
+    }
   }
 
   #gone(c: Connection): void {
+    this.perClient.give(c.remote);
     this.conns.delete(c);
     if (this.conns.size === 0) {
       this.#stopSweep?.();

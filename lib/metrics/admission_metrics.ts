@@ -1,6 +1,7 @@
 /**
- * The metrics of admission and overload: rate-limit decisions, the admission queue and its
- * rejections, workers vetoed by the overload guard and requests shed because of it.
+ * The metrics of admission and overload: the own front's refusals of clients past its limits,
+ * rate-limit decisions, the admission queue and its rejections, workers vetoed by the overload
+ * guard and requests shed because of it.
  */
 
 import type { FastCounter, FastGauge } from "./fast.ts";
@@ -8,6 +9,8 @@ import type { FamilyBuilder } from "./families.ts";
 
 /** Admission and overload metrics. */
 export interface AdmissionMetrics {
+  /** smg_http_front_rejected_total{reason} */
+  readonly frontRejected: FastCounter;
   /** smg_http_rate_limit_total{result} */
   readonly rateLimit: FastCounter;
   /** smg_admission_queue_depth */
@@ -33,6 +36,11 @@ export interface AdmissionMetrics {
 /** Registers these metrics with `f`, in the order they are exposed. */
 export function admissionMetrics(f: FamilyBuilder): AdmissionMetrics {
   return {
+    frontRejected: f.counter(
+      "smg_http_front_rejected_total",
+      "Connections refused and requests cut by the own front's client limits",
+      ["reason"],
+    ),
     rateLimit: f.counter("smg_http_rate_limit_total", "Admission decisions", ["result"]),
     queueDepth: f.gauge("smg_admission_queue_depth", "Requests waiting for admission"),
     admissionInflight: f.gauge("smg_admission_inflight", "Requests holding an admission slot"),

@@ -6,9 +6,13 @@
  * on a loopback port and each client's decrypted stream is piped to it (`tls_pipe.ts`), which
  * costs a loopback hop per byte but keeps HTTP/2 by ALPN. `setCertificate` changes the certificate
  * for new connections on either. The TLS modules (and `node:tls`) load only with a certificate.
+ * The own front enforces the client limits (`--max-connections` and the others of
+ * `GatewayConfig.front`) and counts each refusal in `smg_http_front_rejected_total{reason}`;
+ * `Deno.serve` has no such limits.
  */
 
 import type { Logger } from "../core/log.ts";
+import { REJECT_REASONS } from "../front/limits.ts";
 import { serveFront } from "../front/server.ts";
 import type { CertificatePem } from "../front/tls_listener.ts";
 import type { Gateway } from "./app.ts";
@@ -51,10 +55,25 @@ async function ownFront(gw: Gateway, log: Logger, tls: CertificatePem | null): P
       ...tls,
     })
     : undefined;
-  const front = serveFront(
-    { hostname: c.host, port: c.port, maxBody: c.maxPayloadSize, log, clock: gw.clock, listener },
-    gw.entry,
-  );
+  // Every reason's series exists from the start (reading 0), for rates and alerts.
+  const rejected = new Map(REJECT_REASONS.map((r) => [r, gw.metrics.frontRejected.with(r)]));
+  const l = c.front;
+  const front = serveFront({
+    hostname: c.host,
+    port: c.port,
+    maxBody: c.maxPayloadSize,
+    log,
+    clock: gw.clock,
+    listener,
+    limits: {
+      maxConnections: l.maxConnections,
+      maxConnectionsPerClient: l.maxConnectionsPerClient,
+      headTimeoutMs: l.requestHeadTimeoutSecs * 1000,
+      bodyTimeoutMs: l.requestBodyTimeoutSecs * 1000,
+      bodyMinRate: l.requestBodyMinRate,
+    },
+    onReject: (reason) => rejected.get(reason)!.inc(),
+  }, gw.entry);
   return {
     addr: front.addr,
     scheme: tls ? "https" : "http",

@@ -36,6 +36,7 @@ function touchAll(m: Metrics): void {
   m.retries.with("regular", "chat").inc();
   m.retriesExhausted.with("regular", "chat").inc();
   m.retryBackoff.with("1").observe(0.01);
+  m.frontRejected.with("head_timeout").inc();
   m.rateLimit.with("allowed").inc();
   m.queueDepth.with().set(4);
   m.admissionInflight.with().set(1);
@@ -92,6 +93,7 @@ const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
   ["smg_worker_retries_total", "counter"],
   ["smg_worker_retries_exhausted_total", "counter"],
   ["smg_worker_retry_backoff_seconds", "histogram"],
+  ["smg_http_front_rejected_total", "counter"],
   ["smg_http_rate_limit_total", "counter"],
   ["smg_admission_queue_depth", "gauge"],
   ["smg_admission_inflight", "gauge"],
