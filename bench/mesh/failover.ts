@@ -33,11 +33,11 @@ import {
 import { drive, type RequestRecord } from "../routing/client.ts";
 import { sessionOffer } from "../routing/sessions.ts";
 import { delta, readCounters, startFleet, type WorkerCounters } from "../routing/fleet.ts";
-import { gatewayCommand } from "../routing/gateway.ts";
 import { SIM_KNOBS } from "../routing/scenarios.ts";
 import { percentile } from "../routing/report.ts";
 import { streamChat } from "../routing/stream.ts";
 import { Workload } from "../routing/workload.ts";
+import { haproxyConfig, type Router, startRouters } from "./routers.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const CPU = 0;
@@ -77,100 +77,6 @@ function options(args: string[]): Options {
     seed: Number(v.seed),
     json: v.json ?? null,
   };
-}
-
-interface Router {
-  child: Child;
-  port: number;
-  promPort: number;
-  meshPort: number;
-}
-
-async function startRouters(mesh: boolean, workers: string[], dir: string, seed: number) {
-  const ports = freePorts(ROUTERS * 3);
-  const routers: Router[] = [];
-  for (let i = 0; i < ROUTERS; i++) {
-    const [port, promPort, meshPort] = ports.slice(i * 3, i * 3 + 3);
-    const meshFlags = mesh
-      ? [
-        "--enable-mesh",
-        "--mesh-server-name",
-        `r${i + 1}`,
-        "--mesh-host",
-        HOST,
-        "--mesh-port",
-        String(meshPort),
-        ...(i === 0 ? [] : ["--mesh-peer-urls", `${HOST}:${routers[0].meshPort}`]),
-      ]
-      : [];
-    const cmd = gatewayCommand(ROOT, port, promPort, seed + i, [
-      "--worker-urls",
-      ...workers,
-      "--policy",
-      "cache_aware",
-      ...meshFlags,
-    ]).map((a) => (a.startsWith("--allow-env=") ? "--allow-env" : a));
-    const child = await spawn(
-      `mesh-${mesh ? "on" : "off"}-r${i + 1}`,
-      CPU,
-      [
-        Deno.execPath(),
-        ...cmd,
-      ],
-      dir,
-      ROOT,
-    );
-    routers.push({ child, port, promPort, meshPort });
-  }
-  for (const r of routers) {
-    await waitFor(
-      r.child.name,
-      r.child,
-      `http://${HOST}:${r.port}/readiness`,
-      (s, b) => s === 200 && JSON.parse(b).healthy_workers === workers.length,
-    );
-    if (mesh) {
-      await waitFor(
-        `${r.child.name} mesh`,
-        r.child,
-        `http://${HOST}:${r.port}/mesh/status`,
-        (s, b) =>
-          s === 200 &&
-          JSON.parse(b).members.filter((m: { status: string }) => m.status === "ALIVE").length ===
-            ROUTERS,
-      );
-    }
-  }
-  return routers;
-}
-
-function haproxyConfig(port: number, routers: Router[]): string {
-  return `global
-  nbthread 1
-  maxconn 4096
-
-defaults
-  mode http
-  timeout connect 2s
-  timeout client 120s
-  timeout server 120s
-  option http-no-delay
-  retries 3
-  option redispatch 1
-  retry-on conn-failure empty-response
-
-frontend fe
-  bind ${HOST}:${port}
-  default_backend routers
-
-backend routers
-  balance roundrobin
-  option httpchk GET /health
-${
-    routers.map((r, i) => `  server r${i + 1} ${HOST}:${r.port} check inter 500ms fall 2 rise 2`)
-      .join("\n")
-  }
-`;
 }
 
 /** Sum of every series of `name` in Prometheus text. */
@@ -228,11 +134,21 @@ async function runMode(mode: "off" | "on", o: Options, dir: string) {
   const fleet = await startFleet(o.workers, SIM_KNOBS, `fo-${mode}`, dir, ROOT, shutdown.signal);
   const children: Child[] = [...fleet.children];
   try {
-    const routers = await startRouters(mode === "on", fleet.urls, dir, o.seed);
+    const routers = await startRouters({
+      n: ROUTERS,
+      mesh: mode === "on",
+      workers: fleet.urls,
+      flags: ["--policy", "cache_aware"],
+      tag: `mesh-${mode}`,
+      seed: o.seed,
+      cpu: CPU,
+      dir,
+      root: ROOT,
+    });
     children.push(...routers.map((r) => r.child));
     const [port] = freePorts(1);
     const cfg = `${dir}/haproxy-${mode}.cfg`;
-    await Deno.writeTextFile(cfg, haproxyConfig(port, routers));
+    await Deno.writeTextFile(cfg, haproxyConfig(port, routers, true));
     const haproxy = await spawn(`haproxy-${mode}`, CPU, ["haproxy", "-db", "-f", cfg], dir, ROOT);
     children.push(haproxy);
     const url = `http://${HOST}:${port}`;

@@ -38,24 +38,9 @@ import {
 import { wrk } from "../overhead/wrk.ts";
 import { gatewayCommand } from "../routing/gateway.ts";
 import { makePki } from "../../tests/support/certs.ts";
+import { limitsYaml, startInstantWorker, TENANT, TENANT_HEADER, TINY_CHAT } from "./tenant.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
-const WORKER = new URL("../overhead/instant_worker.ts", import.meta.url).pathname;
-const BODY = JSON.stringify({
-  model: "sim-model",
-  messages: [{ role: "user", content: "hi" }],
-  max_tokens: 1,
-});
-
-const LIMITS = `default_policy:
-  tokens_per_minute: 1000000000
-  requests_per_minute: 1000000000
-tenants:
-  - tenant_key: header:bench
-    tokens_per_minute: 1000000000
-    requests_per_minute: 1000000000
-`;
-
 /** Each variant: its gateway flags, whether it serves https, and what it is compared with. */
 interface Variant {
   flags: (ctx: Ctx, meshPort: number) => string[];
@@ -196,24 +181,15 @@ async function main(): Promise<number> {
   try {
     const pki = await makePki();
     const ctx: Ctx = { dir, pkiDir: pki.dir, cert: pki.server.cert, key: pki.server.key };
-    await Deno.writeTextFile(`${dir}/limits.yaml`, LIMITS);
+    await Deno.writeTextFile(`${dir}/limits.yaml`, limitsYaml(null));
     const script = `${dir}/post.lua`;
     await Deno.writeTextFile(
       script,
-      `wrk.method = "POST"\nwrk.body = '${BODY}'\n` +
+      `wrk.method = "POST"\nwrk.body = '${TINY_CHAT}'\n` +
         `wrk.headers["Content-Type"] = "application/json"\n` +
-        `wrk.headers["x-smg-tenant-id"] = "bench"\n`,
+        `wrk.headers["${TENANT_HEADER}"] = "${TENANT}"\n`,
     );
-    const [wPort] = freePorts(1);
-    const w = await spawn(
-      "worker",
-      1,
-      [Deno.execPath(), "run", `--allow-net=${HOST}`, WORKER, "--port", String(wPort)],
-      dir,
-      ROOT,
-    );
-    const worker = `http://${HOST}:${wPort}`;
-    await waitFor("worker", w, `${worker}/health`, (s) => s === 200);
+    const worker = (await startInstantWorker(dir, ROOT)).url;
     const started: Started[] = [];
     for (const name of o.variants) started.push(await startVariant(name, worker, ctx));
     for (const s of started) {

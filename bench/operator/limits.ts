@@ -30,17 +30,11 @@ import {
   stop,
   waitFor,
 } from "../overhead/processes.ts";
-import { gatewayCommand } from "../routing/gateway.ts";
+import { haproxyConfig, startRouters } from "../mesh/routers.ts";
+import { limitsYaml, startInstantWorker, TENANT, TENANT_HEADER, TINY_CHAT } from "./tenant.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
-const WORKER = new URL("../overhead/instant_worker.ts", import.meta.url).pathname;
 const CPU = 0;
-const TENANT = "bench";
-const BODY = JSON.stringify({
-  model: "sim-model",
-  messages: [{ role: "user", content: "hi" }],
-  max_tokens: 1,
-});
 /** Requests in flight at most (the burst's concurrency, and a guard for the open loop). */
 const BURST_CONCURRENCY = 64;
 const MAX_IN_FLIGHT = 512;
@@ -102,8 +96,8 @@ async function send(url: string, t0: number): Promise<Sent> {
   try {
     const res = await fetch(`${url}/v1/chat/completions`, {
       method: "POST",
-      headers: { "content-type": "application/json", "x-smg-tenant-id": TENANT },
-      body: BODY,
+      headers: { "content-type": "application/json", [TENANT_HEADER]: TENANT },
+      body: TINY_CHAT,
       signal: AbortSignal.timeout(10_000),
     });
     await res.body?.cancel();
@@ -148,119 +142,41 @@ async function steady(url: string, rate: number, secs: number, t0: number): Prom
   return await Promise.all(out);
 }
 
-const limitsYaml = (rpm: number) =>
-  `default_policy:
-  tokens_per_minute: 1000000000
-  requests_per_minute: 1000000000
-tenants:
-  - tenant_key: header:${TENANT}
-    tokens_per_minute: 1000000000
-    requests_per_minute: ${rpm}
-`;
-
-interface Router {
-  child: Child;
-  port: number;
-}
-
-async function startRouters(n: number, scope: Scope, worker: string, o: Options, dir: string) {
-  const limits = `${dir}/limits.yaml`;
-  await Deno.writeTextFile(limits, limitsYaml(o.rpm));
-  const ports = freePorts(n * 3);
-  const routers: Router[] = [];
-  for (let i = 0; i < n; i++) {
-    const [port, promPort, meshPort] = ports.slice(i * 3, i * 3 + 3);
-    const cmd = gatewayCommand(ROOT, port, promPort, i + 1, [
-      "--worker-urls",
-      worker,
-      "--policy",
-      "round_robin",
-      "--enable-mesh",
-      "--mesh-server-name",
-      `r${i + 1}`,
-      "--mesh-host",
-      HOST,
-      "--mesh-port",
-      String(meshPort),
-      ...(i === 0 ? [] : ["--mesh-peer-urls", `${HOST}:${ports[2]}`]),
-      "--tenant-rate-limit-enabled",
-      "--tenant-rate-limit-config",
-      limits,
-      "--tenant-rate-limit-scope",
-      scope,
-      "--tenant-rate-limit-sync-ms",
-      String(o.syncMs),
-      "--trust-tenant-header",
-    ]).toSpliced(2, 0, `--allow-read=${dir}`)
-      .map((a) => (a.startsWith("--allow-env=") ? "--allow-env" : a));
-    const child = await spawn(
-      `${scope}-n${n}-r${i + 1}`,
-      CPU,
-      [Deno.execPath(), ...cmd],
-      dir,
-      ROOT,
-    );
-    routers.push({ child, port });
-  }
-  for (const r of routers) {
-    await waitFor(
-      r.child.name,
-      r.child,
-      `http://${HOST}:${r.port}/readiness`,
-      (s, b) => s === 200 && JSON.parse(b).healthy_workers === 1,
-    );
-    await waitFor(
-      `${r.child.name} mesh`,
-      r.child,
-      `http://${HOST}:${r.port}/mesh/status`,
-      (s, b) => {
-        if (s !== 200) return false;
-        // Every peer alive and its stream open: shares go straight to each peer.
-        const st = JSON.parse(b) as {
-          name: string;
-          members: { name: string; status: string; stream: boolean }[];
-        };
-        const peers = st.members.filter((m) => m.name !== st.name);
-        return peers.length === n - 1 && peers.every((m) => m.status === "ALIVE" && m.stream);
-      },
-    );
-  }
-  return routers;
-}
-
-function haproxyConfig(port: number, routers: Router[]): string {
-  return `global
-  nbthread 1
-  maxconn 4096
-
-defaults
-  mode http
-  timeout connect 2s
-  timeout client 60s
-  timeout server 60s
-  option http-no-delay
-
-frontend fe
-  bind ${HOST}:${port}
-  default_backend routers
-
-backend routers
-  balance roundrobin
-${routers.map((r, i) => `  server r${i + 1} ${HOST}:${r.port}`).join("\n")}
-`;
-}
-
 const count = (s: Sent[], status: number) => s.filter((x) => x.status === status).length;
 
 /** One N and scope: fresh routers, the burst, then the steady part. */
 async function runOne(n: number, scope: Scope, worker: string, o: Options, dir: string) {
   const children: Child[] = [];
   try {
-    const routers = await startRouters(n, scope, worker, o, dir);
+    const limits = `${dir}/limits.yaml`;
+    await Deno.writeTextFile(limits, limitsYaml(o.rpm));
+    const routers = await startRouters({
+      n,
+      mesh: true,
+      workers: [worker],
+      flags: [
+        "--policy",
+        "round_robin",
+        "--tenant-rate-limit-enabled",
+        "--tenant-rate-limit-config",
+        limits,
+        "--tenant-rate-limit-scope",
+        scope,
+        "--tenant-rate-limit-sync-ms",
+        String(o.syncMs),
+        "--trust-tenant-header",
+      ],
+      tag: `${scope}-n${n}`,
+      seed: 1,
+      cpu: CPU,
+      dir,
+      root: ROOT,
+      denoFlags: [`--allow-read=${dir}`],
+    });
     children.push(...routers.map((r) => r.child));
     const [port] = freePorts(1);
     const cfg = `${dir}/haproxy-${scope}-${n}.cfg`;
-    await Deno.writeTextFile(cfg, haproxyConfig(port, routers));
+    await Deno.writeTextFile(cfg, haproxyConfig(port, routers, false));
     const haproxy = await spawn(
       `haproxy-${scope}-${n}`,
       CPU,
@@ -342,16 +258,7 @@ async function main(): Promise<number> {
   }
   const rows: Row[] = [];
   try {
-    const [wPort] = freePorts(1);
-    const w = await spawn(
-      "worker",
-      1,
-      [Deno.execPath(), "run", `--allow-net=${HOST}`, WORKER, "--port", String(wPort)],
-      dir,
-      ROOT,
-    );
-    const worker = `http://${HOST}:${wPort}`;
-    await waitFor("worker", w, `${worker}/health`, (s) => s === 200);
+    const worker = (await startInstantWorker(dir, ROOT)).url;
     for (const n of o.routers) {
       for (const scope of o.scopes) {
         console.error(`bench:limits: ${n} router(s), scope ${scope} (logs in ${dir})`);
