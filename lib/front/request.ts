@@ -98,12 +98,16 @@ export function parseRequestHead(buf: Uint8Array, from: number, to: number): Req
   };
 }
 
-/** The path of an origin-form (`/p?q`) or absolute-form (`http://h/p?q`) target, else null. */
+/**
+ * The path of an origin-form (`/p?q`) or absolute-form (`http://h/p?q`) target, else null. An
+ * absolute form must be a URL: it is the `Request` URL a handler gets.
+ */
 function pathOfTarget(target: string): string | null {
   let p = target;
   if (!p.startsWith("/")) {
     const scheme = p.indexOf("://");
     if (scheme <= 0) return p === "*" ? "*" : null;
+    if (!URL.canParse(p)) return null;
     const slash = p.indexOf("/", scheme + 3);
     p = slash < 0 ? "/" : p.slice(slash);
   }
