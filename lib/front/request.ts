@@ -187,7 +187,9 @@ export class FrontInbound implements Inbound {
     const t = this.head.target;
     if (!t.startsWith("/")) return t.includes("://") ? t : `http://${this.#src.authority}/`;
     const host = this.headers.get("host");
-    return `http://${host !== null && HOST.test(host) ? host : this.#src.authority}${t}`;
+    // The pattern lets through names the URL parser refuses (`1.2.3.256`, an IPv4 out of range).
+    const url = host !== null && HOST.test(host) ? `http://${host}${t}` : null;
+    return url !== null && URL.canParse(url) ? url : `http://${this.#src.authority}${t}`;
   }
 
   /** The body, read once; 413 over `max` bytes, 400 when the client's body breaks off. */
