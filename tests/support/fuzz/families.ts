@@ -1,0 +1,9 @@
+/**
+ * Every fuzz family by name, in the order runs report them (`bench/fuzz.ts --families`).
+ */
+
+import type { FuzzFamily } from "./driver.ts";
+import { httpFraming } from "./http_framing.ts";
+
+/** The families, by name. */
+export const FAMILIES: readonly FuzzFamily[] = [httpFraming];
