@@ -4,6 +4,7 @@
 
 import type { FuzzFamily } from "./driver.ts";
 import { httpFraming } from "./http_framing.ts";
+import { jsonBodies } from "./json_bodies.ts";
 
 /** The families, by name. */
-export const FAMILIES: readonly FuzzFamily[] = [httpFraming];
+export const FAMILIES: readonly FuzzFamily[] = [httpFraming, jsonBodies];
