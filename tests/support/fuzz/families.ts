@@ -5,6 +5,7 @@
 import type { FuzzFamily } from "./driver.ts";
 import { httpFraming } from "./http_framing.ts";
 import { jsonBodies } from "./json_bodies.ts";
+import { workersApi } from "./workers_api.ts";
 
 /** The families, by name. */
-export const FAMILIES: readonly FuzzFamily[] = [httpFraming, jsonBodies];
+export const FAMILIES: readonly FuzzFamily[] = [httpFraming, jsonBodies, workersApi];
