@@ -5,7 +5,8 @@
 import type { FuzzFamily } from "./driver.ts";
 import { httpFraming } from "./http_framing.ts";
 import { jsonBodies } from "./json_bodies.ts";
+import { meshPeer } from "./mesh_peer.ts";
 import { workersApi } from "./workers_api.ts";
 
 /** The families, by name. */
-export const FAMILIES: readonly FuzzFamily[] = [httpFraming, jsonBodies, workersApi];
+export const FAMILIES: readonly FuzzFamily[] = [httpFraming, jsonBodies, workersApi, meshPeer];
