@@ -2,14 +2,15 @@
  * Fuzz family `json`: JSON bodies on every inference route (`ENDPOINT_PATHS`), each a valid
  * body bent by structural mutations (`json_mutate.ts`: wrong types, missing and extra fields,
  * nesting, unicode, huge numbers, broken text), with the routing headers bent too, sent over
- * HTTP to a gateway in front of a recording worker, under the `manual` policy (routing keys
- * pin).
+ * HTTP to a gateway in front of a recording worker. The run's seed picks the policy (`POLICIES`),
+ * with sticky sessions on, so bent bodies also reach the policies that read their text and keys.
  *
  * Oracles: an answer within `ANSWER_MS`; never 5xx (the worker is never at fault); a 4xx carries
  * SMG's error envelope (`{"error": {"message": ...}}`); a 2xx was forwarded, and the worker got
  * the client's bytes unchanged.
  */
 
+import type { PolicyName } from "../../../lib/config/config.ts";
 import type { Random } from "../../../lib/core/clock.ts";
 import { ENDPOINT_PATHS } from "../../../lib/core/types.ts";
 import { startGateway } from "../gateway.ts";
@@ -21,6 +22,18 @@ import { RecordingWorker } from "./recording_worker.ts";
 /** Longest a request may take to be answered, stream included. */
 const ANSWER_MS = 10_000;
 const MODEL = "fuzz-model";
+
+/** The policies a run may route with, one per seed (`seed % length`). */
+export const POLICIES: readonly PolicyName[] = [
+  "cache_aware",
+  "manual",
+  "consistent_hashing",
+  "prefix_hash",
+  "round_robin",
+  "power_of_two",
+  "least_load",
+  "random",
+];
 
 /** A valid body for `path`, marked with `tag`. */
 function baseBody(r: Random, path: string, tag: string): { [k: string]: Json } {
@@ -170,18 +183,23 @@ export const jsonBodies: FuzzFamily = {
   concurrency: 16,
   async start(seed) {
     let target: JsonTarget | null = null;
-    const worker = new RecordingWorker((q) => target?.received(q.requestId, q.body), MODEL);
-    const gw = await startGateway([worker.url], {
-      policy: "manual",
+    // Two workers: every policy has a choice to make (power_of_two refuses fewer).
+    const workers = [0, 1].map(() =>
+      new RecordingWorker((q) => target?.received(q.requestId, q.body), MODEL)
+    );
+    const closeWorkers = () => Promise.all(workers.map((w) => w.close()));
+    const gw = await startGateway(workers.map((w) => w.url), {
+      policy: POLICIES[seed % POLICIES.length],
+      routingKeyOverride: true,
       maxPayloadSize: 128 * 1024,
       randomSeed: seed,
     }).catch(async (e) => {
-      await worker.close();
+      await closeWorkers();
       throw e;
     });
     target = new JsonTarget(gw.url, async () => {
       await gw.close();
-      await worker.close();
+      await closeWorkers();
     });
     return target;
   },
