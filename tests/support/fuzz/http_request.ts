@@ -43,13 +43,17 @@ export interface Req {
   muts: string[];
 }
 
-/** A valid JSON body for `path`, carrying the tag `t`. */
-export function jsonBody(path: string, t: string): string {
+/** A valid JSON body for `path`, carrying the tag `t`; `stream` asks for an event stream. */
+export function jsonBody(path: string, t: string, stream = false): string {
   if (path === "/v1/chat/completions") {
-    return JSON.stringify({ model: "fuzz-model", messages: [{ role: "user", content: t }] });
+    return JSON.stringify({
+      model: "fuzz-model",
+      messages: [{ role: "user", content: t }],
+      stream,
+    });
   }
-  if (path === "/v1/completions") return JSON.stringify({ model: "fuzz-model", prompt: t });
-  return JSON.stringify({ text: t, sampling_params: { max_new_tokens: 1 } });
+  if (path === "/v1/completions") return JSON.stringify({ model: "fuzz-model", prompt: t, stream });
+  return JSON.stringify({ text: t, sampling_params: { max_new_tokens: 1 }, stream });
 }
 
 /** A valid request: mostly inference POSTs, some GETs of other routes. */
@@ -83,7 +87,8 @@ export function baseRequest(r: Random, index: number, k: number): Req {
       muts: [],
     };
   }
-  const body = enc.encode(jsonBody(kind, t));
+  // Some answers are streams: chunked (close-delimited for HTTP/1.0) among sized ones.
+  const body = enc.encode(jsonBody(kind, t, r() < 0.2));
   headers.push(["Content-Type", "application/json"], ["X-Request-Id", t]);
   headers.push(["Content-Length", String(body.length)]);
   return {
