@@ -98,12 +98,16 @@ export function parseRequestHead(buf: Uint8Array, from: number, to: number): Req
   };
 }
 
-/** The path of an origin-form (`/p?q`) or absolute-form (`http://h/p?q`) target, else null. */
+/**
+ * The path of an origin-form (`/p?q`) or absolute-form (`http://h/p?q`) target, else null. An
+ * absolute form must be a URL: it is the `Request` URL a handler gets.
+ */
 function pathOfTarget(target: string): string | null {
   let p = target;
   if (!p.startsWith("/")) {
     const scheme = p.indexOf("://");
     if (scheme <= 0) return p === "*" ? "*" : null;
+    if (!URL.canParse(p)) return null;
     const slash = p.indexOf("/", scheme + 3);
     p = slash < 0 ? "/" : p.slice(slash);
   }
@@ -188,7 +192,9 @@ export class FrontInbound implements Inbound {
     const t = this.head.target;
     if (!t.startsWith("/")) return t.includes("://") ? t : `http://${this.#src.authority}/`;
     const host = this.headers.get("host");
-    return `http://${host !== null && HOST.test(host) ? host : this.#src.authority}${t}`;
+    // The pattern lets through names the URL parser refuses (`1.2.3.256`, an IPv4 out of range).
+    const url = host !== null && HOST.test(host) ? `http://${host}${t}` : null;
+    return url !== null && URL.canParse(url) ? url : `http://${this.#src.authority}${t}`;
   }
 
   /** The body, read once; 413 over `max` bytes, 400 when the client's body breaks off. */

@@ -28,7 +28,15 @@ export interface MainRouteDeps {
 const okBody = new TextEncoder().encode("OK");
 const ok = (): Promise<Reply> =>
   Promise.resolve({ status: 200, headers: [["content-type", "text/plain"]], body: okBody });
-const idOf = (path: string) => decodeURIComponent(path.slice("/workers/".length));
+/** The worker id in a `/workers/{id}` path; left encoded when it is not valid percent-encoding. */
+function idOf(path: string): string {
+  const raw = path.slice("/workers/".length);
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw; // not a UUID either: the handler answers 400
+  }
+}
 
 /** The main port's routes over `d`. */
 export function mainRoutes(d: MainRouteDeps): Route[] {

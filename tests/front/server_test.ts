@@ -161,6 +161,8 @@ Deno.test("front: malformed heads get 400, 431, 501 or 505 and the connection cl
     ["POST /x HTTP/1.1\r\ntransfer-encoding: \x0bchunked\r\n\r\n0\r\n\r\n", 400],
     ["POST /x HTTP/1.0\r\ntransfer-encoding: chunked\r\n\r\n0\r\n\r\n", 400],
     ["GET /x HTTP/1.1\r\nhost: a\r\nhost: b\r\n\r\n", 400],
+    // An absolute-form target that is no URL (a handler building a `Request` threw: 500):
+    ["GET http://[::1/x HTTP/1.1\r\n\r\n", 400],
   ];
   let calls = 0;
   await withFront(
