@@ -144,7 +144,11 @@ async function startRouters(mesh: boolean, workers: string[], dir: string, seed:
   return routers;
 }
 
-function haproxyConfig(port: number, routers: Router[]): string {
+/**
+ * HAProxy on `port` in front of `routers` (roundrobin, health checks every 500 ms, retries with
+ * redispatch on connection failures and empty responses).
+ */
+export function haproxyConfig(port: number, routers: { port: number }[]): string {
   return `global
   nbthread 1
   maxconn 4096
@@ -173,8 +177,8 @@ ${
 `;
 }
 
-/** Sum of every series of `name` in Prometheus text. */
-function metricSum(text: string, name: string, filter = ""): number {
+/** Sum of every series of `name` (whose line contains `filter`) in Prometheus text. */
+export function metricSum(text: string, name: string, filter = ""): number {
   let sum = 0;
   for (const line of text.split("\n")) {
     if (!line.startsWith(name) || (line[name.length] !== "{" && line[name.length] !== " ")) {
