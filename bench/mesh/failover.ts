@@ -79,8 +79,8 @@ function options(args: string[]): Options {
   };
 }
 
-/** Sum of every series of `name` in Prometheus text. */
-function metricSum(text: string, name: string, filter = ""): number {
+/** Sum of every series of `name` (whose line contains `filter`) in Prometheus text. */
+export function metricSum(text: string, name: string, filter = ""): number {
   let sum = 0;
   for (const line of text.split("\n")) {
     if (!line.startsWith(name) || (line[name.length] !== "{" && line[name.length] !== " ")) {

@@ -105,7 +105,7 @@ export async function startRouters(s: RouterSpec): Promise<Router[]> {
  * HAProxy on `port`, `balance roundrobin` over `routers`; with `checks`, health checks every
  * 500 ms and retries with redispatch on connection failures (a router may be killed).
  */
-export function haproxyConfig(port: number, routers: Router[], checks: boolean): string {
+export function haproxyConfig(port: number, routers: { port: number }[], checks: boolean): string {
   const retries = checks
     ? "  retries 3\n  option redispatch 1\n  retry-on conn-failure empty-response\n"
     : "";

@@ -39,6 +39,8 @@ export interface ChatRequest {
   headers: Record<string, string>;
   /** Aborts the request (drain timeout, shutdown). */
   signal: AbortSignal;
+  /** The HTTP client whose connections to use (default: `fetch`'s shared pool). */
+  client?: Deno.HttpClient;
 }
 
 interface Chunk {
@@ -75,6 +77,7 @@ export async function streamChat(r: ChatRequest): Promise<StreamResult> {
         stream_options: { include_usage: true },
       }),
       signal: r.signal,
+      ...(r.client ? { client: r.client } : {}),
     });
     result.status = res.status;
     if (res.status !== 200 || !res.body) {

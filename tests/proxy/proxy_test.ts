@@ -264,6 +264,51 @@ Deno.test("proxy: a stream that breaks mid-way ends with an SSE error event", as
   assert.equal(t.workers[0].breaker.consecutiveFailures, 1, "the break counts against the worker");
 });
 
+// A whole (non-streamed) answer reaches the client only once complete: a worker that breaks or
+// stalls mid-body has sent the client nothing yet (found by bench:faults, worker resets and
+// hangs mid-stream: whole answers reached clients as a 200 cut short).
+const halfAnswer = (after: "break" | "stall") => (init: RequestInit): Promise<Response> =>
+  Promise.resolve(
+    new Response(
+      new ReadableStream<Uint8Array>({
+        start(c) {
+          c.enqueue(new TextEncoder().encode('{"from": "a", "choi'));
+          if (after === "break") c.error(new Error("connection reset"));
+          else init.signal!.addEventListener("abort", () => c.error(init.signal!.reason));
+        },
+      }),
+      { headers: { "content-type": "application/json" } },
+    ),
+  );
+
+Deno.test("proxy: a whole answer that breaks before its end is retried on another worker", async () => {
+  const t = setup({ "http://a": [halfAnswer("break")], "http://b": [ok("b")] });
+  const r = await t.send(chat);
+  assert.equal(r.res.status, 200);
+  assert.deepEqual(r.json(), { from: "b" });
+  assert.deepEqual(t.calls, ["http://a", "http://b"]);
+  assert.equal(t.workers[0].breaker.consecutiveFailures, 1, "the break counts against the worker");
+  assert.equal(t.workers[0].inFlight, 0);
+});
+
+Deno.test("proxy: a whole answer that stalls past the deadline is a 504, not a 200 cut short", async () => {
+  const sent = Promise.withResolvers<void>();
+  const stall = halfAnswer("stall");
+  const t = setup({
+    "http://a": [(init) => {
+      sent.resolve();
+      return stall(init);
+    }],
+  }, { requestTimeoutSecs: 0.05 as number });
+  const pending = t.send(chat);
+  await sent.promise;
+  t.clock.advance(50);
+  const r = await pending;
+  assert.equal(r.res.status, 504);
+  assert.equal(r.json().error.code, "request_timeout");
+  assert.equal(t.workers[0].inFlight, 0);
+});
+
 Deno.test("proxy: the worker's key replaces the client's bearer; the body is forwarded byte for byte", async () => {
   let seen: RequestInit | null = null;
   const t = setup({

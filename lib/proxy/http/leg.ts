@@ -4,14 +4,16 @@
  * fails the attempt with the worker's answer kept for pass-through if it is the last, another
  * error status is passed through to the client, a 2xx is ready — and the client's reply: a
  * stream's first bytes are read before anything reaches the client (a worker that dies before
- * them can still be retried), then relayed through `SseRelay`; a whole answer is relayed as it
- * comes. Transport errors are retryable failures (or a 504 past the deadline). The worker's
- * slot is held until the client's response is done, or until a drained leg's end.
+ * them can still be retried), then relayed through `SseRelay`; a 2xx whole answer is read to its
+ * end first (`whole.ts`, up to a cap), so a worker that breaks or stalls mid-body can be retried
+ * too; an error status is relayed as it comes. Transport errors are retryable failures (or a 504
+ * past the deadline). The worker's slot is held until the client's response is done, or until a
+ * drained leg's end.
  */
 
 import { ENDPOINT_PATHS } from "../../core/types.ts";
 import type { ReplyBody } from "../../core/http.ts";
-import { readAll, type UpstreamResponse } from "../../upstream/types.ts";
+import { readAll, type UpstreamBody, type UpstreamResponse } from "../../upstream/types.ts";
 import type { Cancel } from "../../core/cancel.ts";
 import { classifyStatus } from "../../workers/circuit_breaker.ts";
 import type { Worker } from "../../workers/worker.ts";
@@ -31,6 +33,7 @@ import type {
 import { clientHeaders, upstreamHeaders } from "./headers.ts";
 import { SseRelay } from "./relay.ts";
 import { countEvents, MeteredBody, reportedUsage } from "./usage.ts";
+import { readWhole, WHOLE_ANSWER_MAX_BYTES } from "./whole.ts";
 
 const EMPTY = new Uint8Array(0);
 const READY: Ready = { kind: "ready" };
@@ -154,7 +157,7 @@ class HttpLeg implements Leg {
 
   async answer(): Promise<AttemptResult> {
     const res = this.#res!;
-    if (!this.#c.rr.stream) return this.#whole(res);
+    if (!this.#c.rr.stream) return res.body.whole ? this.#whole(res) : await this.#wholeAnswer(res);
     const c = this.#c;
     const worker = this.worker;
     let first: Uint8Array;
@@ -227,6 +230,20 @@ class HttpLeg implements Leg {
       retryable: true,
       worker: { status, headers: res.headers, body },
     });
+  }
+
+  /** A 2xx whole answer, read to its end (up to the cap) before the client sees any of it. */
+  async #wholeAnswer(res: UpstreamResponse): Promise<AttemptResult> {
+    let body: UpstreamBody;
+    try {
+      body = await readWhole(res.body, WHOLE_ANSWER_MAX_BYTES);
+    } catch (e) {
+      this.#drop();
+      if (this.#stopped) return clientClosed();
+      return this.#ledger.failure(this.#c, this.worker, e, "answer broke before its end", "http");
+    }
+    const read = this.#res = { status: res.status, headers: res.headers, body };
+    return this.#whole(read);
   }
 
   /** A whole answer, or an error status passed through, relayed as it comes. */
