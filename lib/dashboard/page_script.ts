@@ -13,7 +13,7 @@ export const PAGE_SCRIPT = String.raw`
   var HISTORY_MS = 300000, SVG = "http://www.w3.org/2000/svg";
   var COLORS = ["#2563eb", "#16a34a", "#f59e0b", "#dc2626", "#7c3aed", "#0891b2", "#db2777",
     "#65a30d", "#475569"];
-  var st = { since: 0, samples: [], prev: null, interval: 1000, key: null, timer: 0 };
+  var st = { since: 0, samples: [], prev: null, interval: 1000, key: null, timer: 0, updates: 0 };
   try { st.key = sessionStorage.getItem("smg-dashboard-key"); } catch (e) { st.key = null; }
   function $(id) { return document.getElementById(id); }
   function el(tag, cls, text) {
@@ -91,6 +91,7 @@ export const PAGE_SCRIPT = String.raw`
     charts(snap);
     mesh(snap);
     st.prev = snap;
+    document.body.dataset.updates = String(++st.updates); // for scripts and tests: redraws so far
   }
 
   function header(s) {
