@@ -23,11 +23,11 @@ header h1{font-size:18px;margin:0}
 #conn{margin-left:auto;font-weight:600}
 #conn.live{color:var(--ok)}#conn.down{color:var(--bad)}
 main{padding:16px 20px;display:grid;gap:16px;max-width:1400px}
-.tiles{display:grid;grid-template-columns:repeat(auto-fit,minmax(150px,1fr));gap:12px}
+.tiles{display:grid;grid-template-columns:repeat(auto-fit,minmax(130px,1fr));gap:12px}
 .tile,.card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:10px 14px}
-.tile b{display:block;font-size:22px;font-variant-numeric:tabular-nums}
+.tile b{display:block;font-size:20px;font-variant-numeric:tabular-nums;white-space:nowrap}
 .tile span{color:var(--mute);font-size:12px}
-.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(420px,1fr));gap:16px}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(360px,1fr));gap:16px}
 .card h2{font-size:14px;margin:0 0 6px}
 svg{width:100%;height:auto;display:block}
 svg text{font-size:10px;fill:var(--mute)}

@@ -111,7 +111,8 @@ export const PAGE_SCRIPT = String.raw`
       [int(backlog), "prefill backlog (tokens)"],
       [rate(l.requests_per_sec), "requests/s"],
       [rate(l.errors_per_sec), "errors/s"],
-      [ms(l.ttft_p50_ms) + " / " + ms(l.ttft_p99_ms), "TTFT p50 / p99 (10 s)"],
+      [ms(l.ttft_p50_ms), "TTFT p50 (10 s)"],
+      [ms(l.ttft_p99_ms), "TTFT p99 (10 s)"],
       [pct(l.prediction_within_0_1), "cache predictions within \u00b10.1"],
     ];
     clear(t);
@@ -171,9 +172,9 @@ export const PAGE_SCRIPT = String.raw`
     });
   }
 
-  function series(name, key, color) {
+  function series(name, key, color, dashed) {
     return {
-      name: name, color: color,
+      name: name, color: color, dashed: dashed,
       points: st.samples.map(function (x) {
         return [x.time_unix_ms, typeof key === "function" ? key(x) : x[key]];
       }),
@@ -193,8 +194,8 @@ export const PAGE_SCRIPT = String.raw`
     draw("req", s, req, {});
     draw("lat", s, [series("TTFT p50", "ttft_p50_ms", COLORS[0]),
       series("TTFT p99", "ttft_p99_ms", COLORS[4]),
-      series("request p50", "latency_p50_ms", COLORS[1]),
-      series("request p99", "latency_p99_ms", COLORS[3])], { fmt: ms });
+      series("request p50", "latency_p50_ms", COLORS[1], true),
+      series("request p99", "latency_p99_ms", COLORS[3], true)], { fmt: ms });
     draw("pred", s, [series("mean error", "prediction_error_mean", COLORS[3]),
       series("within \u00b10.1 (share)", "prediction_within_0_1", COLORS[1])],
       { min: -1, max: 1, fmt: function (v) { return isNum(v) ? v.toFixed(2) : "\u2013"; } });
@@ -218,7 +219,8 @@ export const PAGE_SCRIPT = String.raw`
     return e;
   }
   function draw(id, s, list, o) {
-    var svg = $("c-" + id), W = 560, H = 150, L = 48, R = 10, T = 8, B = 18;
+    var svg = $("c-" + id), H = 150, L = 48, R = 10, T = 8, B = 18;
+    var W = Math.max(300, Math.round(svg.getBoundingClientRect().width) || 560); // 1 unit = 1 px
     var end = s.time_unix_ms, start = end - HISTORY_MS, fmt = o.fmt || rate;
     var lo = o.min === undefined ? 0 : o.min, hi = o.max;
     if (hi === undefined) {
@@ -251,7 +253,10 @@ export const PAGE_SCRIPT = String.raw`
         pen = true;
         latest = p[1];
       });
-      if (d) node(svg, "path", { d: d, stroke: x.color });
+      if (d) {
+        var line = node(svg, "path", { d: d, stroke: x.color });
+        if (x.dashed) line.setAttribute("stroke-dasharray", "5 3");
+      }
       var item = el("span");
       var sw = el("i");
       sw.style.background = x.color;
