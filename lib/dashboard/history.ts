@@ -89,6 +89,13 @@ const sum = (c: FastCounter): number => {
   return n;
 };
 
+/** A reading of no observations, shaped as `r`. */
+const nothingIn = (r: HistogramReading): HistogramReading => ({
+  counts: r.counts.map(() => 0),
+  sum: 0,
+  count: 0,
+});
+
 const ms = (seconds: number | null): number | null =>
   seconds === null ? null : Math.round(seconds * 10_000) / 10;
 
@@ -135,7 +142,8 @@ export class RoutingHistory {
     const ttft = windowBetween(r.ttft, oldest.ttft);
     const latency = windowBetween(r.latency, oldest.latency);
     const pred = windowBetween(r.prediction, oldest.prediction);
-    const lag = r.lag && oldest.lag ? windowBetween(r.lag.r, oldest.lag.r) : null;
+    // The lag's series appears with its first observation: before it, nothing was observed.
+    const lag = r.lag ? windowBetween(r.lag.r, oldest.lag?.r ?? nothingIn(r.lag.r)) : null;
     const lagBounds = r.lag?.bounds ?? [];
     this.#samples.push({
       seq: ++this.#seq,

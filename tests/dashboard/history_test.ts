@@ -103,6 +103,21 @@ Deno.test("history: prediction error mean and share within ±0.1, and the mesh's
   assert.ok(Math.abs(s.predictionErrorMean! - 0.145) < 1e-9);
   assert.equal(s.predictionWithin10, 0.75);
   assert.ok(s.meshLagP50Ms! > 10 && s.meshLagP50Ms! <= 100, `lag p50 ${s.meshLagP50Ms}`);
+  // A lag series that appears with its first observation counts it.
+  let late: HistogramSeries | null = null;
+  const metrics = new Metrics();
+  const clock2 = new FakeClock();
+  const h2 = new RoutingHistory({
+    metrics,
+    clock: clock2,
+    meshLag: () => (late ? [{ s: late }] : []),
+  });
+  h2.sample();
+  late = new HistogramSeries([0.01, 0.1, 1]);
+  late.observe(0.5);
+  clock2.advance(1000);
+  h2.sample();
+  assert.ok(h2.since(0)[0].meshLagP99Ms! > 100, `first lag ${h2.since(0)[0].meshLagP99Ms}`);
   const { h: plain } = setup();
   plain.sample();
   plain.sample();
