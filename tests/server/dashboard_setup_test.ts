@@ -2,13 +2,17 @@
  * The status page on a running gateway: both ports serve the page; the metrics port serves the
  * snapshot as openly as `/metrics`, the main port behind the control-plane keys (a `user` key
  * reads it; the client key does not); the snapshot shows the workers and moves with the traffic
- * sent through the gateway; other paths and methods on the metrics port stay 404.
+ * sent through the gateway; with the mesh on, it shows the members, the open sync stream and the
+ * replication lag of a worker's registration; other paths and methods on the metrics port stay
+ * 404.
  */
 
 import assert from "node:assert/strict";
-import type { ControlPlaneKey } from "../../lib/config/config.ts";
+import { type ControlPlaneKey, defaultConfig, type MeshConfig } from "../../lib/config/config.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
 import { startGateway } from "../support/gateway.ts";
+import { freePort } from "../support/process.ts";
+import { within } from "../support/wait.ts";
 
 const READER: ControlPlaneKey = { id: "dash", name: "Dashboard", role: "user", key: "read-key" };
 const chat = { model: "test-model", messages: [{ role: "user", content: "hello" }] };
@@ -103,5 +107,66 @@ Deno.test("dashboard: the metrics port answers 404 to other paths and methods", 
     assert.match(await m.text(), /smg_http_connections_active/);
   } finally {
     await g.close();
+  }
+});
+
+function meshOn(name: string, port: number, peerUrls: string[] = []): MeshConfig {
+  const host = "127.0.0.1";
+  return {
+    ...defaultConfig().mesh,
+    enabled: true,
+    serverName: name,
+    host,
+    advertiseHost: host,
+    port,
+    peerUrls,
+  };
+}
+
+Deno.test("dashboard: with the mesh on, the members, the sync stream and the replication lag", async () => {
+  const workers = [new FakeWorker(), new FakeWorker()];
+  const pa = freePort();
+  const a = await startGateway([workers[0].url], { mesh: meshOn("a", pa) });
+  const b = await startGateway([], { mesh: meshOn("b", freePort(), [`127.0.0.1:${pa}`]) });
+  try {
+    const streams = a.gw.mesh!.node.streams;
+    await within(
+      new Promise<void>((resolve) => {
+        if (streams.isOpen("b")) resolve();
+        streams.onPeer((peer, open) => peer === "b" && open && resolve());
+      }),
+      "a's sync stream to b",
+    );
+    // A worker registered now is a write b acks: a's replication lag. (a's store sync hears
+    // each envelope before this listener, registered after it.)
+    const lag = a.gw.mesh!.metrics.storeAckLag;
+    const acked = new Promise<void>((resolve) =>
+      streams.onEnvelope(() => [...lag.entries()].some(({ s }) => s.count > 0) && resolve())
+    );
+    a.gw.manager.add({ url: workers[1].url });
+    await within(acked, "b's ack of a's write");
+    a.gw.dashboard.history.sample();
+    const snap = await (await fetch(`${new URL(a.metricsUrl).origin}/dashboard/snapshot`)).json();
+    assert.equal(snap.mesh.name, "a");
+    assert.equal(snap.mesh.streams_open, 1);
+    assert.deepEqual(
+      snap.mesh.members.map((m: { name: string; self: boolean; stream_open: boolean | null }) => [
+        m.name,
+        m.self,
+        m.stream_open,
+      ]),
+      [["a", true, null], ["b", false, true]],
+    );
+    assert.ok(snap.mesh.store.workers.live >= 1, JSON.stringify(snap.mesh.store));
+    const lags = snap.routing.samples.map((s: { mesh_lag_p99_ms: number | null }) =>
+      s.mesh_lag_p99_ms
+    );
+    assert.ok(lags.some((l: number | null) => l !== null && l > 0), JSON.stringify(lags));
+    const other = await (await fetch(`${new URL(b.metricsUrl).origin}/dashboard/snapshot`)).json();
+    assert.equal(other.mesh.name, "b");
+  } finally {
+    await b.close();
+    await a.close();
+    await Promise.all(workers.map((w) => w.close()));
   }
 });
