@@ -1,8 +1,8 @@
 /**
  * The bundled single file (`deno task bundle`) runs from an empty directory: nothing is read
  * from the source tree at run time (the mesh's proto is embedded, grpc-js is bundled). It serves
- * a chat request and its mesh, and exits 0 on SIGTERM; with static workers it narrows its own net
- * grant to them (the launcher's worker thread loads from the one file).
+ * a chat request, its mesh and its status page, and exits 0 on SIGTERM; with static workers it
+ * narrows its own net grant to them (the launcher's worker thread loads from the one file).
  */
 
 import assert from "node:assert/strict";
@@ -59,6 +59,12 @@ Deno.test("bundle: the single file serves from an empty directory and drains on 
     });
     assert.equal(res.status, 200);
     assert.match((await res.json()).choices[0].message.content, /hello/);
+    // The status page is in the one file too, and its snapshot sees the worker.
+    const page = await fetch(`${gw.url}/dashboard`);
+    assert.equal(page.status, 200);
+    assert.match(await page.text(), /<title>smg status<\/title>/);
+    const snap = await (await fetch(`${gw.url}/dashboard/snapshot`)).json();
+    assert.deepEqual(snap.workers.map((w: { url: string }) => w.url), [worker.url]);
 
     gw.child.kill("SIGTERM");
     assert.equal(await gw.exited, 0, gw.stderr());

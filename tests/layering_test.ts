@@ -2,9 +2,10 @@
  * Dependencies point one way: the bottom (core, config, metrics) imports nothing above it;
  * policies and workers import only the bottom; requests only core; proxy uses those; the HTTP/1.1
  * parsing (http1) sits under both the worker client (upstream) and the front; discovery turns
- * pods into workers; only server wires the gateway; the simulator (sim) stands apart on core and
- * the engines' wire formats (grpc, kv); commands sit on top. And no two files under lib/ import
- * each other, directly or around a loop. Read from `deno info --json`; type-only imports count.
+ * pods into workers; the status page (dashboard) reads metrics and workers; only server wires
+ * the gateway; the simulator (sim) stands apart on core and the engines' wire formats (grpc, kv);
+ * commands sit on top. And no two files under lib/ import each other, directly or around a loop.
+ * Read from `deno info --json`; type-only imports count.
  */
 
 import assert from "node:assert/strict";
@@ -49,10 +50,14 @@ const ALLOWED: Record<string, string[]> = {
   ],
   // Tenant resolution and per-tenant rate limits: the policy file, the buckets, the limiter.
   limits: ["core", "config", "metrics", "limits"],
+  // The status page: its HTML and script, the routing history read from the metrics and the
+  // snapshot of the workers; the composition root hands it the mesh as plain data.
+  dashboard: ["core", "metrics", "workers", "dashboard"],
   server: [
     "core",
     "config",
     "metrics",
+    "dashboard",
     "policies",
     "requests",
     "workers",

@@ -1,8 +1,8 @@
 /**
  * `smg serve`: launches workers (simulated or sglang/vLLM), starts the gateway in front of them
  * with the `--router-` flags, waits until every worker is routable, prints where to send
- * requests, and on SIGTERM/SIGINT drains the gateway and stops every worker (also when a worker
- * fails to start). One worker switches the policy to `passthrough` and turns retries and the
+ * requests and where the status page is, and on SIGTERM/SIGINT drains the gateway and stops
+ * every worker (also when a worker fails to start). One worker switches the policy to `passthrough` and turns retries and the
  * circuit breaker off, as SMG's serve does.
  */
 
@@ -142,6 +142,7 @@ function banner(
     } (policy ${policy}).`,
     `Send a request (the x-smg-routed-worker-id header names the worker; usage shows cached tokens):`,
     `  curl -si ${url}/v1/chat/completions -H 'content-type: application/json' -d '${body}'`,
+    `Watch the workers and the routing live: http://${mhost}:${metrics.port}/dashboard`,
     `Workers: ${url}/workers   Metrics: http://${mhost}:${metrics.port}/metrics   Stop: Ctrl-C`,
   ].join("\n");
 }

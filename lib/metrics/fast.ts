@@ -56,6 +56,11 @@ abstract class Family<S> {
   reset(): void {
     this.series.clear();
   }
+
+  /** Every series with its labels, for readers of current values (the status page). */
+  entries(): IterableIterator<{ readonly labels: Readonly<Labels>; readonly s: S }> {
+    return this.series.values();
+  }
 }
 
 /** A counter series. */
@@ -99,6 +104,10 @@ export class HistogramSeries {
   constructor(bounds: readonly number[]) {
     this.#bounds = bounds;
     this.counts = new Array(bounds.length + 1).fill(0);
+  }
+  /** The bucket upper bounds (ascending; `counts` has one more slot, +Inf). */
+  get bounds(): readonly number[] {
+    return this.#bounds;
   }
   /** Records one observation. */
   observe(v: number): void {

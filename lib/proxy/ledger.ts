@@ -159,11 +159,13 @@ export class WorkerLedger {
   }
 
   /**
-   * Compares the pick's predicted cached tokens on `worker` with the usage it reported
-   * (nothing to do without a prediction).
+   * Counts the usage `worker` reported on it and compares the pick's predicted cached tokens
+   * with it (nothing to do without a prediction).
    */
   checkPrediction(c: CallContext, worker: Worker, reported: ReportedUsage | null): void {
     if (reported === null) return;
+    worker.reportedPromptTokens += reported.prompt;
+    worker.reportedCachedTokens += reported.cached;
     this.#predictions.check(c.notes.get(worker.id), c.rr, reported);
   }
 

@@ -1,6 +1,6 @@
 /**
  * The composition root: the only place that wires modules together. Builds the registry,
- * manager, health checker, load monitor, policy, admission, proxy and routes from a
+ * manager, health checker, load monitor, policy, admission, proxy, status page and routes from a
  * `GatewayConfig`, owns the background loops (started by `start()`, stopped by `stop()`), and
  * exposes the main-port entry and the metrics rendering. Listening and signals live in
  * `listen.ts`. One `Clock` (`systemClock`, or a test's `FakeClock`) is handed to every loop and
@@ -43,6 +43,8 @@ import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
 import { NO_TLS, type TlsMaterial, wantsTls } from "../tls/pem.ts";
 import type { TenantLimiter } from "../limits/limiter.ts";
 import { createLimiter, createTenants } from "./limits_setup.ts";
+import { createDashboard, type Dashboard } from "./dashboard_setup.ts";
+import { metricsPortHandler } from "./metrics_port.ts";
 
 /** What a gateway is built from; everything but `config` and `log` has a production default. */
 export interface GatewayOptions {
@@ -102,8 +104,12 @@ export class Gateway {
   readonly discovery: Discovery | null;
   /** Per-tenant rate limits (`--tenant-rate-limit-enabled`), or null. */
   readonly limits: TenantLimiter | null;
+  /** The status page (`GET /dashboard`) and its routing history. */
+  readonly dashboard: Dashboard;
   /** The main port's entry over the gateway's exchange types (the own front calls it). */
   readonly entry: Entry;
+  /** The metrics port's handler: `/metrics`, and the status page. */
+  readonly handleMetrics: (req: Request) => Promise<Response>;
   /** The one clock every loop and timer of this gateway runs on. */
   readonly clock: Clock;
   /** TLS material: the main port's certificate at start, and what workers are reached with. */
@@ -256,10 +262,11 @@ export class Gateway {
       grpc: opts.grpc ? grpcBackend(grpcWorkers, opts.grpc.tokenizer) : undefined,
       routesOnTokens: kv ? (model) => kv!.routesOnTokens(model) : undefined,
     });
+    const draining = () => this.#draining;
     const infoDeps: info.InfoApiDeps = {
       registry,
       fetch: fetchFn,
-      draining: () => this.#draining,
+      draining,
       pd: config.pd.enabled,
       timeoutMs: config.health.timeoutSecs * 1000,
       clock,
@@ -270,11 +277,15 @@ export class Gateway {
       clock,
       grpc: opts.grpc !== undefined,
     };
+    const policy = this.policy.name;
+    this.dashboard = createDashboard({ registry, metrics, clock, draining, mesh, policy });
+    this.handleMetrics = metricsPortHandler(this);
     const routes = mainRoutes({
       inference: (inb, endpoint, ctx) => proxy.handle(inb, endpoint, ctx),
       info: infoDeps,
       workers: wDeps,
       meshStatus: () => meshStatus(this.mesh),
+      dashboard: this.dashboard,
     });
     this.entry = createEntry({
       routes,
@@ -318,7 +329,7 @@ export class Gateway {
       throw e;
     }
     const signal = this.#loops.signal;
-    this.#tasks = [this.checker.run(signal), this.monitor.run(signal)];
+    this.#tasks = [this.checker, this.monitor, this.dashboard.history].map((l) => l.run(signal));
     if (this.mesh) {
       this.meshStarted = this.mesh.start();
       this.#tasks.push(this.meshStarted);
@@ -379,13 +390,4 @@ export class Gateway {
     this.kv?.gauges();
     return this.metrics.render();
   }
-
-  /** The metrics port's handler. */
-  readonly handleMetrics = async (req: Request): Promise<Response> => {
-    const path = new URL(req.url).pathname;
-    if (path !== "/metrics" || req.method !== "GET") return new Response(null, { status: 404 });
-    return new Response(await this.renderMetrics(), {
-      headers: { "content-type": this.metrics.registry.contentType },
-    });
-  };
 }

@@ -1,6 +1,7 @@
 /**
  * The main port's routes: the inference endpoints (to the proxy), liveness and readiness, the
- * info endpoints answered from the first ready worker, the workers API and the mesh status.
+ * info endpoints answered from the first ready worker, the workers API, the mesh status and the
+ * status page (its snapshot is a control-plane route; the page itself holds no data).
  * Method, path and protection per route (the API key, or the control-plane keys of the workers,
  * loads, cache and mesh routes, as SMG's admin and worker routes); `routes.ts` matches and
  * dispatches them.
@@ -10,6 +11,7 @@ import type { Inbound, Reply } from "../core/http.ts";
 import { type Endpoint, ENDPOINT_PATHS } from "../core/types.ts";
 import type { RequestContext } from "../proxy/types.ts";
 import * as info from "./info_api.ts";
+import type { Dashboard } from "./dashboard_setup.ts";
 import type { Route } from "./routes.ts";
 import * as workersApi from "./workers_api.ts";
 
@@ -23,6 +25,8 @@ export interface MainRouteDeps {
   workers: workersApi.WorkersApiDeps;
   /** `GET /mesh/status`. */
   meshStatus: () => Response;
+  /** The status page: `GET /dashboard` (open: no data) and its snapshot (control plane). */
+  dashboard: Pick<Dashboard, "page" | "snapshot">;
 }
 
 const okBody = new TextEncoder().encode("OK");
@@ -100,6 +104,14 @@ export function mainRoutes(d: MainRouteDeps): Route[] {
       protected: true,
       controlPlane: true,
       handler: () => d.meshStatus(),
+    },
+    { method: "GET", path: "/dashboard", protected: false, handler: () => d.dashboard.page() },
+    {
+      method: "GET",
+      path: "/dashboard/snapshot",
+      protected: true,
+      controlPlane: true,
+      handler: (req) => d.dashboard.snapshot(new URL(req.url)),
     },
     {
       method: "GET",

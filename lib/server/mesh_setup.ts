@@ -101,6 +101,8 @@ export interface Mesh {
   store: LwwStore;
   /** Cache-aware tree sync. */
   trees: TreeSync;
+  /** The mesh's metrics (the status page reads the replication lag). */
+  metrics: MeshMetrics;
   /** Stops the adapters, the replication and the router. */
   stop(): Promise<void>;
   /** Starts serving and gossiping; a bind failure is logged and counted, not thrown. */
@@ -241,6 +243,7 @@ export function createMesh(
     failure: null,
     store,
     trees,
+    metrics: mm,
     async stop() {
       workers.stop();
       trees.stop();

@@ -78,6 +78,10 @@ export class Worker implements WorkerView {
   prefillTokens = 0;
   /** Requests this gateway sent to the worker, ever. */
   requestsTotal = 0;
+  /** Prompt tokens of the answers whose usage the gateway read (a cache prediction to check). */
+  reportedPromptTokens = 0;
+  /** Cached tokens those answers reported (`prompt_tokens_details.cached_tokens`). */
+  reportedCachedTokens = 0;
   /** KV cache capacity in tokens (`/get_server_info`'s `max_total_num_tokens`), or null. */
   kvCapacity: number | null = null;
   /** Last backend load report. */

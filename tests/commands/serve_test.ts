@@ -1,7 +1,8 @@
 /**
  * `smg serve` as a user runs it: simulated workers (child processes and in-process) behind the
- * gateway, a ready banner with a working curl, SIGTERM stopping everything (no orphan workers),
- * and a worker that cannot start failing the command with the others stopped.
+ * gateway, a ready banner with a working curl and the status page's address, SIGTERM stopping
+ * everything (no orphan workers), and a worker that cannot start failing the command with the
+ * others stopped.
  */
 
 import assert from "node:assert/strict";
@@ -107,6 +108,12 @@ Deno.test("serve: simulated child workers behind the gateway; SIGTERM leaves no 
   const url = await banner(s);
   assert.match(s.out(), /2 simulated workers \(policy cache_aware\)/);
   assert.match(s.out(), /curl -si http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions/);
+  // The status page's address is printed beside the curl line, and it answers there.
+  const page = s.out().match(/live: (http:\/\/127\.0\.0\.1:\d+\/dashboard)\n/);
+  assert.ok(page, s.out());
+  const p = await fetch(page[1]);
+  assert.equal(p.status, 200);
+  assert.match(await p.text(), /<title>smg status<\/title>/);
   const r = await fetch(`${url}/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },

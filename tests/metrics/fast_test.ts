@@ -1,7 +1,7 @@
 /**
  * The fast metric families rendered through a prom-client registry: the Prometheus text a scrape
  * sees (HELP/TYPE, escaped label values, cumulative histogram buckets with `+Inf`, `_sum`,
- * `_count`), series identity per label set, and `reset()`.
+ * `_count`), series identity per label set, `reset()`, and reading series back (`entries()`).
  */
 
 import assert from "node:assert/strict";
@@ -163,4 +163,21 @@ Deno.test("two registries do not see each other's metrics", async () => {
   new FastCounter(r2, "same_name_total", "two", []).with().inc(7);
   assert.deepEqual(samples(await r1.metrics()), ["same_name_total 1"]);
   assert.deepEqual(samples(await r2.metrics()), ["same_name_total 7"]);
+});
+
+Deno.test("entries(): every series with its labels, without creating one", () => {
+  const r = new client.Registry();
+  const c = new FastCounter(r, "t_total", "h", ["worker", "outcome"]);
+  assert.deepEqual([...c.entries()], []);
+  c.with("a", "failure").inc(3);
+  c.with("b", "success").inc();
+  assert.deepEqual(
+    [...c.entries()].map(({ labels, s }) => [labels.worker, labels.outcome, s.value]),
+    [["a", "failure", 3], ["b", "success", 1]],
+  );
+  const h = new FastHistogram(r, "t_seconds", "h", [], [0.1, 1]);
+  h.with().observe(0.5);
+  const [only] = [...h.entries()];
+  assert.deepEqual(only.s.bounds, [0.1, 1]);
+  assert.deepEqual(only.s.counts, [0, 1, 0]);
 });

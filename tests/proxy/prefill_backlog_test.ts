@@ -3,7 +3,7 @@
  * `--wait-model backlog` ranks by): a request's tokens count from dispatch until the worker's
  * first streamed bytes (a whole answer: its head), or until it fails or its client leaves; and
  * the cache prediction check (`smg_policy_cache_prediction_error`) against the cached tokens
- * simulated workers report.
+ * simulated workers report, which each worker keeps a count of.
  */
 
 import assert from "node:assert/strict";
@@ -117,6 +117,11 @@ Deno.test("prediction: cache_aware's predicted cached share is checked against t
       )?.[1],
     );
     assert.ok(reported > 0, "the repeats found the system prompt cached");
+    // Each worker keeps the usage it reported (the status page's cached share).
+    const workers = g.gw.registry.all();
+    assert.equal(workers.reduce((n, w) => n + w.reportedCachedTokens, 0), reported);
+    assert.ok(workers.every((w) => w.reportedCachedTokens <= w.reportedPromptTokens));
+    assert.ok(workers.reduce((n, w) => n + w.reportedPromptTokens, 0) > reported);
   } finally {
     await g.close();
     await Promise.all(sims.map((s) => s.close()));

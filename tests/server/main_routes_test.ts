@@ -1,6 +1,6 @@
 /**
  * The main port's route table, its handlers called directly (no server): what the worker routes
- * make of the id in their path.
+ * make of the id in their path, and which status-page route needs a key.
  */
 
 import assert from "node:assert/strict";
@@ -22,6 +22,7 @@ function routes(): Route[] {
     },
     workers: { registry, manager, clock, grpc: false },
     meshStatus: () => new Response(null, { status: 404 }),
+    dashboard: { page: () => new Response("page"), snapshot: () => Response.json({}) },
   });
 }
 
@@ -45,4 +46,12 @@ Deno.test("main routes: a percent-encoded worker id is decoded before the lookup
   const res = await call("GET", "/workers/0badc0de%2D0000-4000-8000-000000000000");
   assert.equal(res.status, 404);
   assert.equal((await res.json()).code, "WORKER_NOT_FOUND");
+});
+
+Deno.test("main routes: the status page is open (it holds no data), its snapshot a control-plane read", () => {
+  const r = routes();
+  const page = r.find((x) => x.path === "/dashboard")!;
+  assert.deepEqual([page.method, page.protected], ["GET", false]);
+  const snap = r.find((x) => x.path === "/dashboard/snapshot")!;
+  assert.deepEqual([snap.method, snap.protected, snap.controlPlane], ["GET", true, true]);
 });

@@ -1,0 +1,80 @@
+/**
+ * The status page's part of the composition root: the routing history (sampled on the
+ * gateway's clock while the gateway runs), the snapshot's inputs read from the registry, the
+ * metrics and the mesh, and the two answers both ports serve. The metrics port serves them as
+ * openly as `/metrics`; the main port serves the page openly (it holds no data) and the snapshot
+ * behind the control-plane keys (`main_routes.ts`).
+ */
+
+import type { Clock } from "../core/clock.ts";
+import { dashboardPage, dashboardSnapshot } from "../dashboard/http.ts";
+import { RoutingHistory } from "../dashboard/history.ts";
+import type { DashboardMesh, SnapshotDeps } from "../dashboard/snapshot.ts";
+import type { Metrics } from "../metrics/metrics.ts";
+import type { WorkerRegistry } from "../workers/registry.ts";
+import type { Mesh } from "./mesh_setup.ts";
+
+/** What the status page reads. */
+export interface DashboardInputs {
+  /** The workers. */
+  registry: WorkerRegistry;
+  /** The gateway's metrics. */
+  metrics: Metrics;
+  /** The gateway's clock. */
+  clock: Clock;
+  /** Whether the gateway is draining. */
+  draining: () => boolean;
+  /** The default policy's name. */
+  policy: string;
+  /** The mesh, or null when it is off. */
+  mesh: Mesh | null;
+}
+
+/** The status page of one gateway. */
+export interface Dashboard {
+  /** The routing history; `run(signal)` samples it until the gateway stops. */
+  history: RoutingHistory;
+  /** `GET /dashboard`. */
+  page(): Response;
+  /** `GET /dashboard/snapshot?since=N`. */
+  snapshot(url: URL): Response;
+}
+
+/** Builds the status page over `d` (nothing runs until `history.run`). */
+export function createDashboard(d: DashboardInputs): Dashboard {
+  const mesh = d.mesh;
+  const history = new RoutingHistory({
+    metrics: d.metrics,
+    clock: d.clock,
+    meshLag: mesh ? () => mesh.metrics.storeAckLag.entries() : undefined,
+  });
+  const deps: SnapshotDeps = {
+    workers: () => d.registry.all(),
+    metrics: d.metrics,
+    history,
+    clock: d.clock,
+    startedAt: d.clock.now(),
+    policy: d.policy,
+    draining: d.draining,
+    mesh: () => (mesh ? meshView(mesh) : null),
+  };
+  return {
+    history,
+    page: dashboardPage,
+    snapshot: (url) => dashboardSnapshot(deps, url),
+  };
+}
+
+/** What the page shows of `mesh`. */
+function meshView(mesh: Mesh): DashboardMesh {
+  const n = mesh.node;
+  return {
+    name: n.name,
+    status: n.status,
+    localHealth: n.localHealth,
+    failure: mesh.failure,
+    members: n.members(),
+    queued: (peer) => n.streams.queued(peer),
+    store: Object.fromEntries(mesh.store.counts()),
+  };
+}
