@@ -72,6 +72,13 @@ async function makeCa(dir: string, name: string): Promise<void> {
   ], dir);
 }
 
+/** A random 63-bit certificate serial, in hex. */
+function serial(): string {
+  const b = crypto.getRandomValues(new Uint8Array(8));
+  b[0] &= 0x7f;
+  return "0x" + [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+}
+
 async function makeLeaf(
   dir: string,
   name: string,
@@ -99,7 +106,10 @@ async function makeLeaf(
     `${ca}.pem`,
     "-CAkey",
     `${ca}.key`,
-    "-CAcreateserial",
+    // A serial of its own: two leaves of one CA made at once would race on `-CAcreateserial`'s
+    // shared serial file.
+    "-set_serial",
+    serial(),
     "-out",
     `${name}.pem`,
     "-days",
@@ -117,13 +127,24 @@ async function makeLeaf(
   };
 }
 
+/**
+ * Every promise's value, once all have settled: the first failure is thrown only after the
+ * others are done, so nothing still writes into the directory a failure removes.
+ */
+async function settled<T>(ps: Promise<T>[]): Promise<T[]> {
+  const rs = await Promise.allSettled(ps);
+  const failed = rs.find((r) => r.status === "rejected");
+  if (failed) throw failed.reason;
+  return rs.map((r) => (r as PromiseFulfilledResult<T>).value);
+}
+
 /** Writes a fresh set of certificates (see the module comment); needs `OPENSSL`. */
 export async function makePki(): Promise<Pki> {
   const dir = await Deno.makeTempDir({ prefix: "smg-tls-" });
   try {
-    await Promise.all([makeCa(dir, "ca"), makeCa(dir, "ca2"), makeCa(dir, "stranger")]);
+    await settled([makeCa(dir, "ca"), makeCa(dir, "ca2"), makeCa(dir, "stranger")]);
     const serverExt = "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth";
-    const [server, server2, client] = await Promise.all([
+    const [server, server2, client] = await settled([
       makeLeaf(dir, "server", "ca", "server-1", serverExt),
       makeLeaf(dir, "server2", "ca2", "server-2", serverExt),
       makeLeaf(dir, "client", "ca", "gateway", "extendedKeyUsage=clientAuth"),
