@@ -87,16 +87,19 @@ export async function serveCommand(args: string[], netGrant?: string): Promise<n
     await stopWorkers();
     throw e;
   }
+  // Heard before the gateway says it listens: a supervisor may signal as soon as it reads that.
+  const { promise: signalled, resolve } = Promise.withResolvers<void>();
+  Deno.addSignalListener("SIGTERM", resolve);
+  Deno.addSignalListener("SIGINT", resolve);
   let serving;
   try {
     serving = await listenGateway(gateway, log, { signals: false, netGrant });
   } catch (e) {
+    Deno.removeSignalListener("SIGTERM", resolve);
+    Deno.removeSignalListener("SIGINT", resolve);
     await stopWorkers();
     throw e;
   }
-  const { promise: signalled, resolve } = Promise.withResolvers<void>();
-  Deno.addSignalListener("SIGTERM", resolve);
-  Deno.addSignalListener("SIGINT", resolve);
   const ready = await Promise.race([
     gateway.whenReady(workers.length).then(() => true),
     signalled.then(() => false),

@@ -75,14 +75,6 @@ export async function listenGateway(
     { role: "metrics", host: metricsServer.addr.hostname, port: metricsServer.addr.port },
   ]);
   gw.start();
-  log.info("smg listening", {
-    addr: `${server.scheme}://${server.addr.hostname}:${server.addr.port}`,
-    metrics: `http://${metricsServer.addr.hostname}:${metricsServer.addr.port}/metrics`,
-    policy: gw.policy.name,
-    workers: c.workerUrls.length,
-    net_grant: opts.netGrant,
-  });
-
   let shuttingDown: Promise<void> | null = null;
   const { promise: finished, resolve: markFinished } = Promise.withResolvers<void>();
   const shutdown = () => {
@@ -120,6 +112,14 @@ export async function listenGateway(
     Deno.addSignalListener("SIGINT", shutdown);
     if (reloader) Deno.addSignalListener("SIGHUP", onHangup);
   }
+  // Said only once SIGTERM drains: a supervisor may signal as soon as it reads the line.
+  log.info("smg listening", {
+    addr: `${server.scheme}://${server.addr.hostname}:${server.addr.port}`,
+    metrics: `http://${metricsServer.addr.hostname}:${metricsServer.addr.port}/metrics`,
+    policy: gw.policy.name,
+    workers: c.workerUrls.length,
+    net_grant: opts.netGrant,
+  });
   return {
     addr: server.addr,
     metricsAddr: metricsServer.addr,
