@@ -19,7 +19,7 @@
  */
 
 import { type Child, freePorts, HOST, spawn, stop, waitFor } from "../overhead/processes.ts";
-import { haproxyConfig } from "../mesh/routers.ts";
+import { haproxyConfig, meshFlags, waitMeshReady } from "../mesh/routers.ts";
 import type { FaultyFleet } from "./fleet.ts";
 import { type GatewayProc, startGateway } from "./gateway.ts";
 import { runLoad } from "./load.ts";
@@ -50,23 +50,14 @@ async function startCluster(fleet: FaultyFleet, o: MatrixOptions, cpu: number, d
           o.timeoutSecs,
           cpu,
           dir,
-          [
-            "--enable-mesh",
-            "--mesh-server-name",
-            `r${i + 1}`,
-            "--mesh-host",
-            HOST,
-            "--mesh-port",
-            String(meshPort),
-            ...(i === 0 ? [] : ["--mesh-peer-urls", `${HOST}:${ports[2]}`]),
-          ],
+          meshFlags(i, meshPort, ports[2]),
           true,
           [port, promPort],
         ),
       );
       children.push(routers[i].child);
     }
-    for (const r of routers) await waitAlive(r);
+    for (const r of routers) await waitMeshReady(r.child, r.url, ROUTERS);
     const [port] = freePorts(1);
     const cfg = `${dir}/haproxy.cfg`;
     // HAProxy keeps idle connections to the routers for reuse and purges half of them every
@@ -86,19 +77,6 @@ async function startCluster(fleet: FaultyFleet, o: MatrixOptions, cpu: number, d
     await stop(children);
     throw e;
   }
-}
-
-/** Waits until `r` sees every router ALIVE. */
-function waitAlive(r: GatewayProc): Promise<void> {
-  return waitFor(
-    `${r.child.name} mesh`,
-    r.child,
-    `${r.url}/mesh/status`,
-    (s, b) =>
-      s === 200 &&
-      JSON.parse(b).members.filter((m: { status: string }) => m.status === "ALIVE").length ===
-        ROUTERS,
-  );
 }
 
 const sum = (xs: GatewayCounters[]): GatewayCounters => ({
@@ -200,7 +178,7 @@ export async function runMeshRows(
           },
         ),
       );
-      for (const r of cluster.routers) await waitAlive(r);
+      for (const r of cluster.routers) await waitMeshReady(r.child, r.url, ROUTERS);
     }
     if (ids.includes("router-kill")) {
       rows.push(

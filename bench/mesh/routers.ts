@@ -43,24 +43,37 @@ interface MeshStatus {
   members: { name: string; status: string; stream: boolean }[];
 }
 
+/** The mesh flags of router `i` (named r1…), the first (`i` 0) the seed at `seedMeshPort`. */
+export function meshFlags(i: number, meshPort: number, seedMeshPort: number): string[] {
+  return [
+    "--enable-mesh",
+    "--mesh-server-name",
+    `r${i + 1}`,
+    "--mesh-host",
+    HOST,
+    "--mesh-port",
+    String(meshPort),
+    ...(i === 0 ? [] : ["--mesh-peer-urls", `${HOST}:${seedMeshPort}`]),
+  ];
+}
+
+/** Waits until the router at `url` sees its `n - 1` peers ALIVE, each with its stream open. */
+export function waitMeshReady(child: Child, url: string, n: number): Promise<void> {
+  return waitFor(`${child.name} mesh`, child, `${url}/mesh/status`, (st, b) => {
+    if (st !== 200) return false;
+    const m = JSON.parse(b) as MeshStatus;
+    const peers = m.members.filter((p) => p.name !== m.name);
+    return peers.length === n - 1 && peers.every((p) => p.status === "ALIVE" && p.stream);
+  });
+}
+
 /** Starts the routers of `s` and waits until they are ready. */
 export async function startRouters(s: RouterSpec): Promise<Router[]> {
   const ports = freePorts(s.n * 3);
   const routers: Router[] = [];
   for (let i = 0; i < s.n; i++) {
     const [port, promPort, meshPort] = ports.slice(i * 3, i * 3 + 3);
-    const mesh = s.mesh
-      ? [
-        "--enable-mesh",
-        "--mesh-server-name",
-        `r${i + 1}`,
-        "--mesh-host",
-        HOST,
-        "--mesh-port",
-        String(meshPort),
-        ...(i === 0 ? [] : ["--mesh-peer-urls", `${HOST}:${ports[2]}`]),
-      ]
-      : [];
+    const mesh = s.mesh ? meshFlags(i, meshPort, ports[2]) : [];
     const cmd = gatewayCommand(s.root, port, promPort, s.seed + i, [
       "--worker-urls",
       ...s.workers,
@@ -85,18 +98,7 @@ export async function startRouters(s: RouterSpec): Promise<Router[]> {
       `http://${HOST}:${r.port}/readiness`,
       (st, b) => st === 200 && JSON.parse(b).healthy_workers === s.workers.length,
     );
-    if (!s.mesh) continue;
-    await waitFor(
-      `${r.child.name} mesh`,
-      r.child,
-      `http://${HOST}:${r.port}/mesh/status`,
-      (st, b) => {
-        if (st !== 200) return false;
-        const m = JSON.parse(b) as MeshStatus;
-        const peers = m.members.filter((p) => p.name !== m.name);
-        return peers.length === s.n - 1 && peers.every((p) => p.status === "ALIVE" && p.stream);
-      },
-    );
+    if (s.mesh) await waitMeshReady(r.child, `http://${HOST}:${r.port}`, s.n);
   }
   return routers;
 }

@@ -8,16 +8,10 @@ import { parseGatewayArgs } from "../../lib/config/cli.ts";
 import { createLogger } from "../../lib/core/log.ts";
 import { Gateway } from "../../lib/server/app.ts";
 import { listenGateway } from "../../lib/server/listen.ts";
+import { gatewayListenArgs } from "./process.ts";
 
 const config = parseGatewayArgs([
-  "--host",
-  "127.0.0.1",
-  "--port",
-  "0",
-  "--prometheus-host",
-  "127.0.0.1",
-  "--prometheus-port",
-  "0",
+  ...gatewayListenArgs(),
   "--shutdown-grace-period-secs",
   "0",
 ]);
