@@ -112,6 +112,13 @@ export const SERVER_FLAGS = {
     help: "total time for one request, stream included",
     check: atLeast(1),
   },
+  streamHeadTimeoutSecs: {
+    name: "stream-head-timeout-secs",
+    kind: int,
+    default: 30,
+    help: "a stream's wait for its worker's response head before another is tried; 0 is none",
+    check: atLeast(0),
+  },
   maxPayloadSize: {
     name: "max-payload-size",
     kind: int,

@@ -306,6 +306,8 @@ export interface GatewayConfig {
   controlPlaneApiKeys: ControlPlaneKey[];
   /** Total time allowed for one request, stream included (`--request-timeout-secs`). */
   requestTimeoutSecs: number;
+  /** A stream's wait for its worker's response head, 0 none (`--stream-head-timeout-secs`). */
+  streamHeadTimeoutSecs: number;
   /** Largest request body in bytes (`--max-payload-size`). */
   maxPayloadSize: number;
   /** Seconds an idle pooled worker connection is kept (`--upstream-pool-idle-timeout-secs`). */

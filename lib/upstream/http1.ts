@@ -32,8 +32,8 @@
  * - Cancellation: the request's `Cancel` closes the connection, head or body; so does
  *   `body.cancel()`. A closed connection is never reused.
  * - Bounds: the response head (`maxHeadBytes`, 64 KiB), the connect time (`connectTimeoutMs`,
- *   10 s), the time to the head (`headTimeoutMs`) and between body bytes (`bodyIdleTimeoutMs`),
- *   both off by default: the gateway's own deadline covers those.
+ *   10 s), the time to the head (`headTimeoutMs`, or a request's own) and between body bytes
+ *   (`bodyIdleTimeoutMs`), both off by default: the gateway's own deadline covers those.
  * - Time: pool ages, the idle sweep and the head and body-idle timeouts read and run on the
  *   given `Clock`; the connect timeout is the socket's own (`AbortSignal.timeout`).
  */
@@ -103,6 +103,8 @@ export class Http1Client implements Upstream, ConnOwner {
   readonly #clock: Clock;
   /** Stops the active sweep's timer; null while none runs. */
   #stopActiveSweep: (() => void) | null = null;
+  /** The active sweep's interval (ms) while it runs. */
+  #sweepTick = Infinity;
   #lastSweep = 0;
   /** Cancels the idle sweep's timer; null while none is armed. */
   #cancelIdleSweep: (() => void) | null = null;
@@ -143,6 +145,7 @@ export class Http1Client implements Upstream, ConnOwner {
       conn ??= await this.#connect(pool, cancel);
       conn.received = 0;
       conn.cancel = cancel;
+      conn.headLimit = req.headTimeoutMs || this.#headTimeoutMs;
       this.#track(conn, "head");
       cancel.on(conn.onAbort); // last: it closes the connection at once if already cancelled
       try {
@@ -299,14 +302,15 @@ export class Http1Client implements Upstream, ConnOwner {
 
   #track(c: Conn, phase: "head" | "body"): void {
     c.phase = phase;
-    if (!this.timed) return;
+    const shortest = Math.min(c.headLimit || Infinity, this.#bodyIdleTimeoutMs || Infinity);
+    if (shortest === Infinity) return;
     c.activeAt = this.now();
     this.#active.add(c);
-    if (this.#stopActiveSweep === null) {
-      const tick = Math.max(
-        10,
-        Math.min(this.#headTimeoutMs || Infinity, this.#bodyIdleTimeoutMs || Infinity) / 4,
-      );
+    const tick = Math.max(10, shortest / 4);
+    if (tick < this.#sweepTick) {
+      // None runs yet, or it runs too seldom for this request's limit.
+      this.#stopTimer();
+      this.#sweepTick = tick;
       this.#stopActiveSweep = every(this.#clock, tick, () => this.#sweepActive());
     }
   }
@@ -319,7 +323,7 @@ export class Http1Client implements Upstream, ConnOwner {
   #sweepActive(): void {
     const now = this.now();
     for (const c of this.#active) {
-      const limit = c.phase === "head" ? this.#headTimeoutMs : this.#bodyIdleTimeoutMs;
+      const limit = c.phase === "head" ? c.headLimit : this.#bodyIdleTimeoutMs;
       if (limit > 0 && now - c.activeAt >= limit) {
         const what = c.phase === "head" ? "response head" : "more body bytes";
         c.destroy(new UpstreamError("timeout", `no ${what} from the worker within ${limit} ms`));
@@ -330,6 +334,7 @@ export class Http1Client implements Upstream, ConnOwner {
   #stopTimer(): void {
     this.#stopActiveSweep?.();
     this.#stopActiveSweep = null;
+    this.#sweepTick = Infinity;
   }
 
   close(): void {

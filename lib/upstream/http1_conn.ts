@@ -68,6 +68,8 @@ export class Conn {
   activeAt = 0;
   /** "head" while waiting for the head, "body" while a body is read, "" otherwise. */
   phase: "" | "head" | "body" = "";
+  /** The current request's head timeout (ms; 0: none). */
+  headLimit = 0;
   cancel: Cancel | null = null;
   #pending: Promise<number | null> | null = null;
 

@@ -52,6 +52,11 @@ export interface UpstreamRequest {
   body: Uint8Array | null;
   /** Cancels the request and its body: client gone or deadline passed. */
   cancel: Cancel;
+  /**
+   * Longest wait from the request written to its response head (ms), in place of the client's
+   * own (`headTimeoutMs`); absent or 0: the client's. Past it the call fails with `timeout`.
+   */
+  headTimeoutMs?: number;
 }
 
 /** Why a worker call failed without a response head. */

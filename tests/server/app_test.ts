@@ -233,6 +233,38 @@ Deno.test("app: a hanging worker gets 504 at the request timeout and is told to 
   assert.equal(w.seen.aborted, 1, "the worker saw its request cancelled");
 });
 
+Deno.test("app: a stream whose worker holds its head past --stream-head-timeout-secs is retried on another", async () => {
+  const hung = new FakeWorker({ mode: { kind: "hang" } });
+  const fine = new FakeWorker();
+  const clock = new FakeClock();
+  await withFleet(
+    [hung, fine],
+    async (g) => {
+      // Only the hung worker is routable until the stream is there.
+      const other = g.gw.registry.all().find((w) => w.url === fine.url)!;
+      other.setStatus("not_ready");
+      const stream = post(g, "/v1/chat/completions", { ...chat, stream: true });
+      await until(
+        () => hung.seen.requests > 0,
+        (l) => hung.subscribe(l),
+        "the stream at the worker",
+      );
+      other.setStatus("ready");
+      clock.advance(999);
+      assert.equal(hung.seen.aborted, 0, "not before the head timeout");
+      clock.advance(1);
+      const r = await stream;
+      assert.equal(r.status, 200);
+      assert.match(await r.text(), /data: \[DONE\]/);
+      assert.equal(fine.seen.requests, 1, "the held stream was retried on the other worker");
+      assert.equal(hung.seen.requests, 1);
+    },
+    { requestTimeoutSecs: 60, streamHeadTimeoutSecs: 1 },
+    { clock },
+  );
+  assert.equal(hung.seen.aborted, 1, "the hung worker saw its request cancelled");
+});
+
 Deno.test("app: a worker closing mid-stream ends the client's stream with an error event", async () => {
   const w = new FakeWorker({ mode: { kind: "die_mid_stream", afterChunks: 2 } });
   await withFleet([w], async (g) => {

@@ -358,6 +358,43 @@ Deno.test("http1: head and body-idle timeouts close the connection", async () =>
   });
 });
 
+Deno.test("http1: a request's own head timeout applies to it alone, with none on the client", async () => {
+  const received = new Waiters();
+  let requests = 0;
+  const s = new RawServer(async (k) => {
+    const req = await k.request();
+    requests++;
+    received.poke();
+    if (req?.includes("patient")) {
+      // Answered after the other request's limit: its own has none.
+      await received.wait(() => requests === 2, "both requests at the worker");
+      await k.send(sized("late but asked for none"));
+    }
+    await k.closedByPeer();
+  });
+  const clock = new FakeClock();
+  const { c } = client({ clock }); // the client itself has no head timeout
+  await with_(s, c, async () => {
+    const limited = c.send({
+      base: s.url,
+      path: "/v1/completions",
+      method: "POST",
+      headers: [["content-type", "text/plain"]],
+      body: enc.encode("limited"),
+      cancel: new Cancel(),
+      headTimeoutMs: 40,
+    });
+    await received.wait(() => requests === 1, "the limited request at the worker");
+    const patient = post(c, s.url, "patient");
+    await received.wait(() => requests === 2, "the patient request at the worker");
+    clock.advance(39);
+    clock.advance(1);
+    await rejectsWith(limited, "timeout", /response head from the worker within 40 ms/);
+    clock.advance(1000);
+    assert.equal(await text(await patient), "late but asked for none");
+  });
+});
+
 Deno.test("http1: a head that arrives before the head timeout is not cut", async () => {
   const received = Promise.withResolvers<void>();
   const answer = Promise.withResolvers<void>();

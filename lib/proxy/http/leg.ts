@@ -124,6 +124,9 @@ class HttpLeg implements Leg {
         headers: upstreamHeaders(c.inb.headers, c.ctx.requestId, this.worker.apiKey),
         body: this.#body,
         cancel: this.#cancel,
+        // A stream's head comes at once (engines answer before prefill): a worker that holds it
+        // is hung, and another can take the request. A whole answer's head comes at its end.
+        headTimeoutMs: c.rr.stream ? this.#d.config.streamHeadTimeoutSecs * 1000 : 0,
       });
     } catch (e) {
       this.#slot.release();
