@@ -29,6 +29,10 @@ export function faultFlags(timeoutSecs: number): string[] {
     "round_robin",
     "--request-timeout-secs",
     String(timeoutSecs),
+    // A stream's head is held past a third of the deadline: retried elsewhere (30 s by default,
+    // scaled down with the bench's short deadline).
+    "--stream-head-timeout-secs",
+    String(Math.max(1, Math.floor(timeoutSecs / 3))),
     "--health-check-interval-secs",
     "2",
     "--health-check-timeout-secs",
