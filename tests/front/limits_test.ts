@@ -12,7 +12,6 @@ import assert from "node:assert/strict";
 import { FakeClock } from "../../lib/core/clock.ts";
 import { GatewayError } from "../../lib/core/errors.ts";
 import type { ChunkSource, Reply } from "../../lib/core/http.ts";
-import { silentLogger } from "../../lib/core/log.ts";
 import {
   bodyOverdue,
   ClientCounts,
@@ -25,8 +24,8 @@ import {
   type FrontHandler,
   type FrontListener,
   type FrontSocket,
-  serveFront,
 } from "../../lib/front/server.ts";
+import { withFrontServer } from "../support/front.ts";
 import { RawClient } from "../support/raw_client.ts";
 import { Waiters, within } from "../support/wait.ts";
 
@@ -129,32 +128,14 @@ interface Setup {
 }
 
 /** Serves `handler` with `limits`; `fn` gets the front, a client factory and the refusals. */
-async function withFront(
+function withFront(
   handler: FrontHandler,
   setup: Setup,
   fn: (f: Front, client: () => Promise<RawClient>, rejected: RejectReason[]) => Promise<void>,
 ): Promise<void> {
   const rejected: RejectReason[] = [];
-  const front = serveFront({
-    hostname: "127.0.0.1",
-    port: 0,
-    maxBody: 1 << 20,
-    log: silentLogger,
-    onReject: (r) => rejected.push(r),
-    ...setup,
-  }, handler);
-  const clients: RawClient[] = [];
-  try {
-    await fn(front, async () => {
-      const c = await RawClient.connect(front.addr.port);
-      clients.push(c);
-      return c;
-    }, rejected);
-  } finally {
-    for (const c of clients) c.close();
-    front.close();
-    await front.shutdown();
-  }
+  const onReject = (r: RejectReason) => rejected.push(r);
+  return withFrontServer(handler, { onReject, ...setup }, (f, client) => fn(f, client, rejected));
 }
 
 /** One GET on `c`, answered. */

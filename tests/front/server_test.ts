@@ -9,9 +9,9 @@ import assert from "node:assert/strict";
 import { type Clock, FakeClock } from "../../lib/core/clock.ts";
 import { GatewayError } from "../../lib/core/errors.ts";
 import type { ChunkSource, Reply } from "../../lib/core/http.ts";
-import { silentLogger } from "../../lib/core/log.ts";
 import type { FrontInbound } from "../../lib/front/request.ts";
-import { type Front, type FrontHandler, serveFront } from "../../lib/front/server.ts";
+import type { Front, FrontHandler } from "../../lib/front/server.ts";
+import { withFrontServer } from "../support/front.ts";
 import { RawClient } from "../support/raw_client.ts";
 
 const enc = new TextEncoder();
@@ -30,29 +30,12 @@ const echo: FrontHandler = async (inb) => {
   return text(`${inb.method} ${inb.path} ${body}`);
 };
 
-async function withFront(
+function withFront(
   handler: FrontHandler,
   fn: (f: Front, client: () => Promise<RawClient>) => Promise<void>,
   opts: { idleTimeoutMs?: number; maxHeadBytes?: number; clock?: Clock } = {},
 ): Promise<void> {
-  const front = serveFront({
-    hostname: "127.0.0.1",
-    port: 0,
-    maxBody: 1 << 20,
-    log: silentLogger,
-    ...opts,
-  }, handler);
-  const clients: RawClient[] = [];
-  try {
-    await fn(front, async () => {
-      const c = await RawClient.connect(front.addr.port);
-      clients.push(c);
-      return c;
-    });
-  } finally {
-    for (const c of clients) c.close();
-    await front.shutdown();
-  }
+  return withFrontServer(handler, opts, fn);
 }
 
 const post = (path: string, body: string, extra = "") =>
