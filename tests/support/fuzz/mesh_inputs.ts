@@ -20,7 +20,7 @@ import type { Op } from "../../../lib/mesh/store/lww_store.ts";
 import * as store from "../../../lib/mesh/store/store_codec.ts";
 import * as codec from "../../../lib/mesh/transport/codec.ts";
 import type { MemberStatus, MemberUpdate } from "../../../lib/mesh/member.ts";
-import type { EnvelopeType, StreamFrame } from "../../../lib/mesh/wire.ts";
+import { ENVELOPE_TYPES, type EnvelopeType, type StreamFrame } from "../../../lib/mesh/wire.ts";
 import { AWKWARD_STRINGS, chance, int, mutateBytes, pick, weighted } from "./mutate.ts";
 
 /** Who is who in a mesh run. */
@@ -227,14 +227,7 @@ function payload(r: Random, type: EnvelopeType, w: MeshWorld): Uint8Array {
   }
 }
 
-const TYPES: readonly EnvelopeType[] = [
-  "crdt_batch",
-  "crdt_ack",
-  "digest",
-  "tree_deltas",
-  "tree_repair_request",
-  "tree_repair_page",
-];
+const TYPES = ENVELOPE_TYPES;
 
 /** A stream's frames: usually a hello, then bent frames. */
 function stream(r: Random, w: MeshWorld): MeshInput {
