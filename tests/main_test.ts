@@ -5,7 +5,7 @@
  */
 
 import assert from "node:assert/strict";
-import { httpsClient, NO_OPENSSL, OPENSSL, symlink, withPki } from "./support/certs.ts";
+import { hiddenLinks, httpsClient, NO_OPENSSL, OPENSSL, withPki } from "./support/certs.ts";
 import { gatewayListenArgs, runFlags, spawnGateway } from "./support/process.ts";
 
 const main = new URL("../main.ts", import.meta.url).pathname;
@@ -179,29 +179,15 @@ Deno.test({
   ignore: !OPENSSL,
   fn: () =>
     withPki(async (pki) => {
-      // live/tls.crt -> links/tls.crt -> a certificate file: swapping the link in links/ (not a
-      // directory the gateway watches) changes the certificate with no event it can see.
-      const live = `${pki.dir}/live`;
-      const links = `${pki.dir}/links`;
-      await Deno.mkdir(live);
-      await Deno.mkdir(links);
-      const link = async (pair: { cert: string; key: string }) => {
-        await Deno.remove(`${links}/tls.crt`).catch(() => {});
-        await Deno.remove(`${links}/tls.key`).catch(() => {});
-        await symlink(pair.cert, `${links}/tls.crt`);
-        await symlink(pair.key, `${links}/tls.key`);
-      };
-      await link(pki.server);
-      await symlink(`${links}/tls.crt`, `${live}/tls.crt`);
-      await symlink(`${links}/tls.key`, `${live}/tls.key`);
+      const tls = await hiddenLinks(pki, pki.server);
       const gw = await spawnGateway(
         main,
         [
           ...LOOPBACK,
           "--tls-cert-path",
-          `${live}/tls.crt`,
+          tls.cert,
           "--tls-key-path",
-          `${live}/tls.key`,
+          tls.key,
         ],
         undefined,
         [`--allow-read=${pki.dir}`],
@@ -213,7 +199,7 @@ Deno.test({
         assert.match(gw.stderr(), /tls certificate loaded.*subject="CN=server-1"/);
         const r = await fetch(`${gw.url}/liveness`, { client: first });
         assert.equal(await r.text(), "OK");
-        await link(pki.server2);
+        await tls.point(pki.server2);
         const from = gw.stderr().length;
         gw.child.kill("SIGHUP");
         await gw.waitForOutput(

@@ -193,3 +193,35 @@ export async function symlink(target: string, path: string): Promise<void> {
   const o = await new Deno.Command("ln", { args: ["-s", target, path], stderr: "piped" }).output();
   if (!o.success) throw new Error(`ln -s ${target} ${path}: ${new TextDecoder().decode(o.stderr)}`);
 }
+
+/** A certificate path pair whose files can be swapped with no event in a watched directory. */
+export interface HiddenLinks {
+  /** `live/tls.crt`, the path handed to the gateway. */
+  cert: string;
+  /** `live/tls.key`. */
+  key: string;
+  /** Points the links at `pair`, changing what `cert` and `key` read. */
+  point(pair: Pair): Promise<void>;
+}
+
+/**
+ * `live/tls.crt -> links/tls.crt -> pair.cert` (and the key alike) under `pki.dir`: re-pointing
+ * the links in `links/`, a directory nobody watches, changes what the live paths read without
+ * any event a watch of `live/` could see (what only SIGHUP picks up).
+ */
+export async function hiddenLinks(pki: Pki, first: Pair): Promise<HiddenLinks> {
+  const live = `${pki.dir}/live`;
+  const links = `${pki.dir}/links`;
+  await Deno.mkdir(live);
+  await Deno.mkdir(links);
+  const point = async (pair: Pair) => {
+    await Deno.remove(`${links}/tls.crt`).catch(() => {});
+    await Deno.remove(`${links}/tls.key`).catch(() => {});
+    await symlink(pair.cert, `${links}/tls.crt`);
+    await symlink(pair.key, `${links}/tls.key`);
+  };
+  await point(first);
+  await symlink(`${links}/tls.crt`, `${live}/tls.crt`);
+  await symlink(`${links}/tls.key`, `${live}/tls.key`);
+  return { cert: `${live}/tls.crt`, key: `${live}/tls.key`, point };
+}

@@ -10,7 +10,7 @@ import { createLogger } from "../../lib/core/log.ts";
 import { readCertifiedKey } from "../../lib/tls/pem.ts";
 import type { CertifiedKey } from "../../lib/tls/pem.ts";
 import { CertificateReloader, type ReloadOutcome } from "../../lib/tls/reload.ts";
-import { NO_OPENSSL, OPENSSL, type Pair, symlink, withPki } from "../support/certs.ts";
+import { hiddenLinks, NO_OPENSSL, OPENSSL, type Pair, withPki } from "../support/certs.ts";
 import { Waiters } from "../support/wait.ts";
 
 /** Writes `pair` to `dir/tls.crt` and `dir/tls.key` by rename, as deploy tools do. */
@@ -112,21 +112,12 @@ Deno.test({
   ignore: !OPENSSL,
   fn: () =>
     withPki(async (pki) => {
-      // live/tls.crt -> links/tls.crt -> <pki>/server.pem: swapping the link in `links/` (a
-      // directory nobody watches) changes what the path reads without any watched event.
-      const live = `${pki.dir}/live`;
-      const links = `${pki.dir}/links`;
-      await Deno.mkdir(live);
-      await Deno.mkdir(links);
-      await symlink(pki.server.cert, `${links}/tls.crt`);
-      await symlink(pki.server.key, `${links}/tls.key`);
-      await symlink(`${links}/tls.crt`, `${live}/tls.crt`);
-      await symlink(`${links}/tls.key`, `${live}/tls.key`);
-      const current = await readCertifiedKey("c", `${live}/tls.crt`, "k", `${live}/tls.key`);
+      const tls = await hiddenLinks(pki, pki.server);
+      const current = await readCertifiedKey("c", tls.cert, "k", tls.key);
       const applied: CertifiedKey[] = [];
       const r = new CertificateReloader({
-        certPath: `${live}/tls.crt`,
-        keyPath: `${live}/tls.key`,
+        certPath: tls.cert,
+        keyPath: tls.key,
         current,
         apply: (next) => applied.push(next),
         log: createLogger({ level: "error", sink: () => {} }),
@@ -135,10 +126,7 @@ Deno.test({
       r.start();
       try {
         assert.equal(await r.reload("SIGHUP"), "unchanged");
-        await Deno.remove(`${links}/tls.crt`);
-        await Deno.remove(`${links}/tls.key`);
-        await symlink(pki.server2.cert, `${links}/tls.crt`);
-        await symlink(pki.server2.key, `${links}/tls.key`);
+        await tls.point(pki.server2);
         assert.equal(await r.reload("SIGHUP"), "reloaded");
         assert.deepEqual(applied.map((a) => a.subject), ["CN=server-2"]);
       } finally {
