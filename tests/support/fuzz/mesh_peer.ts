@@ -324,7 +324,10 @@ function badStatus(code: number): boolean {
     code === grpc.status.DEADLINE_EXCEEDED;
 }
 
-/** `p`'s value, or null after `ms`. */
+/**
+ * `p`'s value, or null after `ms` of real time: the no-hang oracle, against a gateway that runs
+ * on the system clock (no fake time reaches it).
+ */
 async function within<T>(p: Promise<T>, ms: number): Promise<T | null> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<null>((r) => timer = setTimeout(() => r(null), ms));

@@ -44,7 +44,10 @@ export class ResponseReader {
     this.#conn = conn;
   }
 
-  /** The next response, the close, or `quiet` after `ms` without either. */
+  /**
+   * The next response, the close, or `quiet` after `ms` without either: real time, the no-hang
+   * oracle's bound on a front that runs on the system clock.
+   */
   async next(ms: number): Promise<ReadEvent> {
     for (;;) {
       const parsed = this.#parse();
