@@ -123,6 +123,10 @@ const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
   ["smg_kv_event_subscription_failures_total", "counter"],
   ["smg_kv_event_batches_total", "counter"],
   ["smg_kv_index_blocks", "gauge"],
+  ["process_resident_memory_bytes", "gauge"],
+  ["smg_process_heap_used_bytes", "gauge"],
+  ["smg_process_heap_total_bytes", "gauge"],
+  ["smg_process_external_memory_bytes", "gauge"],
 ];
 
 Deno.test("Metrics: every SMG name renders with its TYPE and a sample once a series exists", async () => {
@@ -170,15 +174,46 @@ Deno.test("Metrics: duration histograms use SMG's buckets, 1 ms to 2 h", async (
   assert.equal(DURATION_BUCKETS.at(-1), 7200);
 });
 
-Deno.test("Metrics: a fresh instance shows only the unlabelled gauges, at 0", async () => {
+/** The value of the unlabelled sample `name` in `text`. */
+function sample(text: string, name: string): number {
+  const m = new RegExp(`^${name} (\\S+)$`, "m").exec(text);
+  assert.ok(m, `${name} has a sample`);
+  return Number(m[1]);
+}
+
+const PROCESS = [
+  "process_resident_memory_bytes",
+  "smg_process_heap_used_bytes",
+  "smg_process_heap_total_bytes",
+  "smg_process_external_memory_bytes",
+];
+
+Deno.test("Metrics: a fresh instance shows only the unlabelled gauges at 0 and the process's memory", async () => {
   const text = await new Metrics().render();
-  const samples = text.split("\n").filter((l) => l !== "" && !l.startsWith("#"));
+  const samples = text.split("\n").filter((l) =>
+    l !== "" && !l.startsWith("#") && !PROCESS.includes(l.split(" ")[0])
+  );
+  for (const name of PROCESS) assert.ok(sample(text, name) > 0, name);
   assert.deepEqual(samples.sort(), [
     "smg_admission_inflight 0",
     "smg_admission_queue_depth 0",
     "smg_http_connections_active 0",
   ]);
   assert.match(text, /^# TYPE smg_http_requests_total counter$/m);
+});
+
+Deno.test("Metrics: the process's memory is read at each render, not kept from the first", async () => {
+  const m = new Metrics();
+  const before = await m.render();
+  const held = new Uint8Array(64 * 1024 * 1024).fill(1);
+  const after = await m.render();
+  const grew = (name: string) => sample(after, name) - sample(before, name);
+  assert.ok(grew("smg_process_external_memory_bytes") >= 60 * 1024 * 1024, "the buffer counts");
+  assert.ok(grew("process_resident_memory_bytes") >= 60 * 1024 * 1024, "its pages are resident");
+  const heapTotal = sample(after, "smg_process_heap_total_bytes");
+  assert.ok(sample(after, "smg_process_heap_used_bytes") <= heapTotal);
+  assert.ok(sample(after, "process_resident_memory_bytes") >= heapTotal);
+  assert.equal(held[held.length - 1], 1);
 });
 
 Deno.test("Metrics: two instances do not share state", async () => {
