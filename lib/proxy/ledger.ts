@@ -12,6 +12,7 @@ import type { ConnectionMode } from "../core/types.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import { classifyStatus, type Outcome } from "../workers/circuit_breaker.ts";
+import { UpstreamError } from "../upstream/types.ts";
 import type { Worker } from "../workers/worker.ts";
 import { CachePredictions, type ReportedUsage } from "./cache_prediction.ts";
 import { passThroughHeaders } from "./http/headers.ts";
@@ -106,7 +107,8 @@ export class WorkerLedger {
 
   /**
    * A transport failure on `worker` (no usable answer): 499 if the client left, a final 504
-   * past the deadline, else a retryable 502 naming `what` happened.
+   * past the deadline, else a retryable 502 naming `what` happened (504 when the worker was
+   * given up on for silence, its head or body timed out, as nginx and HAProxy answer).
    */
   failure(
     c: CallContext,
@@ -118,8 +120,10 @@ export class WorkerLedger {
     if (c.inb.gone.aborted) return clientClosed();
     this.record(worker, "failure");
     const late = c.timedOut();
-    this.#m.workerErrors.with(worker.type, connection, late ? "timeout" : "transport").inc();
-    this.#m.upstreamResponses.with(connection, late ? "504" : "502", "call_upstream_failed").inc();
+    const silent = late || (e instanceof UpstreamError && e.kind === "timeout");
+    const status = silent ? 504 : 502;
+    this.#m.workerErrors.with(worker.type, connection, silent ? "timeout" : "transport").inc();
+    this.#m.upstreamResponses.with(connection, String(status), "call_upstream_failed").inc();
     if (late) {
       return {
         kind: "failure",
@@ -131,7 +135,7 @@ export class WorkerLedger {
     return {
       kind: "failure",
       worker,
-      failure: { retryable: true, error: new GatewayError(502, "call_upstream_failed", msg) },
+      failure: { retryable: true, error: new GatewayError(status, "call_upstream_failed", msg) },
     };
   }
 

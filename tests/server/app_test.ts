@@ -7,6 +7,7 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { FakeClock } from "../../lib/core/clock.ts";
+import { defaultConfig } from "../../lib/config/flags.ts";
 import { FakeWorker, GarbageServer } from "../support/fake_worker.ts";
 import { startGateway, type TestGateway } from "../support/gateway.ts";
 import { until, within } from "../support/wait.ts";
@@ -260,6 +261,33 @@ Deno.test("app: a stream whose worker holds its head past --stream-head-timeout-
       assert.equal(hung.seen.requests, 1);
     },
     { requestTimeoutSecs: 60, streamHeadTimeoutSecs: 1 },
+    { clock },
+  );
+  assert.equal(hung.seen.aborted, 1, "the hung worker saw its request cancelled");
+});
+
+Deno.test("app: a stream no worker starts within --stream-head-timeout-secs is a 504, not a 502", async () => {
+  const hung = new FakeWorker({ mode: { kind: "hang" } });
+  const clock = new FakeClock();
+  await withFleet(
+    [hung],
+    async (g) => {
+      const stream = post(g, "/v1/chat/completions", { ...chat, stream: true });
+      await until(
+        () => hung.seen.requests > 0,
+        (l) => hung.subscribe(l),
+        "the stream at the worker",
+      );
+      clock.advance(1000);
+      const r = await stream;
+      assert.equal(r.status, 504, "a timeout of the worker, as nginx and HAProxy answer one");
+      assert.match(await r.text(), /no response head from the worker within 1000 ms/);
+    },
+    {
+      requestTimeoutSecs: 60,
+      streamHeadTimeoutSecs: 1,
+      retry: { ...defaultConfig().retry, disabled: true },
+    },
     { clock },
   );
   assert.equal(hung.seen.aborted, 1, "the hung worker saw its request cancelled");
