@@ -180,7 +180,7 @@ export async function runRow(
   const [after, statsAfter, proc, lag] = await Promise.all([
     counters(gateway.promUrl),
     fleet.stats(),
-    procSample(gateway.pid),
+    procSample(gateway.pid, gateway.promUrl),
     lagAfter(gateway.url),
   ]);
   const outcomes = [...load.records.map((r: Sent) => r.outcome), ...injected.extra];

@@ -87,6 +87,7 @@ const sum = (xs: GatewayCounters[]): GatewayCounters => ({
 
 const total = (ps: ProcSample[]): ProcSample => ({
   rssMb: ps.reduce((a, p) => a + p.rssMb, 0),
+  heapMb: ps.reduce((a, p) => a + p.heapMb, 0),
   fds: ps.reduce((a, p) => a + p.fds, 0),
 });
 
@@ -105,7 +106,7 @@ async function meshRow(
   const started = performance.now();
   const { routers } = cluster;
   const before = await Promise.all(routers.map((r) => counters(r.promUrl)));
-  const procsBefore = await Promise.all(routers.map((r) => procSample(r.pid)));
+  const procsBefore = await Promise.all(routers.map((r) => procSample(r.pid, r.promUrl)));
   const prober = livenessProber(routers[0].url, 250);
   const t0 = performance.now();
   const [load, f] = await Promise.all([
@@ -116,7 +117,7 @@ async function meshRow(
   await pause(o.settleSecs * 1000);
   const alive = f.killAtMs === null ? routers : routers.slice(0, ROUTERS - 1);
   const after = await Promise.all(alive.map((r) => counters(r.promUrl)));
-  const procs = await Promise.all(alive.map((r) => procSample(r.pid)));
+  const procs = await Promise.all(alive.map((r) => procSample(r.pid, r.promUrl)));
   const lags = await Promise.all(alive.map((r) => lagAfter(r.url)));
   let note = f.note;
   if (f.killAtMs !== null) {

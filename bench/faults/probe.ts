@@ -1,7 +1,8 @@
 /**
  * What the fault matrix reads from a gateway process: its resident memory and open file
  * descriptors from `/proc` (through `cat` and `ls`: Deno refuses reads under `/proc` without
- * `--allow-all`, see `bench/overhead/cpu.ts`), its retry counters from `/metrics`, and its
+ * `--allow-all`, see `bench/overhead/cpu.ts`), its V8 heap and retry counters from `/metrics`
+ * (`smg_process_heap_used_bytes`: what RSS cannot tell, whether memory is still in use), and its
  * event-loop lag as the latency of `GET /liveness` (no lag metric exists): probed in a row at a
  * steady pace, and in a burst of sequential probes after it.
  */
@@ -12,6 +13,8 @@ import { metricSum } from "../mesh/failover.ts";
 export interface ProcSample {
   /** Resident set, MB. */
   rssMb: number;
+  /** V8 heap in use (live objects and garbage not yet collected), MB. */
+  heapMb: number;
   /** Open file descriptors. */
   fds: number;
 }
@@ -24,14 +27,24 @@ async function output(cmd: string, args: string[]): Promise<string> {
   return new TextDecoder().decode(out.stdout);
 }
 
-/** RSS (`VmRSS` of `/proc/PID/status`) and the entries of `/proc/PID/fd`. */
-export async function procSample(pid: number): Promise<ProcSample> {
-  const [status, fds] = await Promise.all([
+const MB = 1024 * 1024;
+
+/**
+ * RSS (`VmRSS` of `/proc/PID/status`), the entries of `/proc/PID/fd`, and the heap in use from
+ * the gateway's metrics at `promUrl`.
+ */
+export async function procSample(pid: number, promUrl: string): Promise<ProcSample> {
+  const [status, fds, metrics] = await Promise.all([
     output("cat", [`/proc/${pid}/status`]),
     output("ls", [`/proc/${pid}/fd`]),
+    fetch(`${promUrl}/metrics`, { signal: AbortSignal.timeout(5000) }).then((r) => r.text()),
   ]);
   const kb = Number(/^VmRSS:\s+(\d+)\s+kB/m.exec(status)?.[1] ?? NaN);
-  return { rssMb: kb / 1024, fds: fds.split("\n").filter((l) => l.trim() !== "").length };
+  return {
+    rssMb: kb / 1024,
+    heapMb: metricSum(metrics, "smg_process_heap_used_bytes") / MB,
+    fds: fds.split("\n").filter((l) => l.trim() !== "").length,
+  };
 }
 
 /** The gateway counters a row reports (sums over their label sets). */

@@ -1,14 +1,16 @@
 /**
  * The fault matrix's report: one markdown row per fault, the goals checked per row (0 hung,
- * nothing left open on the workers, descriptors back to the baseline row's, RSS within
- * `RSS_SLACK_MB` of it), and the notes under the table.
+ * nothing left open on the workers, descriptors back to the baseline row's, the V8 heap in use
+ * within `HEAP_SLACK_MB` of it), and the notes under the table. RSS is shown beside the heap but
+ * not judged: V8 keeps the heap pages it grew into after a peak (a burst), so RSS stays up with
+ * nothing in use; the heap's used size is what a leak would grow.
  */
 
 import type { RowResult } from "./matrix.ts";
 import type { ProcSample } from "./probe.ts";
 
-/** RSS growth per process over the baseline's that still counts as "back to baseline" (MB). */
-export const RSS_SLACK_MB = 20;
+/** Heap-in-use growth per process over the baseline's that still counts as "back" (MB). */
+export const HEAP_SLACK_MB = 10;
 
 /** Descriptor growth per process over the baseline's that still counts as back. */
 export const FD_SLACK = 2;
@@ -33,8 +35,8 @@ export function verdict(r: RowResult, base: ProcSample | null): string[] {
   if (base && r.proc.fds - base.fds > FD_SLACK * r.processes) {
     miss.push(`fds +${r.proc.fds - base.fds}`);
   }
-  if (base && r.proc.rssMb - base.rssMb > RSS_SLACK_MB * r.processes) {
-    miss.push(`RSS +${f1(r.proc.rssMb - base.rssMb)} MB`);
+  if (base && r.proc.heapMb - base.heapMb > HEAP_SLACK_MB * r.processes) {
+    miss.push(`heap +${f1(r.proc.heapMb - base.heapMb)} MB`);
   }
   return miss;
 }
@@ -42,8 +44,8 @@ export function verdict(r: RowResult, base: ProcSample | null): string[] {
 /** The table; `bases` maps a row id to the baseline it is compared with. */
 export function markdown(rows: RowResult[], bases: Map<string, RowResult | null>): string {
   const out = [
-    "| fault | started | 2xx | failed (by outcome) | hung | retried | faulted by workers | RSS MB (Δ) | fds (Δ) | lag after p50/max ms | liveness max in row ms | goals |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| fault | started | 2xx | failed (by outcome) | hung | retried | faulted by workers | RSS MB (Δ) | heap in use MB (Δ) | fds (Δ) | lag after p50/max ms | liveness max in row ms | goals |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ];
   for (const r of rows) {
     const base = r.procBefore ?? bases.get(r.id)?.proc ?? null;
@@ -55,11 +57,13 @@ export function markdown(rows: RowResult[], bases: Map<string, RowResult | null>
         failedList(r.failed)
       } | ${r.hung} | ${r.counters.retries}${
         r.counters.exhausted ? ` (${r.counters.exhausted} exhausted)` : ""
-      } | ${r.faulted || "–"} | ${f1(r.proc.rssMb)}${
-        d(r.proc.rssMb, base?.rssMb, 1)
-      } | ${r.proc.fds}${d(r.proc.fds, base?.fds)} | ${f1(r.lag.p50)}/${f1(r.lag.max)} | ${
-        Math.round(r.livenessMaxMs)
-      } | ${miss.length ? `✗ ${miss.join("; ")}` : "✓"} |`,
+      } | ${r.faulted || "–"} | ${f1(r.proc.rssMb)}${d(r.proc.rssMb, base?.rssMb, 1)} | ${
+        f1(r.proc.heapMb)
+      }${d(r.proc.heapMb, base?.heapMb, 1)} | ${r.proc.fds}${d(r.proc.fds, base?.fds)} | ${
+        f1(r.lag.p50)
+      }/${f1(r.lag.max)} | ${Math.round(r.livenessMaxMs)} | ${
+        miss.length ? `✗ ${miss.join("; ")}` : "✓"
+      } |`,
     );
   }
   const notes = rows.filter((r) => r.note).map((r) => `- ${r.title}: ${r.note}`);

@@ -1,9 +1,9 @@
 /**
  * The soak (`bench:faults --soak SECS`): one gateway in front of the faulty fleet, the steady load
  * for SECS, and every `PERIOD_SECS` one fault of the matrix (`rows.ts`, drawn by a seeded
- * generator) injected for `FAULT_SECS`. Every `SAMPLE_SECS` the gateway's RSS, descriptors and
- * `/liveness` latency are sampled; reported are their least-squares slopes per minute after the
- * first `WARMUP_SECS` (a fifth of a shorter soak), the hung requests (the goal: 0), and per
+ * generator) injected for `FAULT_SECS`. Every `SAMPLE_SECS` the gateway's RSS, heap in use,
+ * descriptors and `/liveness` latency are sampled; reported are their least-squares slopes per
+ * minute after the first `WARMUP_SECS` (a fifth of a shorter soak), the hung requests (the goal: 0), and per
  * fault the requests started in its windows or before the next (the fault's own included) and
  * how they ended: the error budget.
  */
@@ -28,6 +28,7 @@ const WARMUP_SECS = 60;
 interface Sample {
   atSecs: number;
   rssMb: number;
+  heapMb: number;
   fds: number;
   lagP50: number;
 }
@@ -78,7 +79,7 @@ export async function runSoak(
       const sampler = (async () => {
         for (let k = 1; performance.now() < end && !signal.aborted; k++) {
           await sleepUntil(t0 + k * SAMPLE_SECS * 1000, signal);
-          const [p, lag] = await Promise.all([procSample(gw.pid), lagAfter(gw.url, 5)]);
+          const [p, lag] = await Promise.all([procSample(gw.pid, gw.promUrl), lagAfter(gw.url, 5)]);
           samples.push({ atSecs: (performance.now() - t0) / 1000, ...p, lagP50: lag.p50 });
         }
       })();
@@ -135,8 +136,10 @@ function report(
     "",
     `after ${warmup} s (${late.length} samples): RSS ${first?.rssMb.toFixed(1)} → ${
       last?.rssMb.toFixed(1)
-    } MB, slope ${
-      slope(mins, late.map((s) => s.rssMb)).toFixed(2)
+    } MB, slope ${slope(mins, late.map((s) => s.rssMb)).toFixed(2)} MB/min; heap in use ${
+      first?.heapMb.toFixed(1)
+    } → ${last?.heapMb.toFixed(1)} MB, slope ${
+      slope(mins, late.map((s) => s.heapMb)).toFixed(2)
     } MB/min; fds ${first?.fds} → ${last?.fds}, slope ${
       slope(mins, late.map((s) => s.fds)).toFixed(2)
     }/min; liveness p50 ${first?.lagP50.toFixed(1)} → ${last?.lagP50.toFixed(1)} ms, slope ${
