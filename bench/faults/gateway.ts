@@ -42,10 +42,21 @@ export function faultFlags(timeoutSecs: number): string[] {
   ];
 }
 
+/** What else a gateway of the matrix gets. */
+export interface GatewayExtras {
+  /** Flags after the shared ones. */
+  extra?: string[];
+  /** Grant every environment variable (a mesh router's gRPC library reads its own). */
+  allEnv?: boolean;
+  /** Its main and metrics ports (fresh ones by default). */
+  ports?: [number, number];
+  /** Rewrites the command before it is started (e.g. to start it inside a cgroup). */
+  wrap?: (cmd: string[]) => string[];
+}
+
 /**
- * Starts a gateway named `name` on `cpu` in front of `workers`, with `faultFlags` and `extra`
- * flags, and waits until it counts every worker healthy. `allEnv` grants every environment
- * variable (a mesh router's gRPC library reads its own).
+ * Starts a gateway named `name` on `cpu` in front of `workers`, with `faultFlags` and `x`'s
+ * flags, and waits until it counts every worker healthy.
  */
 export async function startGateway(
   name: string,
@@ -53,18 +64,17 @@ export async function startGateway(
   timeoutSecs: number,
   cpu: number,
   dir: string,
-  extra: string[] = [],
-  allEnv = false,
-  ports: [number, number] = freePorts(2) as [number, number],
+  x: GatewayExtras = {},
 ): Promise<GatewayProc> {
-  const [port, promPort] = ports;
+  const [port, promPort] = x.ports ?? freePorts(2);
   const cmd = gatewayCommand(ROOT, port, promPort, 1, [
     "--worker-urls",
     ...workers,
     ...faultFlags(timeoutSecs),
-    ...extra,
-  ]).map((a) => (allEnv && a.startsWith("--allow-env=") ? "--allow-env" : a));
-  const child = await spawn(name, cpu, [Deno.execPath(), ...cmd], dir, ROOT);
+    ...(x.extra ?? []),
+  ]).map((a) => (x.allEnv && a.startsWith("--allow-env=") ? "--allow-env" : a));
+  const argv = [Deno.execPath(), ...cmd];
+  const child = await spawn(name, cpu, x.wrap ? x.wrap(argv) : argv, dir, ROOT);
   const g = {
     child,
     url: `http://${HOST}:${port}`,

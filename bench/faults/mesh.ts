@@ -1,29 +1,40 @@
 /**
  * The fault matrix's mesh rows: three routers (`--enable-mesh`, the matrix's gateway flags)
  * behind HAProxy (`bench/mesh/routers.ts`'s configuration: roundrobin, health checks every
- * 500 ms, retries with redispatch), all in front of the healthy fleet, the steady load sent to
- * HAProxy. Rows, on one cluster in this order:
+ * 500 ms, retries with redispatch on connection failures), all in front of the healthy fleet,
+ * the steady load sent to HAProxy. Router r3 runs inside a cgroup of its own (`partition.ts`)
+ * when this machine allows it. Rows, on one cluster in this order:
  *
- * - `router-stop`: router r3 frozen (SIGSTOP) from `faultFrom` to `faultTo`, then SIGCONT. This
- *   stands for a partition: cutting one router off on loopback would need it in its own network
- *   namespace, with HAProxy reaching it across a veth (see `bench/mesh/chaos_netns.ts`), which
- *   this bench does not build. A frozen router is cut off from clients and peers alike, but its
- *   kernel still accepts connections, so what it does after SIGCONT is what a healed router does
- *   with requests that waited.
+ * - `router-stop`: r3 frozen (SIGSTOP) from `faultFrom` to `faultTo`, then SIGCONT: its kernel
+ *   still accepts connections, so what it does after SIGCONT is what a healed router does with
+ *   requests that waited.
+ * - `router-cut`: r3 partitioned from `faultFrom` to `faultTo`: every packet of its connections
+ *   (HAProxy, peers, workers) dropped both ways, then healed. HAProxy's checks take it out; the
+ *   requests it held when cut may fail (counted apart, as a killed router's).
+ * - `router-split`: only r3's mesh connections cut for the same window; it keeps serving
+ *   HAProxy's requests with the workers it knows. Nothing may fail.
  * - `router-kill`: r3 SIGKILLed at `faultFrom`. Requests in flight on it may fail (they are
  *   counted apart); no other request may.
  *
- * Figures: counters, RSS and descriptors summed over the routers alive after the row (compared
- * with the same routers' just before it), the lag of the worst of them, liveness probed on r1
- * during the row.
+ * After the rows that leave r3 alive, the bench waits until every router sees both peers ALIVE
+ * with their streams open again (how long that took is in the row's note). Figures: counters,
+ * RSS, heap and descriptors summed over the routers alive after the row (compared with the same
+ * routers' just before it), the lag of the worst of them, liveness probed on r1 during the row.
  */
 
 import { type Child, freePorts, HOST, spawn, stop, waitFor } from "../overhead/processes.ts";
-import { haproxyConfig, meshFlags, waitMeshReady } from "../mesh/routers.ts";
+import { haproxyConfig, meshFlags, type MeshStatus, waitMeshReady } from "../mesh/routers.ts";
 import type { FaultyFleet } from "./fleet.ts";
-import { type GatewayProc, startGateway } from "./gateway.ts";
+import { type GatewayProc, startGateway, waitUntilHealthy } from "./gateway.ts";
 import { runLoad } from "./load.ts";
-import { countOutcomes, loadOptions, type MatrixOptions, type RowResult } from "./matrix.ts";
+import {
+  countOutcomes,
+  loadOptions,
+  type MatrixOptions,
+  type RowResult,
+  steadyLatency,
+} from "./matrix.ts";
+import { Partition } from "./partition.ts";
 import {
   counters,
   countersDelta,
@@ -36,7 +47,27 @@ import {
 
 const ROUTERS = 3;
 
-async function startCluster(fleet: FaultyFleet, o: MatrixOptions, cpu: number, dir: string) {
+/** The mesh rows, in the order they run. */
+export const MESH_ROWS = ["router-stop", "router-cut", "router-split", "router-kill"] as const;
+
+/** Rows that need r3 in a cgroup of its own. */
+const PARTITION_ROWS: readonly string[] = ["router-cut", "router-split"];
+
+interface Cluster {
+  routers: GatewayProc[];
+  /** Each router's mesh port. */
+  meshPorts: number[];
+  url: string;
+  children: Child[];
+}
+
+async function startCluster(
+  fleet: FaultyFleet,
+  o: MatrixOptions,
+  cpu: number,
+  dir: string,
+  partition: Partition | null,
+): Promise<Cluster> {
   const ports = freePorts(ROUTERS * 3);
   const routers: GatewayProc[] = [];
   const children: Child[] = [];
@@ -44,16 +75,12 @@ async function startCluster(fleet: FaultyFleet, o: MatrixOptions, cpu: number, d
     for (let i = 0; i < ROUTERS; i++) {
       const [port, promPort, meshPort] = ports.slice(i * 3, i * 3 + 3);
       routers.push(
-        await startGateway(
-          `mesh-r${i + 1}`,
-          fleet.urls,
-          o.timeoutSecs,
-          cpu,
-          dir,
-          meshFlags(i, meshPort, ports[2]),
-          true,
-          [port, promPort],
-        ),
+        await startGateway(`mesh-r${i + 1}`, fleet.urls, o.timeoutSecs, cpu, dir, {
+          extra: meshFlags(i, meshPort, ports[2]),
+          allEnv: true,
+          ports: [port, promPort],
+          wrap: i === ROUTERS - 1 && partition ? (cmd) => partition.wrap(cmd) : undefined,
+        }),
       );
       children.push(routers[i].child);
     }
@@ -72,7 +99,7 @@ async function startCluster(fleet: FaultyFleet, o: MatrixOptions, cpu: number, d
     children.push(haproxy);
     const url = `http://${HOST}:${port}`;
     await waitFor("haproxy", haproxy, `${url}/health`, (s) => s === 200);
-    return { routers, url, children };
+    return { routers, meshPorts: ports.filter((_, k) => k % 3 === 2), url, children };
   } catch (e) {
     await stop(children);
     throw e;
@@ -91,17 +118,26 @@ const total = (ps: ProcSample[]): ProcSample => ({
   fds: ps.reduce((a, p) => a + p.fds, 0),
 });
 
-const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const pause = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** What a mesh row's fault did. */
+interface MeshFault {
+  note: string;
+  /** ms into the load when r3 stopped answering for good (killed) or for a while (cut). */
+  cutAtMs: number | null;
+  /** r3 is gone (left out of the samples after the row). */
+  killed: boolean;
+}
 
 /** One mesh row: the load through HAProxy, `fault` run on r3 alongside it. */
 async function meshRow(
   id: string,
   title: string,
-  cluster: Awaited<ReturnType<typeof startCluster>>,
+  cluster: Cluster,
   fleet: FaultyFleet,
   o: MatrixOptions,
   signal: AbortSignal,
-  fault: (r3: GatewayProc, t0: number) => Promise<{ note: string; killAtMs: number | null }>,
+  fault: (r3: GatewayProc, t0: number) => Promise<MeshFault>,
 ): Promise<RowResult> {
   const started = performance.now();
   const { routers } = cluster;
@@ -114,23 +150,35 @@ async function meshRow(
     fault(routers[ROUTERS - 1], t0),
   ]);
   const livenessMaxMs = await prober.stop();
+  let note = f.note;
+  if (!f.killed) {
+    const healing = performance.now();
+    for (const r of routers) await waitMeshReady(r.child, r.url, ROUTERS);
+    note += `; mesh whole again ${((performance.now() - healing) / 1000).toFixed(1)} s after ` +
+      `the load ended`;
+  }
+  const alive = f.killed ? routers.slice(0, ROUTERS - 1) : routers;
+  // Nothing the fault did may leave a router short of a worker (or its health).
+  for (const r of alive) await waitUntilHealthy(r, fleet.urls.length, 50);
+  note += `; every router alive counts all ${fleet.urls.length} workers healthy`;
   await pause(o.settleSecs * 1000);
-  const alive = f.killAtMs === null ? routers : routers.slice(0, ROUTERS - 1);
   const after = await Promise.all(alive.map((r) => counters(r.promUrl)));
   const procs = await Promise.all(alive.map((r) => procSample(r.pid, r.promUrl)));
   const lags = await Promise.all(alive.map((r) => lagAfter(r.url)));
-  let note = f.note;
-  if (f.killAtMs !== null) {
-    const k = f.killAtMs;
+  if (f.cutAtMs !== null) {
+    const k = f.cutAtMs;
     const failed = load.records.filter((r) => r.outcome !== "ok");
     const inFlight = failed.filter((r) => r.atMs <= k && r.atMs + r.ms >= k).length;
-    note += `; failed: ${inFlight} in flight at the kill, ${failed.length - inFlight} others`;
+    note += `; failed: ${inFlight} in flight when r3 was cut off, ${
+      failed.length - inFlight
+    } others`;
   }
   return {
     id,
     title,
     ...countOutcomes(load.records.map((r) => r.outcome)),
     skipped: load.skipped,
+    steadyMs: steadyLatency(load.records),
     counters: countersDelta(sum(before.slice(0, alive.length)), sum(after)),
     faulted: 0,
     workerOpen: (await fleet.stats()).reduce((a, s) => a + s.open, 0),
@@ -144,7 +192,89 @@ async function meshRow(
   };
 }
 
-/** Runs the mesh rows named in `ids` (`router-stop`, `router-kill`) on one fresh cluster. */
+/**
+ * How r1 saw r3 (`ALIVE`, `SUSPECT`, `DEAD`…, stream open or not) while `until` runs, polled
+ * every 200 ms: the distinct states in order.
+ */
+async function r3Statuses(r1: GatewayProc, until: () => Promise<void>): Promise<string[]> {
+  const seen: string[] = [];
+  let done = false;
+  const poll = (async () => {
+    while (!done) {
+      try {
+        const res = await fetch(`${r1.url}/mesh/status`, { signal: AbortSignal.timeout(1000) });
+        const m = await res.json() as MeshStatus;
+        const r3 = m.members.find((p) => p.name === `r${ROUTERS}`);
+        const state = r3 ? `${r3.status}${r3.stream ? "" : " (no stream)"}` : "gone";
+        if (seen.at(-1) !== state) seen.push(state);
+      } catch { /* r1 busy: the next poll */ }
+      await pause(200);
+    }
+  })();
+  try {
+    await until();
+  } finally {
+    done = true;
+    await poll;
+  }
+  return seen;
+}
+
+/** The rows' faults on r3, by id; `at(t0, s)` resolves `s` seconds into the load. */
+function faults(
+  o: MatrixOptions,
+  cluster: Cluster,
+  partition: Partition | null,
+): Record<string, [string, (r3: GatewayProc, t0: number) => Promise<MeshFault>]> {
+  const at = (t0: number, secs: number) => pause(t0 + secs * 1000 - performance.now());
+  const window = `${o.faultFrom}-${o.faultTo} s`;
+  const cut = async (t0: number, narrow: boolean): Promise<MeshFault> => {
+    await at(t0, o.faultFrom);
+    const cutAtMs = performance.now() - t0;
+    const mesh = cluster.meshPorts;
+    await partition!.cut(
+      narrow ? { own: [mesh[ROUTERS - 1]], remote: mesh.slice(0, ROUTERS - 1) } : undefined,
+    );
+    let dropped = 0;
+    let seen: string[];
+    try {
+      seen = await r3Statuses(cluster.routers[0], () => at(t0, o.faultTo));
+    } finally {
+      dropped = (await partition!.heal()).dropped;
+    }
+    const what = narrow ? "r3's mesh connections" : "r3 of 3";
+    return {
+      note: `${what} cut off ${window} (${dropped} packets dropped; r1 saw r3 ${seen.join(" → ")})`,
+      cutAtMs: narrow ? null : cutAtMs,
+      killed: false,
+    };
+  };
+  return {
+    "router-stop": ["router frozen (SIGSTOP/SIGCONT)", async (r3, t0) => {
+      await at(t0, o.faultFrom);
+      r3.child.proc.kill("SIGSTOP");
+      try {
+        await at(t0, o.faultTo);
+      } finally {
+        r3.child.proc.kill("SIGCONT");
+      }
+      return { note: `r3 of 3 frozen ${window}`, cutAtMs: null, killed: false };
+    }],
+    "router-cut": ["router partitioned (every connection)", (_, t0) => cut(t0, false)],
+    "router-split": ["router cut off from its peers only", (_, t0) => cut(t0, true)],
+    "router-kill": ["router SIGKILLed", async (r3, t0) => {
+      await at(t0, o.faultFrom);
+      r3.child.proc.kill("SIGKILL");
+      return {
+        note: `r3 of 3 SIGKILLed at ${o.faultFrom} s`,
+        cutAtMs: performance.now() - t0,
+        killed: true,
+      };
+    }],
+  };
+}
+
+/** Runs the mesh rows named in `ids` (of `MESH_ROWS`) on one fresh cluster, in that order. */
 export async function runMeshRows(
   ids: readonly string[],
   fleet: FaultyFleet,
@@ -154,55 +284,31 @@ export async function runMeshRows(
   signal: AbortSignal,
 ): Promise<RowResult[]> {
   await fleet.healAll();
-  const cluster = await startCluster(fleet, o, cpu, dir);
-  const at = (t0: number, secs: number) => pause(t0 + secs * 1000 - performance.now());
+  let wanted = MESH_ROWS.filter((id) => ids.includes(id));
+  let partition: Partition | null = null;
+  if (wanted.some((id) => PARTITION_ROWS.includes(id))) {
+    const p = await Partition.open(`smg-faults-${Deno.pid}`);
+    if (p instanceof Partition) partition = p;
+    else {
+      console.error(`bench:faults: skipping ${PARTITION_ROWS.join(", ")}: ${p.skip}`);
+      wanted = wanted.filter((id) => !PARTITION_ROWS.includes(id));
+    }
+  }
   const rows: RowResult[] = [];
   try {
-    if (ids.includes("router-stop")) {
-      rows.push(
-        await meshRow(
-          "router-stop",
-          "router frozen (SIGSTOP/SIGCONT)",
-          cluster,
-          fleet,
-          o,
-          signal,
-          async (r3, t0) => {
-            await at(t0, o.faultFrom);
-            r3.child.proc.kill("SIGSTOP");
-            try {
-              await at(t0, o.faultTo);
-            } finally {
-              r3.child.proc.kill("SIGCONT");
-            }
-            return { note: `r3 of 3 frozen ${o.faultFrom}-${o.faultTo} s`, killAtMs: null };
-          },
-        ),
-      );
-      for (const r of cluster.routers) await waitMeshReady(r.child, r.url, ROUTERS);
-    }
-    if (ids.includes("router-kill")) {
-      rows.push(
-        await meshRow(
-          "router-kill",
-          "router SIGKILLed",
-          cluster,
-          fleet,
-          o,
-          signal,
-          async (r3, t0) => {
-            await at(t0, o.faultFrom);
-            r3.child.proc.kill("SIGKILL");
-            return {
-              note: `r3 of 3 SIGKILLed at ${o.faultFrom} s`,
-              killAtMs: performance.now() - t0,
-            };
-          },
-        ),
-      );
+    const cluster = await startCluster(fleet, o, cpu, dir, partition);
+    try {
+      const byId = faults(o, cluster, partition);
+      for (const id of wanted) {
+        const [title, fault] = byId[id];
+        console.error(`bench:faults: ${title}`);
+        rows.push(await meshRow(id, title, cluster, fleet, o, signal, fault));
+      }
+    } finally {
+      await stop(cluster.children);
     }
   } finally {
-    await stop(cluster.children);
+    await partition?.close();
   }
   return rows;
 }

@@ -38,7 +38,8 @@ export interface RouterSpec {
   denoFlags?: string[];
 }
 
-interface MeshStatus {
+/** A router's `GET /mesh/status` (the fields the benches read). */
+export interface MeshStatus {
   name: string;
   members: { name: string; status: string; stream: boolean }[];
 }
