@@ -71,6 +71,11 @@ export interface Row {
   id: string;
   /** What fails. */
   title: string;
+  /**
+   * Gateway flags of its own: the row runs on a gateway started for it with these (compared
+   * with that gateway before the row), not on the shared one.
+   */
+  gatewayFlags?: string[];
   /** Injects the fault while the load runs; resolves once its own traffic has ended. */
   inject(env: RowEnv): Promise<Injected>;
 }
@@ -87,6 +92,8 @@ export interface RowResult {
   hung: number;
   /** Steady requests not sent because too many were in flight. */
   skipped: number;
+  /** The steady load's 2xx whole answers: p50 and p99 ms (what the fault cost the others). */
+  steadyMs: { p50: number; p99: number };
   counters: GatewayCounters;
   /** Inference requests the workers gave the fault to. */
   faulted: number;
@@ -117,6 +124,16 @@ export function countOutcomes(
     else failed[k] = (failed[k] ?? 0) + 1;
   }
   return { started: outcomes.length, ok, failed, hung };
+}
+
+/** p50 and p99 ms of the whole answers among `records` that were answered 2xx (NaN: none). */
+export function steadyLatency(records: readonly Sent[]): { p50: number; p99: number } {
+  const xs = records.filter((r) => r.outcome === "ok" && !r.stream).map((r) => r.ms).sort((a, b) =>
+    a - b
+  );
+  const at = (q: number) =>
+    xs.length ? xs[Math.min(xs.length - 1, Math.floor(q * xs.length))] : NaN;
+  return { p50: at(0.5), p99: at(0.99) };
 }
 
 /** The load's settings for a row against `url`. */
@@ -155,6 +172,7 @@ export async function runRow(
   await fleet.healAll();
   await waitUntilHealthy(gateway, o.workers);
   const before = await counters(gateway.promUrl);
+  const procBefore = row.gatewayFlags ? await procSample(gateway.pid, gateway.promUrl) : undefined;
   const statsBefore = await fleet.stats();
   const prober = livenessProber(gateway.url, 250);
   const t0 = performance.now();
@@ -189,12 +207,14 @@ export async function runRow(
     title: row.title,
     ...countOutcomes(outcomes),
     skipped: load.skipped,
+    steadyMs: steadyLatency(load.records),
     counters: countersDelta(before, after),
     // A restarted worker counts from 0 again.
     faulted: statsAfter.reduce((a, s, i) => a + Math.max(0, s.faulted - statsBefore[i].faulted), 0),
     workerOpen: statsAfter.reduce((a, s) => a + s.open, 0),
     processes: 1,
     proc,
+    procBefore,
     lag,
     livenessMaxMs,
     note: injected.note,

@@ -44,8 +44,8 @@ export function verdict(r: RowResult, base: ProcSample | null): string[] {
 /** The table; `bases` maps a row id to the baseline it is compared with. */
 export function markdown(rows: RowResult[], bases: Map<string, RowResult | null>): string {
   const out = [
-    "| fault | started | 2xx | failed (by outcome) | hung | retried | faulted by workers | RSS MB (Δ) | heap in use MB (Δ) | fds (Δ) | lag after p50/max ms | liveness max in row ms | goals |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| fault | started | 2xx | failed (by outcome) | hung | retried | steady whole answers p50/p99 ms | faulted by workers | RSS MB (Δ) | heap in use MB (Δ) | fds (Δ) | lag after p50/max ms | liveness max in row ms | goals |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
   ];
   for (const r of rows) {
     const base = r.procBefore ?? bases.get(r.id)?.proc ?? null;
@@ -57,13 +57,13 @@ export function markdown(rows: RowResult[], bases: Map<string, RowResult | null>
         failedList(r.failed)
       } | ${r.hung} | ${r.counters.retries}${
         r.counters.exhausted ? ` (${r.counters.exhausted} exhausted)` : ""
-      } | ${r.faulted || "–"} | ${f1(r.proc.rssMb)}${d(r.proc.rssMb, base?.rssMb, 1)} | ${
-        f1(r.proc.heapMb)
-      }${d(r.proc.heapMb, base?.heapMb, 1)} | ${r.proc.fds}${d(r.proc.fds, base?.fds)} | ${
-        f1(r.lag.p50)
-      }/${f1(r.lag.max)} | ${Math.round(r.livenessMaxMs)} | ${
-        miss.length ? `✗ ${miss.join("; ")}` : "✓"
-      } |`,
+      } | ${Math.round(r.steadyMs.p50)}/${Math.round(r.steadyMs.p99)} | ${r.faulted || "–"} | ${
+        f1(r.proc.rssMb)
+      }${d(r.proc.rssMb, base?.rssMb, 1)} | ${f1(r.proc.heapMb)}${
+        d(r.proc.heapMb, base?.heapMb, 1)
+      } | ${r.proc.fds}${d(r.proc.fds, base?.fds)} | ${f1(r.lag.p50)}/${f1(r.lag.max)} | ${
+        Math.round(r.livenessMaxMs)
+      } | ${miss.length ? `✗ ${miss.join("; ")}` : "✓"} |`,
     );
   }
   const notes = rows.filter((r) => r.note).map((r) => `- ${r.title}: ${r.note}`);

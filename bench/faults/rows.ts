@@ -3,7 +3,8 @@
  * runs, from `faultFrom` to `faultTo` seconds into it. Worker faults hit one worker of the fleet
  * (the 5xx storm: every worker, half of their requests); client faults add misbehaving clients
  * (`bad_clients.ts`) spread over the window; the burst adds 10× the fleet's capacity for
- * `burstSecs`. The mesh rows are in `mesh.ts`.
+ * `burstSecs`, once with the gateway's admission off (the default) and once on a gateway of its
+ * own with admission on (`ADMISSION`). The mesh rows are in `mesh.ts`.
  */
 
 import { type BadOutcome, leaver, slowBody, slowReader } from "./bad_clients.ts";
@@ -114,9 +115,21 @@ const slowBodies: Row = {
   },
 };
 
-const burst: Row = {
-  id: "burst",
-  title: "burst of 10× the fleet's capacity",
+/** Admission for the burst row that has it: twice the fleet's slots at once, 32 waiting 3 s. */
+const ADMISSION = [
+  "--max-concurrent-requests",
+  "16",
+  "--queue-size",
+  "32",
+  "--queue-timeout-secs",
+  "3",
+];
+
+/** A burst of 10× the fleet's capacity on top of the steady load. */
+const burst = (id: string, title: string, gatewayFlags?: string[]): Row => ({
+  id,
+  title,
+  gatewayFlags,
   async inject(env) {
     await env.at(env.o.faultFrom);
     const rate = Math.round(10 * env.o.capacity);
@@ -134,10 +147,10 @@ const burst: Row = {
       extra: out,
       note: `${out.length} extra at ${rate}/s for ${env.o.burstSecs} s (fleet ≈ ${
         Math.round(env.o.capacity)
-      }/s): ${outcomeList(out)}`,
+      }/s): ${outcomeList(out)}${gatewayFlags ? `; gateway ${gatewayFlags.join(" ")}` : ""}`,
     };
   },
-};
+});
 
 /** The single-gateway rows, in order. */
 export const ROWS: readonly Row[] = [
@@ -156,10 +169,11 @@ export const ROWS: readonly Row[] = [
   slowReaders,
   leavers,
   slowBodies,
-  burst,
+  burst("burst", "burst of 10× the fleet's capacity"),
   {
     id: "none-after",
     title: "no fault (after the rows above)",
     inject: () => Promise.resolve({ extra: [], note: "" }),
   },
+  burst("burst-admission", "burst of 10×, admission on", ADMISSION),
 ];

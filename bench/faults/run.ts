@@ -20,14 +20,13 @@ import { killAll, stop } from "../overhead/processes.ts";
 import { FaultyFleet, type WorkerShape } from "./fleet.ts";
 import { startGateway } from "./gateway.ts";
 import { type MatrixOptions, type RowResult, runRow } from "./matrix.ts";
-import { runMeshRows } from "./mesh.ts";
+import { MESH_ROWS, runMeshRows } from "./mesh.ts";
 import { markdown } from "./report.ts";
 import { ROWS } from "./rows.ts";
 import { runSoak } from "./soak.ts";
 
 const GATEWAY_CPU = 0;
 const FLEET_CPU = 1;
-const MESH_ROWS = ["router-stop", "router-kill"];
 
 interface Options extends MatrixOptions {
   shape: WorkerShape;
@@ -78,7 +77,7 @@ function options(args: string[]): Options {
   const workers = num("workers", v.workers, 2);
   // Mean service time of the mix, and the fleet's slots over it.
   const meanMs = streamShare * shape.tokens * shape.tokenMs + (1 - streamShare) * shape.plainMs;
-  const known = new Set([...ROWS.map((r) => r.id), ...MESH_ROWS]);
+  const known = new Set<string>([...ROWS.map((r) => r.id), ...MESH_ROWS]);
   const rows = v.rows.split(",").map((s) => s.trim()).filter((s) => s !== "");
   const unknown = rows.filter((r) => !known.has(r));
   if (unknown.length) {
@@ -123,7 +122,7 @@ async function matrix(o: Options, dir: string, signal: AbortSignal): Promise<str
   const results: RowResult[] = [];
   const bases = new Map<string, RowResult | null>();
   try {
-    const rows = ROWS.filter((r) => o.rows.includes(r.id));
+    const rows = ROWS.filter((r) => o.rows.includes(r.id) && !r.gatewayFlags);
     if (rows.length) {
       const gw = await startGateway("smg", fleet.urls, o.timeoutSecs, GATEWAY_CPU, dir);
       try {
@@ -140,9 +139,21 @@ async function matrix(o: Options, dir: string, signal: AbortSignal): Promise<str
         await stop([gw.child]);
       }
     }
+    for (const row of ROWS.filter((r) => o.rows.includes(r.id) && r.gatewayFlags)) {
+      console.error(`bench:faults: ${row.title} (a gateway of its own)`);
+      const gw = await startGateway(`smg-${row.id}`, fleet.urls, o.timeoutSecs, GATEWAY_CPU, dir, {
+        extra: row.gatewayFlags,
+      });
+      try {
+        const r = await runRow(row, fleet, gw, o, signal);
+        console.error(progress(r));
+        results.push(r);
+      } finally {
+        await stop([gw.child]);
+      }
+    }
     const mesh = MESH_ROWS.filter((id) => o.rows.includes(id));
     if (mesh.length) {
-      console.error(`bench:faults: mesh rows (${mesh.join(", ")})`);
       for (const r of await runMeshRows(mesh, fleet, o, GATEWAY_CPU, dir, signal)) {
         console.error(progress(r));
         results.push(r);

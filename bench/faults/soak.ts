@@ -3,9 +3,10 @@
  * for SECS, and every `PERIOD_SECS` one fault of the matrix (`rows.ts`, drawn by a seeded
  * generator) injected for `FAULT_SECS`. Every `SAMPLE_SECS` the gateway's RSS, heap in use,
  * descriptors and `/liveness` latency are sampled; reported are their least-squares slopes per
- * minute after the first `WARMUP_SECS` (a fifth of a shorter soak), the hung requests (the goal: 0), and per
- * fault the requests started in its windows or before the next (the fault's own included) and
- * how they ended: the error budget.
+ * minute after the first `WARMUP_SECS` (a fifth of a shorter soak), the hung requests (the
+ * goal: 0), and per fault the requests started in its windows or before the next (the fault's
+ * own included) and how they ended: the error budget. Rows that need a gateway of their own
+ * (`gatewayFlags`) are left out.
  */
 
 import { seededRandom } from "../../lib/core/clock.ts";
@@ -68,7 +69,7 @@ export async function runSoak(
 ): Promise<string> {
   const fleet = await FaultyFleet.start(o.workers, shape, 1, dir);
   const random = seededRandom(7);
-  const faults = ROWS.filter((r) => !r.id.startsWith("none"));
+  const faults = ROWS.filter((r) => !r.id.startsWith("none") && !r.gatewayFlags);
   try {
     const gw = await startGateway("smg-soak", fleet.urls, o.timeoutSecs, 0, dir);
     try {
