@@ -169,7 +169,7 @@ async function meshRow(
     const k = f.cutAtMs;
     const failed = load.records.filter((r) => r.outcome !== "ok");
     const inFlight = failed.filter((r) => r.atMs <= k && r.atMs + r.ms >= k).length;
-    note += `; failed: ${inFlight} in flight when r3 was cut off, ${
+    note += `; failed: ${inFlight} in flight when r3 ${f.killed ? "died" : "was cut off"}, ${
       failed.length - inFlight
     } others`;
   }
@@ -192,30 +192,33 @@ async function meshRow(
   };
 }
 
-/**
- * How r1 saw r3 (`ALIVE`, `SUSPECT`, `DEAD`…, stream open or not) while `until` runs, polled
- * every 200 ms: the distinct states in order.
- */
-async function r3Statuses(r1: GatewayProc, until: () => Promise<void>): Promise<string[]> {
-  const seen: string[] = [];
-  let done = false;
-  const poll = (async () => {
-    while (!done) {
-      try {
-        const res = await fetch(`${r1.url}/mesh/status`, { signal: AbortSignal.timeout(1000) });
-        const m = await res.json() as MeshStatus;
-        const r3 = m.members.find((p) => p.name === `r${ROUTERS}`);
-        const state = r3 ? `${r3.status}${r3.stream ? "" : " (no stream)"}` : "gone";
-        if (seen.at(-1) !== state) seen.push(state);
-      } catch { /* r1 busy: the next poll */ }
-      await pause(200);
-    }
-  })();
+/** How r1 sees r3 now: `ALIVE`, `SUSPECTED`, `DOWN`… (` (no stream)` without one), or `gone`. */
+async function r3State(r1: GatewayProc): Promise<string | null> {
   try {
-    await until();
-  } finally {
-    done = true;
-    await poll;
+    const res = await fetch(`${r1.url}/mesh/status`, { signal: AbortSignal.timeout(1000) });
+    const m = await res.json() as MeshStatus;
+    const r3 = m.members.find((p) => p.name === `r${ROUTERS}`);
+    return r3 ? `${r3.status}${r3.stream ? "" : " (no stream)"}` : "gone";
+  } catch {
+    return null; // r1 busy: the next poll
+  }
+}
+
+/**
+ * Polls r1's view of r3 every 200 ms until `untilMs` (on `performance.now()`) or until `done`
+ * holds for a state: the distinct states seen, in order.
+ */
+async function watchR3(
+  r1: GatewayProc,
+  untilMs: number,
+  done: (state: string) => boolean = () => false,
+): Promise<string[]> {
+  const seen: string[] = [];
+  while (performance.now() < untilMs) {
+    const state = await r3State(r1);
+    if (state !== null && seen.at(-1) !== state) seen.push(state);
+    if (state !== null && done(state)) break;
+    await pause(Math.min(200, Math.max(0, untilMs - performance.now())));
   }
   return seen;
 }
@@ -232,19 +235,30 @@ function faults(
     await at(t0, o.faultFrom);
     const cutAtMs = performance.now() - t0;
     const mesh = cluster.meshPorts;
+    const r1 = cluster.routers[0];
     await partition!.cut(
       narrow ? { own: [mesh[ROUTERS - 1]], remote: mesh.slice(0, ROUTERS - 1) } : undefined,
     );
     let dropped = 0;
     let seen: string[];
     try {
-      seen = await r3Statuses(cluster.routers[0], () => at(t0, o.faultTo));
+      seen = await watchR3(r1, t0 + o.faultTo * 1000);
     } finally {
       dropped = (await partition!.heal()).dropped;
     }
+    // SWIM pings flow all the time: a cut that dropped nothing did not take (a cgroup or
+    // conntrack setup this code does not expect), and the row would pass for nothing.
+    if (dropped === 0) throw new Error("the partition dropped no packet: it did not take");
+    const healed = performance.now();
+    const back = await watchR3(r1, healed + 15_000, (st) => st === "ALIVE");
+    const backIn = back.at(-1) === "ALIVE"
+      ? `ALIVE with its stream ${((performance.now() - healed) / 1000).toFixed(1)} s after the heal`
+      : `still ${back.at(-1)} 15 s after the heal`;
     const what = narrow ? "r3's mesh connections" : "r3 of 3";
     return {
-      note: `${what} cut off ${window} (${dropped} packets dropped; r1 saw r3 ${seen.join(" → ")})`,
+      note: `${what} cut off ${window} (${dropped} packets dropped; r1 saw r3 ${
+        seen.join(" → ")
+      }, then ${backIn})`,
       cutAtMs: narrow ? null : cutAtMs,
       killed: false,
     };
@@ -287,7 +301,7 @@ export async function runMeshRows(
   let wanted = MESH_ROWS.filter((id) => ids.includes(id));
   let partition: Partition | null = null;
   if (wanted.some((id) => PARTITION_ROWS.includes(id))) {
-    const p = await Partition.open(`smg-faults-${Deno.pid}`);
+    const p = await Partition.open();
     if (p instanceof Partition) partition = p;
     else {
       console.error(`bench:faults: skipping ${PARTITION_ROWS.join(", ")}: ${p.skip}`);

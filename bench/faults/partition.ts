@@ -16,6 +16,9 @@
  */
 
 const CGROUP_ROOT = "/sys/fs/cgroup";
+/** Cgroups are `<prefix><pid>`, tables `<TABLE_PREFIX><pid>_<n>`: the pid of the bench. */
+const CGROUP_PREFIX = "smg-faults-";
+const TABLE_PREFIX = "smg_partition_";
 
 async function run(cmd: string, args: string[], stdin?: string): Promise<string> {
   const p = new Deno.Command(cmd, {
@@ -33,6 +36,28 @@ async function run(cmd: string, args: string[], stdin?: string): Promise<string>
   const text = (b: Uint8Array) => new TextDecoder().decode(b).trim();
   if (!out.success) throw new Error(`${cmd} ${args.join(" ")}: ${text(out.stderr)}`);
   return text(out.stdout);
+}
+
+async function alive(pid: string): Promise<boolean> {
+  return await run("cat", [`/proc/${pid}/stat`]).then(() => true, () => false);
+}
+
+/** Deletes the partition tables and cgroups of bench runs that are no longer running. */
+async function removeStale(mount: string): Promise<void> {
+  const tables = await run("nft", ["list", "tables"]);
+  for (
+    const [, name, pid] of tables.matchAll(
+      new RegExp(`^table inet (${TABLE_PREFIX}(\\d+)_\\d+)$`, "gm"),
+    )
+  ) {
+    if (!(await alive(pid))) await run("nft", ["delete", "table", "inet", name]).catch(() => {});
+  }
+  for (const entry of (await run("ls", [mount])).split("\n")) {
+    const pid = entry.startsWith(CGROUP_PREFIX) ? entry.slice(CGROUP_PREFIX.length) : "";
+    if (/^\d+$/.test(pid) && !(await alive(pid))) {
+      await run("rmdir", [`${mount}/${entry}`]).catch(() => {});
+    }
+  }
 }
 
 /** Which of a cut process's connections to drop: those with one of these ports at its end. */
@@ -62,8 +87,12 @@ export class Partition {
     this.#nftPath = nftPath;
   }
 
-  /** A fresh cgroup named `name`, or why a partition cannot be made here. */
-  static async open(name: string): Promise<Partition | { skip: string }> {
+  /**
+   * A fresh cgroup (named after this process), or why a partition cannot be made here. First
+   * removes the tables and cgroups an earlier run left behind (a run stopped by a signal exits
+   * without healing) when the process that made them is gone.
+   */
+  static async open(): Promise<Partition | { skip: string }> {
     if (Deno.uid() !== 0) return { skip: "not root (cgroups and nftables need it)" };
     try {
       await run("nft", ["--version"]);
@@ -75,9 +104,18 @@ export class Partition {
     if (!mount || !(mount === CGROUP_ROOT || mount.startsWith(`${CGROUP_ROOT}/`))) {
       return { skip: `no cgroup v2 hierarchy under ${CGROUP_ROOT} (found: ${mount ?? "none"})` };
     }
+    await removeStale(mount);
+    const name = `${CGROUP_PREFIX}${Deno.pid}`;
     const dir = `${mount}/${name}`;
-    // Through the commands: Deno asks for --allow-all to touch anything under /sys.
-    await run("mkdir", ["-p", dir]);
+    try {
+      // Through the commands: Deno asks for --allow-all to touch anything under /sys.
+      await run("mkdir", ["-p", dir]);
+      // What `wrap` does, once, with a shell that exits at once.
+      await run("sh", ["-c", 'echo $$ > "$0"', `${dir}/cgroup.procs`]);
+    } catch (e) {
+      await run("rmdir", [dir]).catch(() => {});
+      return { skip: `cannot start a process in a cgroup of its own: ${(e as Error).message}` };
+    }
     const nftPath = `${mount.slice(CGROUP_ROOT.length + 1)}${
       mount === CGROUP_ROOT ? "" : "/"
     }${name}`;
@@ -93,10 +131,13 @@ export class Partition {
   async cut(only?: CutPorts): Promise<void> {
     if (this.#table) throw new Error("already cut");
     const n = ++this.#cuts;
-    const table = `smg_partition_${Deno.pid}_${n}`;
+    const table = `${TABLE_PREFIX}${Deno.pid}_${n}`;
     const mark = `0x5347${n.toString(16).padStart(4, "0")}`;
     const sock = `socket cgroupv2 level 1 "${this.#nftPath}"`;
-    const set = (ports: number[]) => `{ ${ports.join(", ")} }`;
+    const set = (ports: number[]) => {
+      if (ports.length === 0) throw new Error("a narrowed cut needs ports on both sides");
+      return `{ ${ports.join(", ")} }`;
+    };
     // Sends: to a remote port, or from an own one. Receipts: the reverse.
     const sends = only ? [`tcp dport ${set(only.remote)}`, `tcp sport ${set(only.own)}`] : [""];
     const receipts = only ? [`tcp sport ${set(only.remote)}`, `tcp dport ${set(only.own)}`] : [""];
@@ -119,15 +160,14 @@ ${receipts.map((f) => `    ${sock} ${f} ct mark set ${mark}`).join("\n")}
     this.#table = table;
   }
 
-  /** Removes the cut; what it dropped. */
+  /** Removes the cut; what it dropped (the table stays cut if nft fails: it throws). */
   async heal(): Promise<CutStats> {
     const table = this.#table;
     if (!table) return { dropped: 0 };
-    this.#table = null;
-    const listing = await run("nft", ["list", "table", "inet", table]);
+    const listing = await run("nft", ["list", "table", "inet", table]).catch(() => "");
     await run("nft", ["delete", "table", "inet", table]);
-    const dropped = Number(/counter packets (\d+) bytes \d+ drop/.exec(listing)?.[1] ?? 0);
-    return { dropped };
+    this.#table = null;
+    return { dropped: Number(/counter packets (\d+) bytes \d+ drop/.exec(listing)?.[1] ?? 0) };
   }
 
   /** Heals, and removes the cgroup once its processes are gone (they must be stopped first). */
