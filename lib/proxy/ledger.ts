@@ -2,7 +2,7 @@
  * What every protocol records about an attempt on a worker, in one place: the in-flight slot
  * (and sticky key, and the prefill backlog until the first token), breaker outcomes with their
  * per-worker metrics, transport failures (499 when the client left, 504 past the deadline,
- * else a retryable 502), the first token's TTFT, and the cache prediction against the usage the
+ * else a retryable 502, or 504 when the worker timed out), the first token's TTFT, and the cache prediction against the usage the
  * worker reported.
  */
 

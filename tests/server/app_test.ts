@@ -282,6 +282,12 @@ Deno.test("app: a stream no worker starts within --stream-head-timeout-secs is a
       const r = await stream;
       assert.equal(r.status, 504, "a timeout of the worker, as nginx and HAProxy answer one");
       assert.match(await r.text(), /no response head from the worker within 1000 ms/);
+      const metrics = await (await fetch(g.metricsUrl)).text();
+      assert.match(metrics, /^smg_worker_errors_total\{[^}]*error_type="timeout"\} 1$/m);
+      assert.match(
+        metrics,
+        /^smg_router_upstream_responses_total\{[^}]*status_code="504",error_code="call_upstream_failed"\} 1$/m,
+      );
     },
     {
       requestTimeoutSecs: 60,
