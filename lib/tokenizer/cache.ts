@@ -24,6 +24,13 @@ export type Encoder = Pick<
   "encode" | "addedTokens" | "addedTokensStripLeft"
 >;
 
+/** Texts a lookup left to encode, and what completes the ids once they are. */
+interface Plan {
+  parts: string[];
+  addSpecial: boolean;
+  finish(encoded: number[][]): number[];
+}
+
 /** Sizes of the two levels. */
 export interface CacheOptions {
   /** Whole texts kept (default 1,024). */
@@ -77,6 +84,31 @@ export class CachedEncoder {
 
   /** Token ids of `text` (see `GatewayTokenizer.encode`); do not modify the result. */
   encode(text: string, addSpecial: boolean): number[] {
+    const p = this.#plan(text, addSpecial);
+    if (Array.isArray(p)) return p;
+    return p.finish(p.parts.map((part) => this.#enc.encode(part, p.addSpecial)));
+  }
+
+  /**
+   * `encode`, with what is not cached encoded by `many` (each part on its own, as
+   * `encode(part, addSpecial)` would): a tokenizer pool's threads, say.
+   */
+  async encodeWith(
+    text: string,
+    addSpecial: boolean,
+    many: (parts: string[], addSpecial: boolean) => Promise<number[][]>,
+  ): Promise<number[]> {
+    const p = this.#plan(text, addSpecial);
+    if (Array.isArray(p)) return p;
+    return p.finish(await many(p.parts, p.addSpecial));
+  }
+
+  /**
+   * The ids of `text` from the cache, or the parts left to encode and what completes the ids
+   * (and the cache) once they are: the whole text on a miss, or the segments past the longest
+   * cached prefix.
+   */
+  #plan(text: string, addSpecial: boolean): number[] | Plan {
     const key = addSpecial ? `1${text}` : `0${text}`;
     const hit = this.#l0.get(key);
     if (hit) {
@@ -85,60 +117,78 @@ export class CachedEncoder {
       this.stats.l0Hits++;
       return Array.from(hit);
     }
-    const ids = addSpecial || !this.#boundary ? this.#miss(text, addSpecial) : this.#byPrefix(text);
-    if (ids.length <= this.#l0Tokens / 8) {
-      this.#l0.set(key, Uint32Array.from(ids));
-      this.#l0Size += ids.length;
-      while (this.#l0.size > this.#l0Max || this.#l0Size > this.#l0Tokens) {
-        const [k, v] = this.#l0.entries().next().value!;
-        this.#l0.delete(k);
-        this.#l0Size -= v.length;
-      }
-    }
-    return ids;
+    const keep = (ids: number[]) => {
+      this.#keep(key, ids);
+      return ids;
+    };
+    if (addSpecial || !this.#boundary) return this.#miss(text, addSpecial, keep);
+    return this.#byPrefix(text, keep);
   }
 
-  #miss(text: string, addSpecial: boolean): number[] {
+  /** Keeps `ids` as the whole text's entry if it is small enough. */
+  #keep(key: string, ids: number[]): void {
+    if (ids.length > this.#l0Tokens / 8) return;
+    this.#l0.set(key, Uint32Array.from(ids));
+    this.#l0Size += ids.length;
+    while (this.#l0.size > this.#l0Max || this.#l0Size > this.#l0Tokens) {
+      const [k, v] = this.#l0.entries().next().value!;
+      this.#l0.delete(k);
+      this.#l0Size -= v.length;
+    }
+  }
+
+  #miss(text: string, addSpecial: boolean, keep: (ids: number[]) => number[]): Plan {
     this.stats.misses++;
-    return this.#enc.encode(text, addSpecial);
+    return { parts: [text], addSpecial, finish: ([ids]) => keep(ids) };
   }
 
   /** Through L1: the longest cached prefix at a boundary, then the rest segment by segment. */
-  #byPrefix(text: string): number[] {
+  #byPrefix(text: string, keep: (ids: number[]) => number[]): Plan {
     const re = this.#boundary!;
     const cuts: number[] = [];
     re.lastIndex = 0;
     for (let m = re.exec(text); m !== null; m = re.exec(text)) {
       if (m.index > 0) cuts.push(m.index);
     }
-    if (cuts.length === 0) return this.#miss(text, false);
+    if (cuts.length === 0) return this.#miss(text, false, keep);
     const keys = prefixKeys(text, cuts);
     let from = -1;
-    let ids: number[] = [];
+    let prefix: number[] = [];
     for (let i = cuts.length - 1; i >= 0; i--) {
       const hit = this.#l1.get(keys[i]);
       if (hit) {
         this.#l1.delete(keys[i]);
         this.#l1.set(keys[i], hit);
-        ids = Array.from(hit);
+        prefix = Array.from(hit);
         from = i;
         break;
       }
     }
     if (from >= 0) {
       this.stats.l1Hits++;
-      this.stats.tokensReused += ids.length;
+      this.stats.tokensReused += prefix.length;
     } else this.stats.misses++;
-    const storeFrom = cuts.length - this.#perText;
+    const parts: string[] = [];
     let at = from >= 0 ? cuts[from] : 0;
     for (let i = from + 1; i <= cuts.length; i++) {
       const end = i < cuts.length ? cuts[i] : text.length;
-      const part = this.#enc.encode(text.slice(at, end), false);
-      for (const id of part) ids.push(id);
+      parts.push(text.slice(at, end));
       at = end;
-      if (i < cuts.length && i >= storeFrom) this.#store(keys[i], ids);
     }
-    return ids;
+    const storeFrom = cuts.length - this.#perText;
+    return {
+      parts,
+      addSpecial: false,
+      finish: (encoded) => {
+        const ids = prefix;
+        encoded.forEach((part, k) => {
+          for (const id of part) ids.push(id);
+          const i = from + 1 + k;
+          if (i < cuts.length && i >= storeFrom) this.#store(keys[i], ids);
+        });
+        return keep(ids);
+      },
+    };
   }
 
   #store(key: string, ids: number[]): void {

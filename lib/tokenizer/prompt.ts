@@ -18,6 +18,8 @@ type Obj = Record<string, unknown>;
 export interface PromptTokenizer {
   /** Token ids (cached). */
   encode(text: string, addSpecial: boolean): number[];
+  /** The same ids, encoded off the event loop where the tokenizer can (`pool.ts`). */
+  encodeAsync?(text: string, addSpecial: boolean): Promise<number[]>;
   /** The chat prompt of `messages`. */
   applyChatTemplate(
     messages: readonly TemplateMessage[],
@@ -54,10 +56,15 @@ function contentText(content: unknown): unknown {
   return content.map((p) => (isObj(p) && typeof p.text === "string" ? p.text : "")).join("");
 }
 
-/** The prompt of `body` (validated by route extraction) on `endpoint`, tokenized by `tok`. */
-export function promptOf(endpoint: Endpoint, body: Obj, tok: PromptTokenizer): Prompt {
-  let text = "";
-  let ids: number[];
+/** A prompt before encoding: the ids given, or the text and how it is encoded. */
+interface PromptSource {
+  text: string;
+  ids: number[] | null;
+  addSpecial: boolean;
+}
+
+/** The prompt of `body` on `endpoint` before encoding (the chat template applied), or a 400. */
+function promptSource(endpoint: Endpoint, body: Obj, tok: PromptTokenizer): PromptSource {
   if (endpoint === "chat") {
     if (!tok.hasChatTemplate) {
       throw new GatewayError(400, "invalid_request", "the model's tokenizer has no chat template", {
@@ -72,38 +79,57 @@ export function promptOf(endpoint: Endpoint, body: Obj, tok: PromptTokenizer): P
     }));
     const kwargs = isObj(body.chat_template_kwargs) ? body.chat_template_kwargs : undefined;
     try {
-      text = tok.applyChatTemplate(messages as TemplateMessage[], { tools: body.tools, kwargs });
+      const text = tok.applyChatTemplate(messages as TemplateMessage[], {
+        tools: body.tools,
+        kwargs,
+      });
+      return { text, ids: null, addSpecial: false };
     } catch (e) {
       throw invalidRequest(
         `the model's chat template refused the messages: ${(e as Error).message}`,
         "messages",
       );
     }
-    ids = tok.encode(text, false);
   } else if (endpoint === "completions") {
     const p = body.prompt;
-    if (typeof p === "string") {
-      text = p;
-      ids = tok.encode(p, true);
-    } else if (Array.isArray(p) && p.length > 0 && p.every((t) => Number.isInteger(t))) {
-      ids = p as number[];
-    } else {
-      throw invalidRequest(
-        "prompt must be a string or a list of token ids for gRPC workers",
-        "prompt",
-      );
+    if (typeof p === "string") return { text: p, ids: null, addSpecial: true };
+    if (Array.isArray(p) && p.length > 0 && p.every((t) => Number.isInteger(t))) {
+      return { text: "", ids: p as number[], addSpecial: true };
     }
+    throw invalidRequest(
+      "prompt must be a string or a list of token ids for gRPC workers",
+      "prompt",
+    );
   } else if (endpoint === "generate") {
-    if (Array.isArray(body.input_ids)) ids = tokenIds(body.input_ids, "input_ids");
-    else if (typeof body.text === "string") {
-      text = body.text;
-      ids = tok.encode(text, true);
-    } else throw invalidRequest("text or input_ids is required", "text");
-  } else {
-    throw new GatewayError(400, "invalid_request", `${endpoint} is not served by gRPC workers`, {
-      type: "invalid_request_error",
-    });
+    if (Array.isArray(body.input_ids)) {
+      return { text: "", ids: tokenIds(body.input_ids, "input_ids"), addSpecial: true };
+    }
+    if (typeof body.text === "string") return { text: body.text, ids: null, addSpecial: true };
+    throw invalidRequest("text or input_ids is required", "text");
   }
+  throw new GatewayError(400, "invalid_request", `${endpoint} is not served by gRPC workers`, {
+    type: "invalid_request_error",
+  });
+}
+
+function prompt(ids: number[], text: string): Prompt {
   if (ids.length === 0) throw invalidRequest("the prompt has no tokens", "prompt");
   return { ids, text };
+}
+
+/** The prompt of `body` (validated by route extraction) on `endpoint`, tokenized by `tok`. */
+export function promptOf(endpoint: Endpoint, body: Obj, tok: PromptTokenizer): Prompt {
+  const s = promptSource(endpoint, body, tok);
+  return prompt(s.ids ?? tok.encode(s.text, s.addSpecial), s.text);
+}
+
+/** `promptOf`, encoded off the event loop where `tok` can. */
+export async function promptOfAsync(
+  endpoint: Endpoint,
+  body: Obj,
+  tok: PromptTokenizer,
+): Promise<Prompt> {
+  const s = promptSource(endpoint, body, tok);
+  const encode = tok.encodeAsync ?? ((t: string, a: boolean) => Promise.resolve(tok.encode(t, a)));
+  return prompt(s.ids ?? await encode.call(tok, s.text, s.addSpecial), s.text);
 }

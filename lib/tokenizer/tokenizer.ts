@@ -51,10 +51,20 @@ function templateText(v: unknown): string | null {
   return null;
 }
 
+/** What a `GatewayTokenizer` is built from (cloned to build the same one in another thread). */
+export interface TokenizerInit {
+  json: unknown;
+  config: Record<string, unknown>;
+  source: string;
+  template?: string;
+}
+
 /** A loaded tokenizer with its chat template. */
 export class GatewayTokenizer {
   /** Where it came from (for logs and errors). */
   readonly source: string;
+  /** What it was built from. */
+  readonly init: TokenizerInit;
   /** Token ids that end generation (`eos_token` and the config's `eos_token_id`s). */
   readonly eosTokenIds: readonly number[];
   /**
@@ -76,6 +86,7 @@ export class GatewayTokenizer {
 
   constructor(json: unknown, config: Record<string, unknown>, source: string, template?: string) {
     this.source = source;
+    this.init = { json, config, source, template };
     this.#tok = new Tokenizer(json as object, config);
     const text = template ?? templateText(config.chat_template);
     this.#template = text ? new Template(text) : null;

@@ -145,6 +145,34 @@ Deno.test("tokenizer cache: always the ids of a plain encode; a conversation's n
   assert.deepEqual(cache.encode("Hello, world!", true), t.encode("Hello, world!", true));
 });
 
+Deno.test("tokenizer cache: encodeWith sends only what is not cached, and gives the same ids", async () => {
+  const t = qwen3();
+  const cache = new CachedEncoder(t);
+  const sent: string[][] = [];
+  const many = (parts: string[], addSpecial: boolean) => {
+    sent.push(parts);
+    return Promise.resolve(parts.map((p) => t.encode(p, addSpecial)));
+  };
+  const conv = conversation(3, 4);
+  const total = (ps: string[]) => ps.reduce((a, p) => a + p.length, 0);
+  let previous = "";
+  for (let turn = 1; turn <= 4; turn++) {
+    const prompt = t.applyChatTemplate(conv.slice(0, turn * 2));
+    assert.deepEqual(await cache.encodeWith(prompt, false, many), t.encode(prompt, false));
+    const parts = sent.at(-1)!;
+    assert.ok(prompt.endsWith(parts.join("")), "what is sent is the prompt's end");
+    // Past the previous prompt but its generation prompt (`<|im_start|>assistant\n`).
+    const fresh = prompt.length - previous.length + "<|im_start|>assistant\n".length;
+    assert.equal(total(parts), turn === 1 ? prompt.length : fresh, `turn ${turn}`);
+    previous = prompt;
+  }
+  assert.equal(cache.stats.l1Hits, 3, "each later turn from the last one's prefix");
+  const again = t.applyChatTemplate(conv.slice(0, 8));
+  const before = sent.length;
+  assert.deepEqual(await cache.encodeWith(again, false, many), t.encode(again, false));
+  assert.equal(sent.length, before, "an exact hit sends nothing");
+});
+
 Deno.test("tokenizer cache: bounded; evicted prefixes only cost a re-encode", () => {
   const t = qwen3();
   const cache = new CachedEncoder(t, { l0Entries: 2, l1Tokens: 200 });

@@ -1,0 +1,131 @@
+/**
+ * Tokenizing off the event loop: `--tokenizer-threads` worker threads, each with its own copy of
+ * the gateway's tokenizer (built from the same `TokenizerInit`), encode texts sent to them; the
+ * event loop only posts the texts and reads the ids back. Encoding an 11k-token prompt takes
+ * 20-35 ms of one core, during which an event loop that did it itself would serve nothing else.
+ *
+ * A request goes to the thread with the fewest requests pending. A thread that fails (its
+ * module cannot load, its tokenizer cannot be built, it crashes) is dropped: what it had pending
+ * and everything after, with no thread left, is encoded here, on the event loop, with the same
+ * result. With 0 threads everything is. `close()` terminates the threads.
+ *
+ * The threads run the program's entry (`setTokenizerThreadEntry`, called by `main.ts`, which
+ * starts `thread.ts`'s loop in a thread named `TOKENIZER_THREAD`), so a bundled or compiled
+ * program starts them from itself; without an entry, `thread_main.ts`.
+ */
+
+import {
+  type EncodeAnswer,
+  type EncodeRequest,
+  type ThreadInit,
+  TOKENIZER_THREAD,
+} from "./thread.ts";
+import type { GatewayTokenizer } from "./tokenizer.ts";
+
+let entry: string | null = null;
+
+/** The program's entry module (`main.ts`'s `import.meta.url`), which tokenizer threads run. */
+export function setTokenizerThreadEntry(url: string): void {
+  entry = url;
+}
+
+interface Pending {
+  parts: string[];
+  addSpecial: boolean;
+  resolve(ids: number[][]): void;
+  reject(e: Error): void;
+}
+
+interface Thread {
+  worker: Worker;
+  pending: Map<number, Pending>;
+}
+
+/** Options of a pool. */
+export interface PoolOptions {
+  /** The module threads run (default: the program's entry, else `thread_main.ts`). */
+  entry?: string;
+  /** Told once per thread that fails, with why. */
+  onThreadDown?: (reason: string) => void;
+}
+
+/** Encodes texts in worker threads; see the module comment. */
+export class TokenizerPool {
+  readonly #tok: GatewayTokenizer;
+  readonly #threads: Thread[] = [];
+  readonly #onDown: (reason: string) => void;
+  #next = 0;
+
+  /** Starts `threads` threads for `tok` (0: none, everything encoded on the event loop). */
+  constructor(tok: GatewayTokenizer, threads: number, o: PoolOptions = {}) {
+    this.#tok = tok;
+    this.#onDown = o.onThreadDown ?? (() => {});
+    const url = o.entry ?? entry ?? new URL("./thread_main.ts", import.meta.url).href;
+    for (let i = 0; i < threads; i++) this.#start(url);
+  }
+
+  /** Threads running. */
+  get threads(): number {
+    return this.#threads.length;
+  }
+
+  #start(url: string): void {
+    const worker = new Worker(url, { type: "module", name: TOKENIZER_THREAD });
+    const t: Thread = { worker, pending: new Map() };
+    worker.onmessage = (e: MessageEvent<EncodeAnswer>) => {
+      const a = e.data;
+      const p = t.pending.get(a.id);
+      if (!p) return;
+      t.pending.delete(a.id);
+      if ("error" in a) p.reject(new Error(a.error));
+      else p.resolve(a.ids.map((ids) => Array.from(ids)));
+    };
+    worker.onerror = (e) => {
+      e.preventDefault();
+      this.#drop(t, e.message);
+    };
+    worker.postMessage({ init: this.#tok.init } satisfies ThreadInit);
+    this.#threads.push(t);
+  }
+
+  /** Drops a failed thread; what it had pending is encoded here. */
+  #drop(t: Thread, reason: string): void {
+    const i = this.#threads.indexOf(t);
+    if (i < 0) return;
+    this.#threads.splice(i, 1);
+    t.worker.terminate();
+    this.#onDown(reason);
+    for (const p of t.pending.values()) this.#here(p);
+    t.pending.clear();
+  }
+
+  #here(p: Pending): void {
+    try {
+      p.resolve(p.parts.map((part) => this.#tok.encode(part, p.addSpecial)));
+    } catch (e) {
+      p.reject(e as Error);
+    }
+  }
+
+  /** The ids of each of `parts`, each encoded on its own (as `GatewayTokenizer.encode`). */
+  encodeMany(parts: string[], addSpecial: boolean): Promise<number[][]> {
+    return new Promise((resolve, reject) => {
+      const p: Pending = { parts, addSpecial, resolve, reject };
+      let t: Thread | null = null;
+      for (const c of this.#threads) if (!t || c.pending.size < t.pending.size) t = c;
+      if (!t) return this.#here(p);
+      const id = this.#next++;
+      t.pending.set(id, p);
+      t.worker.postMessage({ id, parts, addSpecial } satisfies EncodeRequest);
+    });
+  }
+
+  /** Terminates the threads; what they had pending is encoded here. */
+  close(): void {
+    for (const t of [...this.#threads]) {
+      this.#threads.splice(this.#threads.indexOf(t), 1);
+      t.worker.terminate();
+      for (const p of t.pending.values()) this.#here(p);
+    }
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * The tokenizer pool: ids from its threads equal the tokenizer's own, part by part; a thread
+ * that cannot start, or with no thread at all, the same ids come from this thread.
+ */
+
+import assert from "node:assert/strict";
+import { TokenizerPool } from "../../lib/tokenizer/pool.ts";
+import { qwen3 } from "../support/qwen3.ts";
+
+const TEXTS = [
+  "Hello, world!",
+  "<|im_start|>user\nWhat is a gateway?<|im_end|>\n<|im_start|>assistant\n",
+  "日本語のテキストと emoji 🎉 mixed",
+  "x".repeat(5000),
+];
+
+Deno.test("tokenizer pool: a thread's ids equal the tokenizer's own, each part on its own", async () => {
+  const tok = qwen3();
+  const pool = new TokenizerPool(tok, 1);
+  try {
+    assert.equal(pool.threads, 1);
+    for (const addSpecial of [false, true]) {
+      const got = await pool.encodeMany(TEXTS, addSpecial);
+      assert.deepEqual(got, TEXTS.map((t) => tok.encode(t, addSpecial)));
+    }
+    // Many at once: every answer reaches its own request.
+    const many = await Promise.all(TEXTS.map((t, i) => pool.encodeMany([t, `${i}`], false)));
+    assert.equal(pool.threads, 1, "no thread dropped: the ids came from it");
+    many.forEach((ids, i) =>
+      assert.deepEqual(ids, [tok.encode(TEXTS[i], false), tok.encode(`${i}`, false)])
+    );
+  } finally {
+    pool.close();
+  }
+});
+
+Deno.test("tokenizer pool: a thread that cannot start is dropped and its requests encoded here", async () => {
+  const tok = qwen3();
+  const down: string[] = [];
+  const dir = await Deno.makeTempDir({ prefix: "smg-pool-" });
+  await Deno.writeTextFile(`${dir}/broken.js`, 'throw new Error("this thread cannot start");\n');
+  const entry = new URL(`file://${dir}/broken.js`).href;
+  const pool = new TokenizerPool(tok, 1, { entry, onThreadDown: (r) => down.push(r) });
+  try {
+    const got = await pool.encodeMany(TEXTS, true);
+    assert.deepEqual(got, TEXTS.map((t) => tok.encode(t, true)));
+    assert.equal(down.length, 1, "told once");
+    assert.match(down[0], /this thread cannot start/);
+    assert.equal(pool.threads, 0);
+    assert.deepEqual(await pool.encodeMany(["after"], false), [tok.encode("after", false)]);
+  } finally {
+    pool.close();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("tokenizer pool: with no thread, everything is encoded here", async () => {
+  const tok = qwen3();
+  const pool = new TokenizerPool(tok, 0);
+  assert.equal(pool.threads, 0);
+  assert.deepEqual(await pool.encodeMany(TEXTS, false), TEXTS.map((t) => tok.encode(t, false)));
+  pool.close();
+});
