@@ -2,7 +2,8 @@
  * The `smg` entry point: picks the command (`sim-worker`, `serve`, or the gateway itself, with
  * or without `launch`), runs it, and exits with its code. Bad configuration prints one line and
  * exits 2. Started with a global `--allow-net`, the command runs in a worker thread of this
- * module whose net grant is only what its flags need (`lib/commands/launcher.ts`).
+ * module whose net grant is only what its flags need (`lib/commands/launcher.ts`). A thread
+ * named for tokenizing (`lib/tokenizer/pool.ts`) runs this module as its entry too.
  */
 
 import { gatewayCommand } from "./lib/commands/gateway.ts";
@@ -11,6 +12,8 @@ import { serveCommand } from "./lib/commands/serve.ts";
 import { simWorkerCommand } from "./lib/commands/sim_worker.ts";
 import { ConfigError } from "./lib/core/errors.ts";
 import type { NetGrant } from "./lib/server/net_grant.ts";
+import { setTokenizerThreadEntry } from "./lib/tokenizer/pool.ts";
+import { isTokenizerThread, tokenizerThread } from "./lib/tokenizer/thread.ts";
 
 /**
  * Runs the command in `args`; resolves with the process exit code. `exit` ends the process at
@@ -36,6 +39,9 @@ export async function main(
 }
 
 if (import.meta.main) {
-  if (inWorkerThread()) commandThread(main);
+  // Tokenizer threads run this module too (so a bundle or a binary starts them from itself).
+  setTokenizerThreadEntry(import.meta.url);
+  if (isTokenizerThread()) tokenizerThread();
+  else if (inWorkerThread()) commandThread(main);
   else Deno.exit(await launch(Deno.args, import.meta.url, main));
 }

@@ -145,6 +145,14 @@ export const SERVER_FLAGS = {
     default: null,
     help: "tokenizer directory or tokenizer.json (default: --model-path)",
   },
+  tokenizerThreads: {
+    name: "tokenizer-threads",
+    kind: int,
+    default: 1,
+    help:
+      "threads that tokenize prompts off the event loop (for gRPC workers and KV-event routing); 0: on it",
+    check: atLeast(0),
+  },
   httpServer: {
     name: "http-server",
     kind: choices(["own", "deno"]),

@@ -318,6 +318,8 @@ export interface GatewayConfig {
   modelPath: string | null;
   /** Tokenizer directory or `tokenizer.json` (`--tokenizer-path`). */
   tokenizerPath: string | null;
+  /** Threads that encode prompts off the event loop, 0 none (`--tokenizer-threads`). */
+  tokenizerThreads: number;
   /** Seconds in-flight requests get after SIGTERM (`--shutdown-grace-period-secs`). */
   shutdownGracePeriodSecs: number;
   /** Log level (`--log-level`). */

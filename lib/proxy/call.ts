@@ -46,7 +46,7 @@ export interface CallInit extends
   /** The request prepared for gRPC workers, if already done (it routes on its tokens). */
   grpc: GrpcInput | null;
   /** Prepares it (null: no gRPC worker can serve this gateway). */
-  prepareGrpc: (() => GrpcInput) | null;
+  prepareGrpc: (() => Promise<GrpcInput>) | null;
 }
 
 /** One request on its way: see the module comment. */
@@ -67,7 +67,8 @@ export class Call implements CallContext, DeadlineEntry {
   readonly #holds: Holds;
   readonly #deadlines: Deadlines;
   #grpc: GrpcInput | null;
-  readonly #prepareGrpc: (() => GrpcInput) | null;
+  #preparing: Promise<GrpcInput> | null = null;
+  readonly #prepareGrpc: (() => Promise<GrpcInput>) | null;
 
   constructor(i: CallInit) {
     this.inb = i.inb;
@@ -97,10 +98,17 @@ export class Call implements CallContext, DeadlineEntry {
     this.#holds.add(fn);
   }
 
+  readyGrpc(): Promise<GrpcInput | null> {
+    if (this.#grpc) return Promise.resolve(this.#grpc);
+    if (!this.#prepareGrpc) return Promise.resolve(null);
+    return this.#preparing ??= this.#prepareGrpc().then((g) => this.#grpc = g);
+  }
+
   grpcInput(): GrpcInput {
-    if (this.#grpc) return this.#grpc;
-    if (!this.#prepareGrpc) throw new Error("no gRPC worker can serve this gateway");
-    return this.#grpc = this.#prepareGrpc();
+    if (!this.#grpc) {
+      throw new Error("no gRPC request prepared (no tokenizer, or readyGrpc not awaited)");
+    }
+    return this.#grpc;
   }
 
   timedOut(): boolean {

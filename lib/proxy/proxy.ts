@@ -94,6 +94,7 @@ export class InferenceProxy {
    */
   close(): Promise<void> {
     this.#deadlines.stop();
+    this.#d.grpc?.close?.();
     return this.#tasks.close();
   }
 
@@ -123,13 +124,13 @@ export class InferenceProxy {
       let grpc: GrpcInput | null = null;
       const grpcOnly = prepareGrpc !== null && this.#servesGrpc(rr.model);
       if (grpcOnly) {
-        grpc = prepareGrpc();
+        grpc = await prepareGrpc();
         if (rr.tokens === null) rr = { ...rr, tokens: grpc.ids };
       } else if (prepareGrpc && rr.tokens === null && d.routesOnTokens?.(rr.model ?? "unknown")) {
         // HTTP workers publishing KV events: route on the prompt's tokens, as the engine holds
         // them; a body the gRPC form refuses still goes, routed on its text.
         try {
-          grpc = prepareGrpc();
+          grpc = await prepareGrpc();
           rr = { ...rr, tokens: grpc.ids };
         } catch { /* routed on text */ }
       }

@@ -54,6 +54,8 @@ export interface GrpcBackend {
   client(url: string): GenerateClient;
   /** The gateway's tokenizer (cached encode, template, decode). */
   tokenizer: PromptTokenizer & Decoder;
+  /** Releases what the tokenizer holds (its threads); called by the proxy's `close`. */
+  close?(): void;
 }
 
 /** What the proxy is built from. */
@@ -135,9 +137,13 @@ export interface CallContext {
   /** Runs `fn` once the client's response is done (delivered or abandoned). */
   hold(fn: () => void): void;
   /**
-   * The request as gRPC workers take it (template, token ids, sampling): prepared on first use
-   * and kept, so a request is tokenized at most once; 400 on bad input.
+   * Prepares the request as gRPC workers take it (template, token ids, sampling) on first use
+   * and keeps it, so a request is tokenized at most once; rejects with a 400 on bad input.
+   * Awaited before a gRPC leg opens. Null when this gateway has no tokenizer (its gRPC
+   * protocol then fails every attempt as a worker it cannot reach).
    */
+  readyGrpc(): Promise<GrpcInput | null>;
+  /** The request as gRPC workers take it, once `readyGrpc` has resolved. */
   grpcInput(): GrpcInput;
   /** Background work of this request (a prefill drain), awaited by the proxy's shutdown. */
   readonly tasks: Tasks;

@@ -259,7 +259,9 @@ export class Gateway {
       admission: new Admission(config.admission, metrics, clock),
       limits: limits ?? undefined,
       pd,
-      grpc: opts.grpc ? grpcBackend(grpcWorkers, opts.grpc.tokenizer) : undefined,
+      grpc: opts.grpc
+        ? grpcBackend(grpcWorkers, opts.grpc.tokenizer, config.tokenizerThreads, log)
+        : undefined,
       routesOnTokens: kv ? (model) => kv!.routesOnTokens(model) : undefined,
     });
     const draining = () => this.#draining;

@@ -10,6 +10,7 @@ import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { GrpcBackend } from "../proxy/types.ts";
 import { CachedEncoder } from "../tokenizer/cache.ts";
+import { TokenizerPool } from "../tokenizer/pool.ts";
 import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
 import { FetchUpstream } from "../upstream/fetch_upstream.ts";
 import { Http1Client } from "../upstream/http1.ts";
@@ -117,13 +118,29 @@ export function workerFetch(
   return fetchFn;
 }
 
-/** The proxy's view of gRPC workers: their clients, and the tokenizer behind a two-level cache. */
-export function grpcBackend(workers: GrpcWorkers, tok: GatewayTokenizer): GrpcBackend {
+/**
+ * The proxy's view of gRPC workers: their clients, and the tokenizer behind a two-level cache,
+ * what the cache misses encoded by `threads` tokenizer threads (`--tokenizer-threads`; a thread
+ * that fails is logged and its work done on the event loop).
+ */
+export function grpcBackend(
+  workers: GrpcWorkers,
+  tok: GatewayTokenizer,
+  threads: number,
+  log: Logger,
+): GrpcBackend {
   const cache = new CachedEncoder(tok);
+  const pool = new TokenizerPool(tok, threads, {
+    onThreadDown: (reason) =>
+      log.warn("tokenizer thread failed; encoding on the event loop", { reason }),
+  });
+  const many = (parts: string[], addSpecial: boolean) => pool.encodeMany(parts, addSpecial);
   return {
     client: (url) => workers.client(url),
+    close: () => pool.close(),
     tokenizer: {
       encode: (text, addSpecial) => cache.encode(text, addSpecial),
+      encodeAsync: (text, addSpecial) => cache.encodeWith(text, addSpecial, many),
       applyChatTemplate: (messages, o) => tok.applyChatTemplate(messages, o),
       decode: (ids, skipSpecial) => tok.decode(ids, skipSpecial),
       hasChatTemplate: tok.hasChatTemplate,

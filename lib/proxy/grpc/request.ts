@@ -11,7 +11,7 @@
 import { invalidRequest } from "../../core/errors.ts";
 import type { Endpoint } from "../../core/types.ts";
 import type { SamplingParamsPb } from "../../grpc/sglang_proto.ts";
-import { promptOf, type PromptTokenizer, tokenIds } from "../../tokenizer/prompt.ts";
+import { promptOfAsync, type PromptTokenizer, tokenIds } from "../../tokenizer/prompt.ts";
 
 export type { PromptTokenizer } from "../../tokenizer/prompt.ts";
 
@@ -150,13 +150,13 @@ export function samplingParams(o: Obj, maxTokens: number | undefined): SamplingP
 }
 
 /** Prepares `body` (validated by route extraction) for a gRPC worker. */
-export function grpcInput(
+export async function grpcInput(
   endpoint: Endpoint,
   body: Obj,
   tok: PromptTokenizer,
   fallbackModel: string,
-): GrpcInput {
-  const { ids: promptIds, text } = promptOf(endpoint, body, tok);
+): Promise<GrpcInput> {
+  const { ids: promptIds, text } = await promptOfAsync(endpoint, body, tok);
   let sampling: SamplingParamsPb;
   if (endpoint === "chat") {
     sampling = samplingParams(body, int(body, "max_completion_tokens") ?? int(body, "max_tokens"));
