@@ -1,6 +1,6 @@
 /**
  * Tokenizing off the event loop: `--tokenizer-threads` worker threads, each with its own copy of
- * the gateway's tokenizer (built from the same `TokenizerInit`), encode texts sent to them; the
+ * the gateway's tokenizer (loaded from the same files), encode texts sent to them; the
  * event loop only posts the texts and reads the ids back. Encoding an 11k-token prompt takes
  * 20-35 ms of one core, during which an event loop that did it itself would serve nothing else.
  *

@@ -1,6 +1,7 @@
 /**
  * The tokenizer thread's side of `TokenizerPool` (`pool.ts`): it builds the gateway's tokenizer
- * from the `TokenizerInit` it is sent first, then answers each request (texts to encode) with
+ * from the `TokenizerInit` it is sent first (loading it again from its path, or from the parts
+ * of one built in memory), then answers each request (texts to encode) with
  * their ids, as `Uint32Array`s whose buffers are transferred back, or with the error's message.
  * Started by the program's entry (`main.ts`) when the thread is named `TOKENIZER_THREAD`, or by
  * `thread_main.ts` where there is no such entry (tests, benchmarks).
@@ -50,7 +51,9 @@ export function tokenizerThread(): void {
       const i = m.init;
       // A tokenizer that cannot be built fails the thread (the pool then encodes itself).
       tok = import("./tokenizer.ts").then((t) =>
-        new t.GatewayTokenizer(i.json, i.config, i.source, i.template)
+        "path" in i
+          ? t.loadTokenizer(i.path)
+          : new t.GatewayTokenizer(i.json, i.config, i.source, i.template)
       );
       tok.catch((err) =>
         queueMicrotask(() => {

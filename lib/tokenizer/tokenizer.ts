@@ -51,19 +51,19 @@ function templateText(v: unknown): string | null {
   return null;
 }
 
-/** What a `GatewayTokenizer` is built from (cloned to build the same one in another thread). */
-export interface TokenizerInit {
-  json: unknown;
-  config: Record<string, unknown>;
-  source: string;
-  template?: string;
-}
+/**
+ * How to build the same `GatewayTokenizer` in another thread: the path it was loaded from (the
+ * thread reads it again, so this one keeps nothing of the files), or the parts it was built from.
+ */
+export type TokenizerInit =
+  | { path: string }
+  | { json: unknown; config: Record<string, unknown>; source: string; template?: string };
 
 /** A loaded tokenizer with its chat template. */
 export class GatewayTokenizer {
   /** Where it came from (for logs and errors). */
   readonly source: string;
-  /** What it was built from. */
+  /** How to build it again (`TokenizerInit`). */
   readonly init: TokenizerInit;
   /** Token ids that end generation (`eos_token` and the config's `eos_token_id`s). */
   readonly eosTokenIds: readonly number[];
@@ -84,9 +84,16 @@ export class GatewayTokenizer {
   readonly #bos: string;
   readonly #eos: string;
 
-  constructor(json: unknown, config: Record<string, unknown>, source: string, template?: string) {
+  /** Builds it from parsed files; `path`: where `loadTokenizer` read them. */
+  constructor(
+    json: unknown,
+    config: Record<string, unknown>,
+    source: string,
+    template?: string,
+    path?: string,
+  ) {
     this.source = source;
-    this.init = { json, config, source, template };
+    this.init = path !== undefined ? { path } : { json, config, source, template };
     this.#tok = new Tokenizer(json as object, config);
     const text = template ?? templateText(config.chat_template);
     this.#template = text ? new Template(text) : null;
@@ -195,7 +202,7 @@ export async function loadTokenizer(path: string): Promise<GatewayTokenizer> {
   const jinja = `${dir}/chat_template.jinja`;
   const template = (await exists(jinja)) ? await Deno.readTextFile(jinja) : undefined;
   try {
-    return new GatewayTokenizer(json, config as Record<string, unknown>, path, template);
+    return new GatewayTokenizer(json, config as Record<string, unknown>, path, template, path);
   } catch (e) {
     throw new ConfigError(`tokenizer at ${path} cannot be loaded: ${(e as Error).message}`);
   }
