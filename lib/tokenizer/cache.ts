@@ -125,9 +125,12 @@ export class CachedEncoder {
     return this.#byPrefix(text, keep);
   }
 
-  /** Keeps `ids` as the whole text's entry if it is small enough. */
+  /**
+   * Keeps `ids` as the whole text's entry if it is small enough (once: two lookups of the same
+   * text may both have missed while their parts were encoded elsewhere).
+   */
   #keep(key: string, ids: number[]): void {
-    if (ids.length > this.#l0Tokens / 8) return;
+    if (ids.length > this.#l0Tokens / 8 || this.#l0.has(key)) return;
     this.#l0.set(key, Uint32Array.from(ids));
     this.#l0Size += ids.length;
     while (this.#l0.size > this.#l0Max || this.#l0Size > this.#l0Tokens) {

@@ -173,6 +173,23 @@ Deno.test("tokenizer cache: encodeWith sends only what is not cached, and gives 
   assert.equal(sent.length, before, "an exact hit sends nothing");
 });
 
+Deno.test("tokenizer cache: the same text missed by lookups in flight together is kept once", async () => {
+  const t = qwen3();
+  const text = "Hello, world! A text that is looked up many times at once.";
+  const n = t.encode(text, true).length;
+  // Room for 8 such entries' tokens: nine copies counted would evict the one kept.
+  const cache = new CachedEncoder(t, { l0Tokens: 8 * n });
+  let sent = 0;
+  const many = (parts: string[], addSpecial: boolean) => {
+    sent++;
+    return Promise.resolve(parts.map((p) => t.encode(p, addSpecial)));
+  };
+  await Promise.all(Array.from({ length: 9 }, () => cache.encodeWith(text, true, many)));
+  assert.equal(sent, 9, "all nine missed");
+  assert.deepEqual(await cache.encodeWith(text, true, many), t.encode(text, true));
+  assert.equal(sent, 9, "then it is an exact hit");
+});
+
 Deno.test("tokenizer cache: bounded; evicted prefixes only cost a re-encode", () => {
   const t = qwen3();
   const cache = new CachedEncoder(t, { l0Entries: 2, l1Tokens: 200 });
