@@ -260,7 +260,7 @@ export class Gateway {
       limits: limits ?? undefined,
       pd,
       grpc: opts.grpc
-        ? grpcBackend(grpcWorkers, opts.grpc.tokenizer, config.tokenizerThreads, log)
+        ? grpcBackend(grpcWorkers, opts.grpc.tokenizer, config.tokenizerThreads, log, clock)
         : undefined,
       routesOnTokens: kv ? (model) => kv!.routesOnTokens(model) : undefined,
     });

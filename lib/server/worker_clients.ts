@@ -121,16 +121,18 @@ export function workerFetch(
 /**
  * The proxy's view of gRPC workers: their clients, and the tokenizer behind a two-level cache,
  * what the cache misses encoded by `threads` tokenizer threads (`--tokenizer-threads`; a thread
- * that fails is logged and its work done on the event loop).
+ * that fails or hangs is logged and its work done on the event loop; `clock` times the hang).
  */
 export function grpcBackend(
   workers: GrpcWorkers,
   tok: GatewayTokenizer,
   threads: number,
   log: Logger,
+  clock: Clock,
 ): GrpcBackend {
   const cache = new CachedEncoder(tok);
   const pool = new TokenizerPool(tok, threads, {
+    clock,
     onThreadDown: (reason) =>
       log.warn("tokenizer thread failed; encoding on the event loop", { reason }),
   });

@@ -4,10 +4,10 @@
  * event loop only posts the texts and reads the ids back. Encoding an 11k-token prompt takes
  * 20-35 ms of one core, during which an event loop that did it itself would serve nothing else.
  *
- * A request goes to the thread with the fewest requests pending. A thread that fails (its
- * module cannot load, its tokenizer cannot be built, it crashes) is dropped: what it had pending
- * and everything after, with no thread left, is encoded here, on the event loop, with the same
- * result. With 0 threads everything is. `close()` terminates the threads.
+ * A request goes to the thread with the fewest characters pending. A thread that fails (its
+ * module cannot load, its tokenizer cannot be built, it crashes, or it leaves a request
+ * unanswered past `answerTimeoutMs`) is dropped, not restarted: what it had pending and, with no
+ * thread left, everything after is encoded here, on the event loop, with the same result. With 0 threads everything is. `close()` terminates the threads.
  *
  * The threads run the program's entry (`setTokenizerThreadEntry`, called by `main.ts`, which
  * starts `thread.ts`'s loop in a thread named `TOKENIZER_THREAD`), so a bundled or compiled
@@ -20,6 +20,7 @@ import {
   type ThreadInit,
   TOKENIZER_THREAD,
 } from "./thread.ts";
+import { type Clock, systemClock } from "../core/clock.ts";
 import type { GatewayTokenizer } from "./tokenizer.ts";
 
 let entry: string | null = null;
@@ -34,11 +35,17 @@ interface Pending {
   addSpecial: boolean;
   resolve(ids: number[][]): void;
   reject(e: Error): void;
+  /** Characters to encode (what a thread's backlog is weighed by). */
+  chars: number;
+  /** Cancels its watchdog. */
+  stopWatch(): void;
 }
 
 interface Thread {
   worker: Worker;
   pending: Map<number, Pending>;
+  /** Characters it has pending. */
+  chars: number;
 }
 
 /** Options of a pool. */
@@ -47,6 +54,13 @@ export interface PoolOptions {
   entry?: string;
   /** Told once per thread that fails, with why. */
   onThreadDown?: (reason: string) => void;
+  /** Timers for the watchdog (default the system clock). */
+  clock?: Clock;
+  /**
+   * A thread that has not answered a request within this is taken for hung and dropped
+   * (default 30 s: a 1 MB prompt encodes in about a second).
+   */
+  answerTimeoutMs?: number;
 }
 
 /** Encodes texts in worker threads; see the module comment. */
@@ -54,12 +68,16 @@ export class TokenizerPool {
   readonly #tok: GatewayTokenizer;
   readonly #threads: Thread[] = [];
   readonly #onDown: (reason: string) => void;
+  readonly #clock: Clock;
+  readonly #answerMs: number;
   #next = 0;
 
   /** Starts `threads` threads for `tok` (0: none, everything encoded on the event loop). */
   constructor(tok: GatewayTokenizer, threads: number, o: PoolOptions = {}) {
     this.#tok = tok;
     this.#onDown = o.onThreadDown ?? (() => {});
+    this.#clock = o.clock ?? systemClock;
+    this.#answerMs = o.answerTimeoutMs ?? 30_000;
     const url = o.entry ?? entry ?? new URL("./thread_main.ts", import.meta.url).href;
     for (let i = 0; i < threads; i++) this.#start(url);
   }
@@ -71,12 +89,14 @@ export class TokenizerPool {
 
   #start(url: string): void {
     const worker = new Worker(url, { type: "module", name: TOKENIZER_THREAD });
-    const t: Thread = { worker, pending: new Map() };
+    const t: Thread = { worker, pending: new Map(), chars: 0 };
     worker.onmessage = (e: MessageEvent<EncodeAnswer>) => {
       const a = e.data;
       const p = t.pending.get(a.id);
       if (!p) return;
       t.pending.delete(a.id);
+      t.chars -= p.chars;
+      p.stopWatch();
       if ("error" in a) p.reject(new Error(a.error));
       else p.resolve(a.ids.map((ids) => Array.from(ids)));
     };
@@ -100,6 +120,7 @@ export class TokenizerPool {
   }
 
   #here(p: Pending): void {
+    p.stopWatch();
     try {
       p.resolve(p.parts.map((part) => this.#tok.encode(part, p.addSpecial)));
     } catch (e) {
@@ -110,13 +131,19 @@ export class TokenizerPool {
   /** The ids of each of `parts`, each encoded on its own (as `GatewayTokenizer.encode`). */
   encodeMany(parts: string[], addSpecial: boolean): Promise<number[][]> {
     return new Promise((resolve, reject) => {
-      const p: Pending = { parts, addSpecial, resolve, reject };
+      const chars = parts.reduce((a, x) => a + x.length, 0);
+      const p: Pending = { parts, addSpecial, resolve, reject, chars, stopWatch: () => {} };
       let t: Thread | null = null;
-      for (const c of this.#threads) if (!t || c.pending.size < t.pending.size) t = c;
+      for (const c of this.#threads) if (!t || c.chars < t.chars) t = c;
       if (!t) return this.#here(p);
       const id = this.#next++;
-      t.pending.set(id, p);
-      t.worker.postMessage({ id, parts, addSpecial } satisfies EncodeRequest);
+      const thread = t;
+      thread.pending.set(id, p);
+      thread.chars += chars;
+      p.stopWatch = this.#clock.after(this.#answerMs, () => {
+        this.#drop(thread, `no answer within ${this.#answerMs} ms`);
+      });
+      thread.worker.postMessage({ id, parts, addSpecial } satisfies EncodeRequest);
     });
   }
 

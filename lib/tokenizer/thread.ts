@@ -63,8 +63,10 @@ export function tokenizerThread(): void {
       return;
     }
     turn = turn.then(async () => {
+      // Outside the try: a tokenizer that could not be built fails the thread, not the request
+      // (the pool encodes what the thread had pending itself).
+      const t = await tok!;
       try {
-        const t = await tok!;
         const ids = m.parts.map((p) => Uint32Array.from(t.encode(p, m.addSpecial)));
         scope.postMessage({ id: m.id, ids }, ids.map((a) => a.buffer));
       } catch (err) {

@@ -4,7 +4,9 @@
  */
 
 import assert from "node:assert/strict";
+import { FakeClock } from "../../lib/core/clock.ts";
 import { TokenizerPool } from "../../lib/tokenizer/pool.ts";
+import type { GatewayTokenizer } from "../../lib/tokenizer/tokenizer.ts";
 import { qwen3 } from "../support/qwen3.ts";
 
 const TEXTS = [
@@ -60,4 +62,53 @@ Deno.test("tokenizer pool: with no thread, everything is encoded here", async ()
   assert.equal(pool.threads, 0);
   assert.deepEqual(await pool.encodeMany(TEXTS, false), TEXTS.map((t) => tok.encode(t, false)));
   pool.close();
+});
+
+Deno.test("tokenizer pool: a thread whose tokenizer cannot be built fails, and its requests are encoded here", async () => {
+  const tok = qwen3();
+  // The thread is told to load from a path that does not exist; this thread encodes with qwen3.
+  const unloadable = {
+    init: { path: "/nonexistent/tokenizer" },
+    encode: (text: string, addSpecial: boolean) => tok.encode(text, addSpecial),
+  } as unknown as GatewayTokenizer;
+  const down: string[] = [];
+  const pool = new TokenizerPool(unloadable, 1, { onThreadDown: (r) => down.push(r) });
+  try {
+    const both = await Promise.all([
+      pool.encodeMany([TEXTS[0]], false),
+      pool.encodeMany([TEXTS[1]], false),
+    ]);
+    assert.deepEqual(both, [[tok.encode(TEXTS[0], false)], [tok.encode(TEXTS[1], false)]]);
+    assert.equal(down.length, 1);
+    assert.match(down[0], /cannot be read/);
+  } finally {
+    pool.close();
+  }
+});
+
+Deno.test("tokenizer pool: a thread that leaves a request unanswered past the timeout is dropped", async () => {
+  const tok = qwen3();
+  const dir = await Deno.makeTempDir({ prefix: "smg-pool-" });
+  // A thread that takes requests and never answers.
+  await Deno.writeTextFile(`${dir}/silent.js`, "self.onmessage = () => {};\n");
+  const clock = new FakeClock();
+  const down: string[] = [];
+  const pool = new TokenizerPool(tok, 1, {
+    entry: new URL(`file://${dir}/silent.js`).href,
+    onThreadDown: (r) => down.push(r),
+    clock,
+    answerTimeoutMs: 1000,
+  });
+  try {
+    const answer = pool.encodeMany(TEXTS, true);
+    clock.advance(999);
+    assert.deepEqual(down, [], "not before the timeout");
+    clock.advance(1);
+    assert.deepEqual(await answer, TEXTS.map((t) => tok.encode(t, true)));
+    assert.deepEqual(down, ["no answer within 1000 ms"]);
+    assert.equal(pool.threads, 0);
+  } finally {
+    pool.close();
+    await Deno.remove(dir, { recursive: true });
+  }
 });
