@@ -13,6 +13,7 @@
  */
 
 import { parseArgs } from "node:util";
+import { simGrpcServeCommand } from "../tests/support/process.ts";
 import { freePorts, HOST, killAll, spawn, stop, waitFor } from "./overhead/processes.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
@@ -63,28 +64,7 @@ async function run(t: number, dir: string): Promise<Run> {
   const child = await spawn(
     `smg-t${t}`,
     0,
-    [
-      Deno.execPath(),
-      "run",
-      "--unstable-no-legacy-abort",
-      "--allow-net=127.0.0.1",
-      "--allow-env",
-      "--allow-read",
-      "--allow-write=/tmp",
-      `${ROOT}main.ts`,
-      "serve",
-      "--backend",
-      "sim",
-      "--connection-mode",
-      "grpc",
-      "--dp-size",
-      "2",
-      "--worker-base-port",
-      "0",
-      "--time-scale",
-      "0",
-      "--port",
-      String(port),
+    simGrpcServeCommand(`${ROOT}main.ts`, port, 2, [
       "--router-prometheus-host",
       HOST,
       "--router-prometheus-port",
@@ -95,7 +75,7 @@ async function run(t: number, dir: string): Promise<Run> {
       String(t),
       "--router-log-level",
       "warn",
-    ],
+    ]),
     dir,
     ROOT,
   );

@@ -7,40 +7,22 @@
 import assert from "node:assert/strict";
 import { parseServeArgs } from "../../lib/launch/args.ts";
 import { ConfigError } from "../../lib/core/errors.ts";
+import { simGrpcServeCommand } from "../support/process.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 
 Deno.test("serve: --connection-mode grpc serves chat through simulated gRPC workers", async () => {
   const port = 31_800 + Math.floor(Math.random() * 100);
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--unstable-no-legacy-abort",
-      "--allow-net=127.0.0.1",
-      "--allow-env",
-      "--allow-read",
-      "--allow-write=/tmp",
-      `${ROOT}main.ts`,
-      "serve",
-      "--backend",
-      "sim",
-      "--connection-mode",
-      "grpc",
-      "--dp-size",
-      "2",
-      "--worker-base-port",
-      "0",
-      "--port",
-      String(port),
-      "--router-shutdown-grace-period-secs",
-      "1",
-      "--router-prometheus-host",
-      "127.0.0.1",
-      "--router-prometheus-port",
-      "0",
-      "--time-scale",
-      "0",
-    ],
+  const [cmd, ...args] = simGrpcServeCommand(`${ROOT}main.ts`, port, 2, [
+    "--router-shutdown-grace-period-secs",
+    "1",
+    "--router-prometheus-host",
+    "127.0.0.1",
+    "--router-prometheus-port",
+    "0",
+  ]);
+  const child = new Deno.Command(cmd, {
+    args,
     stdout: "piped",
     stderr: "piped",
   }).spawn();

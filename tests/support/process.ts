@@ -177,6 +177,43 @@ export function meshRouterArgs(
   ];
 }
 
+/**
+ * The command line of `smg serve --backend sim --connection-mode grpc` from `main` (this
+ * repository's `main.ts`): `dpSize` in-process simulated gRPC workers that answer at once, the
+ * gateway on 127.0.0.1:`port`, then `extra` flags (`--router-*` for the gateway).
+ */
+export function simGrpcServeCommand(
+  main: string,
+  port: number,
+  dpSize: number,
+  extra: string[] = [],
+): string[] {
+  return [
+    Deno.execPath(),
+    "run",
+    "--unstable-no-legacy-abort",
+    "--allow-net=127.0.0.1",
+    "--allow-env",
+    "--allow-read",
+    "--allow-write=/tmp",
+    main,
+    "serve",
+    "--backend",
+    "sim",
+    "--connection-mode",
+    "grpc",
+    "--dp-size",
+    String(dpSize),
+    "--worker-base-port",
+    "0",
+    "--time-scale",
+    "0",
+    "--port",
+    String(port),
+    ...extra,
+  ];
+}
+
 /** Whether `cmd --version` (or `cmd ...args`) runs: a Debian package the CI installs. */
 export function hasCommand(cmd: string, args = ["--version"]): boolean {
   try {
