@@ -4,10 +4,13 @@
  * event loop only posts the texts and reads the ids back. Encoding an 11k-token prompt takes
  * 20-35 ms of one core, during which an event loop that did it itself would serve nothing else.
  *
- * A request goes to the thread with the fewest characters pending. A thread that fails (its
- * module cannot load, its tokenizer cannot be built, it crashes, or it leaves a request
- * unanswered past `answerTimeoutMs`) is dropped, not restarted: what it had pending and, with no
- * thread left, everything after is encoded here, on the event loop, with the same result. With 0 threads everything is. `close()` terminates the threads.
+ * A request goes to the thread with the fewest characters pending. A thread that fails is
+ * dropped. One that crashes, or cannot load its module or tokenizer, leaves what it had pending
+ * to be encoded here, on the event loop, with the same result; one that leaves a request
+ * unanswered past `answerTimeoutMs` is taken for hung by its input, and what it had pending
+ * fails with a 503 `tokenizer_timeout` (the same input would hang the event loop). A dropped
+ * thread that had answered before is replaced; one that never did is not (it would fail the
+ * same way). With no thread left, everything is encoded here. With 0 threads everything is. `close()` terminates the threads.
  *
  * The threads run the program's entry (`setTokenizerThreadEntry`, called by `main.ts`, which
  * starts `thread.ts`'s loop in a thread named `TOKENIZER_THREAD`), so a bundled or compiled
@@ -21,6 +24,7 @@ import {
   TOKENIZER_THREAD,
 } from "./thread.ts";
 import { type Clock, systemClock } from "../core/clock.ts";
+import { GatewayError } from "../core/errors.ts";
 import type { GatewayTokenizer } from "./tokenizer.ts";
 
 let entry: string | null = null;
@@ -46,6 +50,8 @@ interface Thread {
   pending: Map<number, Pending>;
   /** Characters it has pending. */
   chars: number;
+  /** It has answered a request (it started and worked: worth replacing if it fails). */
+  answered: boolean;
 }
 
 /** Options of a pool. */
@@ -70,7 +76,9 @@ export class TokenizerPool {
   readonly #onDown: (reason: string) => void;
   readonly #clock: Clock;
   readonly #answerMs: number;
+  readonly #url: string;
   #next = 0;
+  #closed = false;
 
   /** Starts `threads` threads for `tok` (0: none, everything encoded on the event loop). */
   constructor(tok: GatewayTokenizer, threads: number, o: PoolOptions = {}) {
@@ -78,8 +86,8 @@ export class TokenizerPool {
     this.#onDown = o.onThreadDown ?? (() => {});
     this.#clock = o.clock ?? systemClock;
     this.#answerMs = o.answerTimeoutMs ?? 30_000;
-    const url = o.entry ?? entry ?? new URL("./thread_main.ts", import.meta.url).href;
-    for (let i = 0; i < threads; i++) this.#start(url);
+    this.#url = o.entry ?? entry ?? new URL("./thread_main.ts", import.meta.url).href;
+    for (let i = 0; i < threads; i++) this.#start();
   }
 
   /** Threads running. */
@@ -87,36 +95,44 @@ export class TokenizerPool {
     return this.#threads.length;
   }
 
-  #start(url: string): void {
-    const worker = new Worker(url, { type: "module", name: TOKENIZER_THREAD });
-    const t: Thread = { worker, pending: new Map(), chars: 0 };
+  #start(): void {
+    const worker = new Worker(this.#url, { type: "module", name: TOKENIZER_THREAD });
+    const t: Thread = { worker, pending: new Map(), chars: 0, answered: false };
     worker.onmessage = (e: MessageEvent<EncodeAnswer>) => {
       const a = e.data;
       const p = t.pending.get(a.id);
       if (!p) return;
       t.pending.delete(a.id);
       t.chars -= p.chars;
+      t.answered = true;
       p.stopWatch();
       if ("error" in a) p.reject(new Error(a.error));
       else p.resolve(a.ids.map((ids) => Array.from(ids)));
     };
     worker.onerror = (e) => {
       e.preventDefault();
-      this.#drop(t, e.message);
+      // What it had pending did not hang it: encoded here.
+      for (const p of this.#drop(t, e.message)) this.#here(p);
     };
     worker.postMessage({ init: this.#tok.init } satisfies ThreadInit);
     this.#threads.push(t);
   }
 
-  /** Drops a failed thread; what it had pending is encoded here. */
-  #drop(t: Thread, reason: string): void {
+  /**
+   * Drops a failed thread, starting another in its place if it had worked (one that never
+   * answered, whose module or tokenizer cannot load, is not started again); returns what it
+   * had pending.
+   */
+  #drop(t: Thread, reason: string): Pending[] {
     const i = this.#threads.indexOf(t);
-    if (i < 0) return;
+    if (i < 0) return [];
     this.#threads.splice(i, 1);
     t.worker.terminate();
     this.#onDown(reason);
-    for (const p of t.pending.values()) this.#here(p);
+    if (t.answered && !this.#closed) this.#start();
+    const pending = [...t.pending.values()];
     t.pending.clear();
+    return pending;
   }
 
   #here(p: Pending): void {
@@ -141,7 +157,17 @@ export class TokenizerPool {
       thread.pending.set(id, p);
       thread.chars += chars;
       p.stopWatch = this.#clock.after(this.#answerMs, () => {
-        this.#drop(thread, `no answer within ${this.#answerMs} ms`);
+        // An input that hangs the tokenizer would hang this thread too: what the thread had
+        // pending fails (503) rather than being encoded here.
+        const why = `no answer within ${this.#answerMs} ms`;
+        for (const q of this.#drop(thread, why)) {
+          q.stopWatch();
+          q.reject(
+            new GatewayError(503, "tokenizer_timeout", `the tokenizer thread gave ${why}`, {
+              retryAfter: 1,
+            }),
+          );
+        }
       });
       thread.worker.postMessage({ id, parts, addSpecial } satisfies EncodeRequest);
     });
@@ -149,6 +175,7 @@ export class TokenizerPool {
 
   /** Terminates the threads; what they had pending is encoded here. */
   close(): void {
+    this.#closed = true;
     for (const t of [...this.#threads]) {
       this.#threads.splice(this.#threads.indexOf(t), 1);
       t.worker.terminate();

@@ -5,6 +5,7 @@
 
 import assert from "node:assert/strict";
 import { FakeClock } from "../../lib/core/clock.ts";
+import { GatewayError } from "../../lib/core/errors.ts";
 import { TokenizerPool } from "../../lib/tokenizer/pool.ts";
 import type { GatewayTokenizer } from "../../lib/tokenizer/tokenizer.ts";
 import { qwen3 } from "../support/qwen3.ts";
@@ -86,29 +87,53 @@ Deno.test("tokenizer pool: a thread whose tokenizer cannot be built fails, and i
   }
 });
 
-Deno.test("tokenizer pool: a thread that leaves a request unanswered past the timeout is dropped", async () => {
+Deno.test("tokenizer pool: a thread silent past the timeout is dropped, its requests fail 503, and one that had worked is replaced", async () => {
   const tok = qwen3();
   const dir = await Deno.makeTempDir({ prefix: "smg-pool-" });
-  // A thread that takes requests and never answers.
+  // Never answers; and answers its first request (ids [7] a part), then never again.
   await Deno.writeTextFile(`${dir}/silent.js`, "self.onmessage = () => {};\n");
+  await Deno.writeTextFile(
+    `${dir}/once.js`,
+    `let n = 0;
+self.onmessage = (e) => {
+  if ("init" in e.data || n++ > 0) return;
+  self.postMessage({ id: e.data.id, ids: e.data.parts.map(() => new Uint32Array([7])) });
+};
+`,
+  );
   const clock = new FakeClock();
-  const down: string[] = [];
-  const pool = new TokenizerPool(tok, 1, {
-    entry: new URL(`file://${dir}/silent.js`).href,
-    onThreadDown: (r) => down.push(r),
-    clock,
-    answerTimeoutMs: 1000,
-  });
+  const start = (name: string, down: string[]) =>
+    new TokenizerPool(tok, 1, {
+      entry: new URL(`file://${dir}/${name}`).href,
+      onThreadDown: (r) => down.push(r),
+      clock,
+      answerTimeoutMs: 1000,
+    });
+  const timedOut = (e: unknown) =>
+    e instanceof GatewayError && e.status === 503 && e.code === "tokenizer_timeout";
+  const silentDown: string[] = [];
+  const silent = start("silent.js", silentDown);
+  const onceDown: string[] = [];
+  const once = start("once.js", onceDown);
   try {
-    const answer = pool.encodeMany(TEXTS, true);
+    const answer = silent.encodeMany(TEXTS, true);
     clock.advance(999);
-    assert.deepEqual(down, [], "not before the timeout");
+    assert.deepEqual(silentDown, [], "not before the timeout");
     clock.advance(1);
-    assert.deepEqual(await answer, TEXTS.map((t) => tok.encode(t, true)));
-    assert.deepEqual(down, ["no answer within 1000 ms"]);
-    assert.equal(pool.threads, 0);
+    await assert.rejects(answer, timedOut);
+    assert.deepEqual(silentDown, ["no answer within 1000 ms"]);
+    assert.equal(silent.threads, 0, "a thread that never answered is not started again");
+
+    assert.deepEqual(await once.encodeMany(["a"], false), [[7]]);
+    const hung = once.encodeMany(["b"], false);
+    clock.advance(1000);
+    await assert.rejects(hung, timedOut);
+    assert.equal(once.threads, 1, "replaced");
+    assert.deepEqual(await once.encodeMany(["c"], false), [[7]], "the new thread answers");
+    assert.deepEqual(onceDown, ["no answer within 1000 ms"]);
   } finally {
-    pool.close();
+    silent.close();
+    once.close();
     await Deno.remove(dir, { recursive: true });
   }
 });
