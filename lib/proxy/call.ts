@@ -98,16 +98,16 @@ export class Call implements CallContext, DeadlineEntry {
     this.#holds.add(fn);
   }
 
-  readyGrpc(): Promise<GrpcInput | null> {
+  readyGrpc(): Promise<GrpcInput> {
     if (this.#grpc) return Promise.resolve(this.#grpc);
-    if (!this.#prepareGrpc) return Promise.resolve(null);
+    if (!this.#prepareGrpc) {
+      return Promise.reject(new Error("no tokenizer to prepare a gRPC request"));
+    }
     return this.#preparing ??= this.#prepareGrpc().then((g) => this.#grpc = g);
   }
 
   grpcInput(): GrpcInput {
-    if (!this.#grpc) {
-      throw new Error("no gRPC request prepared (no tokenizer, or readyGrpc not awaited)");
-    }
+    if (!this.#grpc) throw new Error("the gRPC request is not prepared (await readyGrpc)");
     return this.#grpc;
   }
 

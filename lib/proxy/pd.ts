@@ -154,9 +154,7 @@ export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
 
   async run(c: CallContext, pair: Pair): Promise<AttemptResult> {
     const protocol = this.#protocols[pair.prefill.connection];
-    if (pair.prefill.connection === "grpc" || pair.decode.connection === "grpc") {
-      await c.readyGrpc();
-    }
+    await protocol.prepare?.(c);
     const body = c.body as Record<string, unknown>;
     const attempt = nextAttempt(bootstrapFor(pair.prefill, body, this.#d.random));
     // Each leg can be stopped on its own; both stop with the request.

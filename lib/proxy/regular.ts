@@ -54,8 +54,9 @@ export class RegularPlan implements AttemptPlan<readonly Worker[], Worker> {
   }
 
   async run(c: CallContext, worker: Worker): Promise<AttemptResult> {
-    if (worker.connection === "grpc") await c.readyGrpc();
-    const leg = this.#protocols[worker.connection].open(c, worker, nextAttempt(null), c.cancel);
+    const protocol = this.#protocols[worker.connection];
+    await protocol.prepare?.(c);
+    const leg = protocol.open(c, worker, nextAttempt(null), c.cancel);
     const r = await leg.ready();
     return r.kind === "ready" ? await leg.answer() : r;
   }

@@ -139,10 +139,9 @@ export interface CallContext {
   /**
    * Prepares the request as gRPC workers take it (template, token ids, sampling) on first use
    * and keeps it, so a request is tokenized at most once; rejects with a 400 on bad input.
-   * Awaited before a gRPC leg opens. Null when this gateway has no tokenizer (its gRPC
-   * protocol then fails every attempt as a worker it cannot reach).
+   * Awaited by the gRPC protocol before a leg opens (a gateway without a tokenizer has none).
    */
-  readyGrpc(): Promise<GrpcInput | null>;
+  readyGrpc(): Promise<GrpcInput>;
   /** The request as gRPC workers take it, once `readyGrpc` has resolved. */
   grpcInput(): GrpcInput;
   /** Background work of this request (a prefill drain), awaited by the proxy's shutdown. */
@@ -236,6 +235,8 @@ export interface Attempt {
 
 /** How the gateway speaks to workers of one connection mode. */
 export interface Protocol {
+  /** What `open` needs of `c` that takes time (gRPC: its tokens), awaited before it. */
+  prepare?(c: CallContext): Promise<unknown>;
   /** Sends `c` to `worker` for `attempt`, cancelled by `cancel`. */
   open(c: CallContext, worker: Worker, attempt: Attempt, cancel: Cancel): Leg;
 }

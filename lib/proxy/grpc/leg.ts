@@ -92,6 +92,10 @@ export class GrpcProtocol implements Protocol {
     this.#g = backend;
   }
 
+  prepare(c: CallContext): Promise<unknown> {
+    return c.readyGrpc();
+  }
+
   open(c: CallContext, worker: Worker, attempt: Attempt, cancel: Cancel): Leg {
     const input = c.grpcInput();
     const rid = `${c.ctx.requestId}-${attempt.seq}`;
