@@ -149,7 +149,8 @@ export function loadOptions(o: MatrixOptions, url: string, signal: AbortSignal):
   };
 }
 
-const sleep = (ms: number, signal: AbortSignal) =>
+/** Resolves after `ms` (at once for 0 or less), or as soon as `signal` aborts. */
+export const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
     const t = setTimeout(done, Math.max(0, ms));
     function done() {

@@ -15,7 +15,7 @@ import type { BadOutcome } from "./bad_clients.ts";
 import { FaultyFleet, type WorkerShape } from "./fleet.ts";
 import { startGateway } from "./gateway.ts";
 import { runLoad } from "./load.ts";
-import { countOutcomes, loadOptions, type MatrixOptions, type RowEnv } from "./matrix.ts";
+import { countOutcomes, loadOptions, type MatrixOptions, type RowEnv, sleep } from "./matrix.ts";
 import { lagAfter, procSample } from "./probe.ts";
 import { outcomeList, ROWS } from "./rows.ts";
 
@@ -48,16 +48,8 @@ export function slope(xs: number[], ys: number[]): number {
   return den === 0 ? 0 : num / den;
 }
 
-const sleepUntil = (at: number, signal: AbortSignal) =>
-  new Promise<void>((resolve) => {
-    const t = setTimeout(done, Math.max(0, at - performance.now()));
-    function done() {
-      clearTimeout(t);
-      signal.removeEventListener("abort", done);
-      resolve();
-    }
-    signal.addEventListener("abort", done, { once: true });
-  });
+/** Resolves at `at` on `performance.now()`, or as soon as `signal` aborts. */
+const sleepUntil = (at: number, signal: AbortSignal) => sleep(at - performance.now(), signal);
 
 /** Runs the soak; returns its report (markdown). */
 export async function runSoak(
