@@ -17,16 +17,10 @@ import type { Worker } from "../workers/worker.ts";
 import { CachePredictions, type ReportedUsage } from "./cache_prediction.ts";
 import { passThroughHeaders } from "./http/headers.ts";
 import type { ProxyMetrics } from "./series.ts";
-import type { AttemptResult, CallContext, Failed, Failure } from "./types.ts";
-import { CLIENT_CLOSED } from "./types.ts";
+import type { AttemptResult, CallContext, Failed, Failure, Slot } from "./types.ts";
 
-/** A request counted on a worker (`WorkerLedger.hold`). */
-export interface Slot {
-  /** Gives the worker's in-flight slot back (idempotent). */
-  release: () => void;
-  /** The first token arrived: its prefill leaves the worker's backlog (idempotent). */
-  firstToken: () => void;
-}
+export type { Slot } from "./types.ts";
+import { CLIENT_CLOSED } from "./types.ts";
 
 /** The request did not finish within the deadline. */
 export function timeoutError(ms: number): GatewayError {

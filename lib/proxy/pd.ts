@@ -24,6 +24,7 @@ import { bootstrapFor } from "./bootstrap.ts";
 import { nextAttempt } from "./protocols.ts";
 import { newNote, noCandidates, type SelectEnv, selectWorker } from "./select.ts";
 import type { ProxyMetrics, RouteSeries } from "./series.ts";
+import type { Slot, WorkerLedger } from "./ledger.ts";
 import type {
   AttemptPlan,
   AttemptResult,
@@ -35,12 +36,16 @@ import type {
   Ready,
 } from "./types.ts";
 
-/** A prefill/decode pair for one attempt. */
+/** A prefill/decode pair for one attempt, each charged when it was picked. */
 export interface Pair {
   /** The prefill worker. */
   prefill: Worker;
   /** The decode worker. */
   decode: Worker;
+  /** The prefill worker's slot (`WorkerLedger.hold`). */
+  prefillSlot: Slot;
+  /** The decode worker's slot. */
+  decodeSlot: Slot;
 }
 
 /** The request's candidates per leg. */
@@ -66,13 +71,21 @@ export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
   readonly #env: SelectEnv;
   readonly #legs: PdPolicies;
   readonly #protocols: Protocols;
+  readonly #ledger: WorkerLedger;
 
-  /** Over the proxy's dependencies, the legs' policies and the protocols. */
-  constructor(d: ProxyDeps, env: SelectEnv, legs: PdPolicies, protocols: Protocols) {
+  /** Over the proxy's dependencies, the legs' policies, the protocols and the ledger. */
+  constructor(
+    d: ProxyDeps,
+    env: SelectEnv,
+    legs: PdPolicies,
+    protocols: Protocols,
+    ledger: WorkerLedger,
+  ) {
     this.#d = d;
     this.#env = env;
     this.#legs = legs;
     this.#protocols = protocols;
+    this.#ledger = ledger;
   }
 
   /** The route series of `rr`, spoken to `connection` workers. */
@@ -133,15 +146,25 @@ export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
     const pn = newNote(rr);
     const prefill = select(cands.prefills, this.#legs.prefill, pn);
     if (!prefill) return null;
+    c.notes.set(prefill.id, pn);
+    const prefillSlot = this.#ledger.hold(c, prefill);
     // The decode leg prefills nothing: the prompt's KV comes from the prefill leg.
     const dn = newNote(rr, false);
-    const decode = select(cands.decodes, this.#legs.decode, dn);
-    if (!decode) return null;
+    let decode: Worker | null;
+    try {
+      decode = select(cands.decodes, this.#legs.decode, dn);
+    } catch (e) {
+      prefillSlot.release();
+      throw e;
+    }
+    if (!decode) {
+      prefillSlot.release();
+      return null;
+    }
     // What a decode worker reports cached says nothing of the prefill leg's prediction.
     dn.predictedCached = null;
-    c.notes.set(prefill.id, pn);
     c.notes.set(decode.id, dn);
-    return { prefill, decode };
+    return { prefill, decode, prefillSlot, decodeSlot: this.#ledger.hold(c, decode) };
   }
 
   describe(pair: Pair, f: Failed): Record<string, unknown> {
@@ -154,12 +177,20 @@ export class PdPlan implements AttemptPlan<PdCandidates, Pair> {
 
   async run(c: CallContext, pair: Pair): Promise<AttemptResult> {
     const protocol = this.#protocols[pair.prefill.connection];
-    await protocol.prepare?.(c);
+    if (protocol.prepare) {
+      try {
+        await protocol.prepare(c);
+      } catch (e) {
+        pair.prefillSlot.release();
+        pair.decodeSlot.release();
+        throw e;
+      }
+    }
     const body = c.body as Record<string, unknown>;
     const attempt = nextAttempt(bootstrapFor(pair.prefill, body, this.#d.random));
     // Each leg can be stopped on its own; both stop with the request.
-    const prefill = protocol.open(c, pair.prefill, attempt, linked(c.cancel));
-    const decode = protocol.open(c, pair.decode, attempt, linked(c.cancel));
+    const prefill = protocol.open(c, pair.prefill, attempt, linked(c.cancel), pair.prefillSlot);
+    const decode = protocol.open(c, pair.decode, attempt, linked(c.cancel), pair.decodeSlot);
     let draining = false;
     const pr = prefill.ready().then((r) => {
       if (r.kind === "ready") {

@@ -6,7 +6,8 @@
  */
 
 import type { Worker } from "../workers/worker.ts";
-import type { WorkerLedger } from "./ledger.ts";
+import type { Cancel } from "../core/cancel.ts";
+import type { Slot, WorkerLedger } from "./ledger.ts";
 import type { Attempt, Bootstrap, CallContext, Leg, Protocol } from "./types.ts";
 
 let attemptSeq = 0;
@@ -31,11 +32,13 @@ export class Unspoken implements Protocol {
     this.#why = why;
   }
 
-  open(c: CallContext, worker: Worker): Leg {
-    const fail = () =>
-      Promise.resolve(
+  open(c: CallContext, worker: Worker, _attempt: Attempt, _cancel: Cancel, slot: Slot): Leg {
+    const fail = () => {
+      slot.release();
+      return Promise.resolve(
         this.#ledger.failure(c, worker, new Error(this.#why), "cannot be spoken to", "grpc"),
       );
+    };
     return { worker, ready: fail, answer: fail, drain: () => Promise.resolve(), stop: () => {} };
   }
 }

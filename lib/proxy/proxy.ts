@@ -83,8 +83,8 @@ export class InferenceProxy {
       overloadedRetryAfter: deps.config.loadMonitor.intervalSecs,
     };
     this.#plan = deps.pd
-      ? new PdPlan(deps, env, deps.pd, protocols)
-      : new RegularPlan(deps, env, protocols);
+      ? new PdPlan(deps, env, deps.pd, protocols, ledger)
+      : new RegularPlan(deps, env, protocols, ledger);
     this.#deadlines = new Deadlines(deps.clock, Math.min(1000, Math.max(5, this.#timeoutMs / 20)));
   }
 

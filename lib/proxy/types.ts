@@ -150,6 +150,14 @@ export interface CallContext {
   readonly meter: UsageMeter | null;
 }
 
+/** A request counted on a worker (`WorkerLedger.hold`). */
+export interface Slot {
+  /** Gives the worker's in-flight slot back (idempotent). */
+  release: () => void;
+  /** The first token arrived: its prefill leaves the worker's backlog (idempotent). */
+  firstToken: () => void;
+}
+
 /** Status answered when the client left (nobody reads it). */
 export const CLIENT_CLOSED = 499;
 
@@ -198,7 +206,8 @@ export interface Bootstrap {
 
 /**
  * One request to one worker: how a worker is spoken to, whatever the protocol. The worker's
- * in-flight slot is held from `open` until the leg ends.
+ * in-flight slot, taken when the worker was picked (`WorkerLedger.hold`), is the leg's from
+ * `open` until the leg ends.
  */
 export interface Leg {
   /** The worker. */
@@ -235,10 +244,13 @@ export interface Attempt {
 
 /** How the gateway speaks to workers of one connection mode. */
 export interface Protocol {
-  /** What `open` needs of `c` that takes time (gRPC: its tokens), awaited before it. */
+  /**
+   * What `open` needs of `c` that takes time (gRPC: its tokens), awaited before it and after the
+   * pick's charge: a decision and its bookkeeping are never split by an await.
+   */
   prepare?(c: CallContext): Promise<unknown>;
-  /** Sends `c` to `worker` for `attempt`, cancelled by `cancel`. */
-  open(c: CallContext, worker: Worker, attempt: Attempt, cancel: Cancel): Leg;
+  /** Sends `c` to `worker` for `attempt`, cancelled by `cancel`; the leg releases `slot`. */
+  open(c: CallContext, worker: Worker, attempt: Attempt, cancel: Cancel, slot: Slot): Leg;
 }
 
 /** How workers of each connection mode are spoken to. */
@@ -258,9 +270,13 @@ export interface AttemptPlan<C, P> {
   readonly retryMessage: string;
   /** The request's candidate workers; throws (404/503) when there are none. */
   candidates(c: CallContext): C;
-  /** Workers for one attempt, never one in `failed`; null when a retry has nothing left. */
+  /**
+   * Workers for one attempt, never one in `failed`, each charged (`WorkerLedger.hold`) in the
+   * same synchronous step as its selection, so the next decision sees it; null when a retry has
+   * nothing left.
+   */
   pick(c: CallContext, cands: C, failed: ReadonlySet<string>, retrying: boolean): P | null;
-  /** Runs one attempt on `pick`. */
+  /** Runs one attempt on `pick`, whose slots it releases however it ends. */
   run(c: CallContext, pick: P): Promise<AttemptResult>;
   /** Log fields naming the attempt's workers. */
   describe(pick: P, failed: Failed): Record<string, unknown>;

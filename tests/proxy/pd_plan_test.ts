@@ -17,6 +17,7 @@ import { RequestInbound, toResponse } from "../../lib/server/inbound.ts";
 import { type FakeReply, FakeUpstream } from "../support/fake_upstream.ts";
 import { testConfig } from "../support/gateway.ts";
 import { workerSetup } from "../support/workers.ts";
+import { burstFleet } from "../support/burst.ts";
 
 const OK: FakeReply = { status: 200, chunks: ['{"ok":', "true}"] };
 const SSE: FakeReply = { status: 200, chunks: ["data: 1\n\n", "data: [DONE]\n\n"] };
@@ -201,4 +202,17 @@ Deno.test("pd plan: a decode that cannot be reached stops the prefill already dr
   assert.equal(t.decodes[0].breaker.consecutiveFailures, 1);
   assert.deepEqual(t.inFlight(), [0, 0, 0]);
   await t.proxy.close();
+});
+
+Deno.test("pd: a burst decided in one turn spreads both legs evenly under least_load (each leg charged when picked)", async () => {
+  const t = burstFleet(4, true);
+  await t.burst(8);
+  const per = new Map<string, number>();
+  for (const u of t.calls) per.set(u, (per.get(u) ?? 0) + 1);
+  assert.equal(per.size, 8, `every prefill and decode worker used: ${JSON.stringify([...per])}`);
+  assert.deepEqual(new Set(per.values()), new Set([2]), JSON.stringify([...per]));
+  for (const w of t.registry.all()) {
+    assert.equal(w.inFlight, 0, "every slot given back");
+    assert.equal(w.prefillTokens, 0, "every backlog charge given back");
+  }
 });

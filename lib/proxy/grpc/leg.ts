@@ -96,11 +96,11 @@ export class GrpcProtocol implements Protocol {
     return c.readyGrpc();
   }
 
-  open(c: CallContext, worker: Worker, attempt: Attempt, cancel: Cancel): Leg {
+  open(c: CallContext, worker: Worker, attempt: Attempt, cancel: Cancel, slot: Slot): Leg {
     const input = c.grpcInput();
     const rid = `${c.ctx.requestId}-${attempt.seq}`;
     const req = generateRequest(input, rid, attempt);
-    return new GrpcLeg(this.#d, this.#ledger, this.#g, c, worker, input, rid, req, cancel);
+    return new GrpcLeg(this.#d, this.#ledger, this.#g, c, worker, input, rid, req, cancel, slot);
   }
 }
 
@@ -136,6 +136,7 @@ class GrpcLeg implements Leg {
     rid: string,
     req: GenerateRequestPb,
     cancel: Cancel,
+    slot: Slot,
   ) {
     this.#d = d;
     this.#ledger = ledger;
@@ -144,7 +145,7 @@ class GrpcLeg implements Leg {
     this.worker = worker;
     this.#input = input;
     this.#rid = rid;
-    this.#slot = ledger.hold(c, worker);
+    this.#slot = slot;
     let stream: GenerateStream;
     try {
       stream = g.client(worker.url).generate(req, cancel);

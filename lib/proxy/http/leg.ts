@@ -66,8 +66,8 @@ export class HttpProtocol implements Protocol {
     this.#ledger = ledger;
   }
 
-  open(c: CallContext, worker: Worker, attempt: Attempt, cancel: Cancel): Leg {
-    return new HttpLeg(this.#d, this.#ledger, c, worker, this.#body(c, attempt), cancel);
+  open(c: CallContext, worker: Worker, attempt: Attempt, cancel: Cancel, slot: Slot): Leg {
+    return new HttpLeg(this.#d, this.#ledger, c, worker, this.#body(c, attempt), cancel, slot);
   }
 
   /** The bytes to send: the client's, or once per PD attempt, with its bootstrap fields. */
@@ -102,13 +102,14 @@ class HttpLeg implements Leg {
     worker: Worker,
     body: Uint8Array<ArrayBuffer>,
     cancel: Cancel,
+    slot: Slot,
   ) {
     this.#d = d;
     this.#ledger = ledger;
     this.#c = c;
     this.worker = worker;
     this.#cancel = cancel;
-    this.#slot = ledger.hold(c, worker);
+    this.#slot = slot;
     this.#body = body;
   }
 
