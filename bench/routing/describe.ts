@@ -10,10 +10,22 @@ import { fmt } from "./report.ts";
 import type { TraceRequest } from "./trace.ts";
 import type { WorkloadConfig } from "./workload.ts";
 
-/** How the run went: fleet size, knobs, elapsed time. */
+/** The workers' tokenizer, as the preamble states it. */
+export interface TokenizerFacts {
+  /** Their `--chars-per-token`, or null for the default word chunks. */
+  charsPerToken: number | null;
+  /** Characters per token it gives on `sample`. */
+  measured: number;
+  /** The text measured, e.g. `the tenants' system prompts`. */
+  sample: string;
+}
+
+/** How the run went: fleet size, knobs, tokenizer, elapsed time. */
 export interface RunFacts {
   /** Workers per fleet. */
   workers: number;
+  /** The workers' tokenizer. */
+  tokenizer: TokenizerFacts;
   /** The fleet's sim-worker flags, and ref:upper-bound's. */
   simKnobs: string[];
   upperKnobs: string[];
@@ -24,6 +36,16 @@ export interface RunFacts {
 
 const took = (f: RunFacts) =>
   `${f.measurements} measurements in ${Math.floor(f.elapsedS / 60)} min ${f.elapsedS % 60} s`;
+
+/** The preamble's sentence on the workers' tokens, which prompt sizes are counted in. */
+export function tokenizerLine(t: TokenizerFacts): string {
+  const measured = `${t.measured.toFixed(2)} characters per token on ${t.sample}`;
+  return t.charsPerToken === null
+    ? `Engine tokens: the workers' default tokenizer (whitespace runs, word chunks of at most 4 ` +
+      `characters; ${measured}); prompt sizes are counted in them.\n`
+    : `Engine tokens: \`--chars-per-token ${t.charsPerToken}\` on every worker (content-defined ` +
+      `pieces; ${measured}); prompt sizes are counted in them.\n`;
+}
 
 const upperBound = (f: RunFacts, what: string) =>
   `ref:upper-bound = 1 × \`smg sim-worker ${f.upperKnobs.join(" ")}\`, sent the ${what} directly.`;
@@ -45,6 +67,7 @@ export function syntheticPreamble(
     `user messages ${w.userTokens.join("–")} tokens, max_tokens ${w.outputTokens.join("–")}, ` +
     `think time ${w.thinkMs} ms (exp.); ${warmupS} s warm-up + ${durationS} s measured; ` +
     `${took(f)}.\n`,
+    tokenizerLine(f.tokenizer),
     `References: ${upperBound(f, "workload")} ref:oracle = our gateway --policy ` +
     `consistent_hashing, X-SMG-Target-Worker by tenant: ${
       oracle.worker.map((wi, k) => `t${k}→w${wi + 1}`).join(" ")
@@ -76,6 +99,7 @@ export function tracePreamble(f: RunFacts, t: TraceFacts, targets: string[]): st
     `${fmt(r.length)} requests over ${fmt(spanS)} s, replayed open loop at timestamp ÷ speed, ` +
     `each as one user message of its blocks' seeded texts (seed ${t.seed}) with max_tokens = its ` +
     `output length; ${took(f)}.\n`,
+    tokenizerLine(f.tokenizer),
   ];
   for (const p of t.points) {
     const measured = r.slice(p.plan.from, p.plan.to);

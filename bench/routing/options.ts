@@ -70,6 +70,11 @@ export interface Options {
    * tokenizing to route on them).
    */
   connectionMode: ConnectionMode;
+  /**
+   * The workers' `--chars-per-token` (added to `simArgs`), which the prompts are sized for; null
+   * for their default tokenizer (`--chars-per-token`).
+   */
+  charsPerToken: number | null;
 }
 
 /** How the gateway reaches the workers (`--connection-mode`). */
@@ -104,6 +109,11 @@ export const USAGE = `usage: deno task bench:routing [options]
   --seed N           seed of the workload (or the trace's block texts), workers and gateway
                      (default 0)
   --sim "FLAGS"      extra sim-worker flags, after the defaults (e.g. "--kv-tokens 65536")
+  --chars-per-token N
+                     every simulated worker (fleet and references) tokenizes at a mean of N
+                     characters per token (its --chars-per-token), and the prompts are sized in
+                     those tokens, so the token load is the same at any N (default: the workers'
+                     word chunks, ~2.3 characters per token on this text; HTTP only)
   --quick            short windows, for a smoke test
   --json PATH        also write the results as JSON
   --connection-mode grpc
@@ -187,6 +197,7 @@ export function parseOptions(args: string[]): Options {
     simArgs: [...fleet.simArgs],
     json: null,
     connectionMode: "http",
+    charsPerToken: null,
     quick: false,
   };
   for (let i = 0; i < args.length; i++) {
@@ -254,6 +265,9 @@ export function parseOptions(args: string[]): Options {
       case "--quick":
         o.quick = true;
         break;
+      case "--chars-per-token":
+        o.charsPerToken = number(flag, value(), 1, 1024, false);
+        break;
       case "--json":
         o.json = value() ?? fail("--json needs a path");
         break;
@@ -273,6 +287,17 @@ export function parseOptions(args: string[]): Options {
       default:
         fail(`unknown argument ${a}`);
     }
+  }
+  if (o.simArgs.some((a) => a.split("=")[0] === "--chars-per-token")) {
+    fail("give --chars-per-token N, not in --sim, so that the prompts are sized for it");
+  }
+  if (o.charsPerToken !== null) {
+    if (o.connectionMode !== "http") {
+      fail(
+        `--chars-per-token is HTTP only: --connection-mode ${o.connectionMode} tokenizes with Qwen3`,
+      );
+    }
+    o.simArgs.push("--chars-per-token", String(o.charsPerToken));
   }
   o.points = replay ? speedPoints(speeds ?? traceSc!.speeds) : ratePoints(rates, concurrency, sc);
   if (Number.isNaN(o.duration)) o.duration = o.quick ? 5 : 10;

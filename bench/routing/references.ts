@@ -124,7 +124,8 @@ export interface OracleAssignment {
 /** Greedy bin packing of the tenants' expected prompt tokens onto `n` workers. */
 export function oracleAssignment(w: Workload, n: number): OracleAssignment {
   const history = meanHistoryTokens(w);
-  const load = w.tenants.map((t) => w.popularity(t.index) * (simTokens(t.system) + history));
+  const cpt = w.config.charsPerToken;
+  const load = w.tenants.map((t) => w.popularity(t.index) * (simTokens(t.system, cpt) + history));
   const order = load.map((_, k) => k).sort((a, b) => load[b] - load[a] || a - b);
   const bins = new Array<number>(n).fill(0);
   const worker = new Array<number>(load.length).fill(0);

@@ -36,7 +36,13 @@
  */
 
 import { killAll, run } from "../overhead/processes.ts";
-import { type RunFacts, syntheticPreamble, type TraceFacts, tracePreamble } from "./describe.ts";
+import {
+  type RunFacts,
+  syntheticPreamble,
+  type TokenizerFacts,
+  type TraceFacts,
+  tracePreamble,
+} from "./describe.ts";
 import { simWorkerArgs } from "./fleet.ts";
 import { gatewayArgs, probePolicy } from "./gateway.ts";
 import { measureOne, TARGET_CPU } from "./measure.ts";
@@ -54,7 +60,7 @@ import { warmBlockTexts } from "./trace_prompts.ts";
 import { syntheticTraffic, traceTraffic, type TrafficFor } from "./traffic.ts";
 import { bundledQwen3 } from "../../lib/commands/grpc_support.ts";
 import { balanceMarkdown, pointVerdict, verdictMarkdown } from "./verdict.ts";
-import { Workload } from "./workload.ts";
+import { charsPerSimToken, Workload } from "./workload.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 
@@ -90,13 +96,25 @@ async function prepareTrace(o: Options, trace: NonNullable<Options["trace"]>) {
     points,
     seed: o.seed,
   };
+  const blocks = warmBlockTexts(
+    o.seed,
+    requests.slice(0, Math.max(...points.map((p) => p.plan.to))),
+    o.charsPerToken,
+  );
   const traffic = traceTraffic({
     requests,
     keys,
-    blocks: warmBlockTexts(o.seed, requests.slice(0, Math.max(...points.map((p) => p.plan.to)))),
+    blocks,
     plans: new Map(points.map((p) => [p.label, p.plan])),
   });
-  return { facts, traffic };
+  // The preamble's measure of the tokens: the first requests' distinct blocks.
+  const sample = [...new Set(requests.slice(0, 100).flatMap((r) => r.hashIds))].slice(0, 200);
+  const tokenizer: TokenizerFacts = {
+    charsPerToken: o.charsPerToken,
+    measured: charsPerSimToken(sample.map((id) => blocks.text(id)), o.charsPerToken),
+    sample: `${sample.length} of the trace's block texts`,
+  };
+  return { facts, traffic, tokenizer };
 }
 
 async function main(args: string[]): Promise<number> {
@@ -155,6 +173,7 @@ async function main(args: string[]): Promise<number> {
     tenants: o.tenants,
     tenantSkew: o.tenantSkew,
     systemTokens: o.systemTokens,
+    charsPerToken: o.charsPerToken,
   });
   const traffic: TrafficFor = replay?.traffic ?? syntheticTraffic(workload, o);
   const simKnobs = [...SIM_KNOBS, "--seed", String(o.seed), ...o.simArgs];
@@ -220,6 +239,11 @@ async function main(args: string[]): Promise<number> {
   const oracle = oracleAssignment(workload, o.workers);
   const facts: RunFacts = {
     workers: o.workers,
+    tokenizer: replay?.tokenizer ?? {
+      charsPerToken: o.charsPerToken,
+      measured: charsPerSimToken(workload.tenants.map((t) => t.system), o.charsPerToken),
+      sample: "the tenants' system prompts",
+    },
     simKnobs,
     upperKnobs,
     measurements: rows.length,

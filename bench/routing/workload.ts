@@ -5,12 +5,16 @@
  * lengths and think times in every run and against every target. Only the assistant replies
  * (taken from the responses) and the interleaving of sessions depend on the run.
  *
- * Token counts are aimed at the simulated worker's tokenizer, which cuts words into chunks of at
- * most 4 characters and counts each whitespace run as a token (`simTokens`); the chat template's
- * role markers add a few tokens per message on top.
+ * Token counts are aimed at the simulated worker's tokenizer (`simTokens`): by default it cuts
+ * words into chunks of at most 4 characters and counts each whitespace run as a token; with
+ * `charsPerToken` (the workers' `--chars-per-token`) it is `RatioTokenizer`, whose pieces average
+ * that many characters, and the texts are as long as its count says. A message's content sits
+ * between the chat template's `role\n` and `<|im_end|>`, where both tokenizers cut it as they cut
+ * it alone; the template's role markers add a few tokens per message on top.
  */
 
 import { type Random, seededRandom } from "../../lib/core/clock.ts";
+import { RatioTokenizer } from "../../lib/sim/ratio_tokenizer.ts";
 
 /** The workload's shape; every field has its default in the comment. */
 export interface WorkloadConfig {
@@ -32,6 +36,11 @@ export interface WorkloadConfig {
   outputTokens: [number, number];
   /** Mean think time between a reply and the next turn, ms, exponential (open loop only) (500). */
   thinkMs: number;
+  /**
+   * The workers' `--chars-per-token`, which token counts are aimed at; null for their default
+   * tokenizer (null).
+   */
+  charsPerToken: number | null;
 }
 
 /** The defaults of `WorkloadConfig`. */
@@ -45,6 +54,7 @@ export const DEFAULT_WORKLOAD: WorkloadConfig = {
   userTokens: [20, 120],
   outputTokens: [16, 64],
   thinkMs: 500,
+  charsPerToken: null,
 };
 
 /** One tenant: its shared system prompt. */
@@ -108,25 +118,76 @@ const SYLLABLES = [
   "stu",
 ];
 
-/** Tokens of `text` under the simulated tokenizer: ≤4-char word chunks, whitespace runs. */
-export function simTokens(text: string): number {
+const RATIO = new Map<number, RatioTokenizer>();
+
+/** The workers' tokenizer at `--chars-per-token n` (one instance per n). */
+export function ratioTokenizer(n: number): RatioTokenizer {
+  let tok = RATIO.get(n);
+  if (!tok) RATIO.set(n, tok = new RatioTokenizer(n));
+  return tok;
+}
+
+/**
+ * Tokens of `text` under the simulated tokenizer: ≤4-char word chunks and whitespace runs, or
+ * `RatioTokenizer`'s pieces when `charsPerToken` is given.
+ */
+export function simTokens(text: string, charsPerToken: number | null = null): number {
+  if (charsPerToken !== null) return ratioTokenizer(charsPerToken).tokenize(text).length;
   let n = 0;
   for (const m of text.matchAll(/\s+|\S+/g)) n += /^\s/.test(m[0]) ? 1 : Math.ceil(m[0].length / 4);
   return n;
+}
+
+/** Characters per simulated token over `texts` (of `RatioTokenizer` with `charsPerToken`). */
+export function charsPerSimToken(texts: readonly string[], charsPerToken: number | null): number {
+  let chars = 0;
+  let tokens = 0;
+  for (const t of texts) {
+    chars += t.length;
+    tokens += simTokens(t, charsPerToken);
+  }
+  return chars / Math.max(1, tokens);
 }
 
 function uniformInt(random: Random, [lo, hi]: [number, number]): number {
   return lo + Math.floor(random() * (hi - lo + 1));
 }
 
-/** Words from `random` until the text reaches `tokens` simulated tokens. */
-export function words(random: Random, tokens: number, prefix = ""): string {
+/** A word of 1-3 syllables from `random`. */
+function word(random: Random): string {
+  let w = "";
+  const syllables = 1 + Math.floor(random() * 3);
+  for (let i = 0; i < syllables; i++) w += SYLLABLES[Math.floor(random() * SYLLABLES.length)];
+  return w;
+}
+
+/**
+ * Words from `random` until the text reaches `tokens` simulated tokens. With `charsPerToken`,
+ * `RatioTokenizer`'s tokens, and the words come from a stream forked off `random` with one draw:
+ * whatever the length, the caller's later draws (output lengths, think times) are then the same
+ * at every `charsPerToken`.
+ */
+export function words(
+  random: Random,
+  tokens: number,
+  prefix = "",
+  charsPerToken: number | null = null,
+): string {
   const out = prefix ? [prefix] : [];
+  if (charsPerToken !== null) {
+    const own = seededRandom(Math.floor(random() * 2 ** 32));
+    const counter = ratioTokenizer(charsPerToken).counter();
+    counter.add(prefix);
+    while (counter.tokens < tokens) {
+      const w = word(own);
+      counter.add(out.length ? " " + w : w);
+      out.push(w);
+    }
+    return out.join(" ");
+  }
   let n = simTokens(prefix);
   while (n < tokens) {
-    let w = "";
-    const syllables = 1 + Math.floor(random() * 3);
-    for (let i = 0; i < syllables; i++) w += SYLLABLES[Math.floor(random() * SYLLABLES.length)];
+    const w = word(random);
     out.push(w);
     n += Math.ceil(w.length / 4) + (out.length > 1 ? 1 : 0);
   }
@@ -156,7 +217,8 @@ export class Workload {
     this.tenants = Array.from({ length: c.tenants }, (_, i) => {
       const random = seededRandom(mix(c.seed, 0x7e4a47, i));
       const prefix = `You are the assistant of tenant ${i}. Follow these instructions:`;
-      return { index: i, system: words(random, uniformInt(random, c.systemTokens), prefix) };
+      const system = words(random, uniformInt(random, c.systemTokens), prefix, c.charsPerToken);
+      return { index: i, system };
     });
     let total = 0;
     this.#cumulative = this.tenants.map((_, i) => total += 1 / (i + 1) ** c.tenantSkew);
@@ -171,7 +233,7 @@ export class Workload {
     const oneOff = random() < c.oneOffShare;
     const n = oneOff ? 1 : uniformInt(random, c.turns);
     const turns = Array.from({ length: n }, (_, t) => ({
-      user: words(random, uniformInt(random, c.userTokens), `Question ${t + 1}:`),
+      user: words(random, uniformInt(random, c.userTokens), `Question ${t + 1}:`, c.charsPerToken),
       maxTokens: uniformInt(random, c.outputTokens),
       thinkMs: t === 0 ? 0 : -Math.log(1 - random()) * c.thinkMs,
     }));

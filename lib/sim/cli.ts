@@ -6,6 +6,7 @@
 
 import { Command, CommanderError, Option } from "commander";
 import { badValue, ConfigError } from "../core/errors.ts";
+import { MAX_CHARS_PER_TOKEN } from "./piece_cutter.ts";
 import type { EngineConfig } from "./types.ts";
 import type { SimWorkerOptions } from "./worker.ts";
 
@@ -136,6 +137,16 @@ function portFlag(flag: string, raw: unknown): number | null {
   return port;
 }
 
+/** `--chars-per-token`'s value (1..1024, fractions allowed), or null when absent. */
+function charsPerTokenFlag(raw: unknown): number | null {
+  if (raw === undefined) return null;
+  const n = Number(raw);
+  if (String(raw).trim() === "" || !(n >= 1 && n <= MAX_CHARS_PER_TOKEN)) {
+    throw badValue("--chars-per-token", raw, `expected a number in 1..${MAX_CHARS_PER_TOKEN}`);
+  }
+  return n;
+}
+
 /** Parses `smg sim-worker` flags; throws ConfigError on bad input, or `"help"` after --help. */
 export function parseSimWorkerArgs(args: string[]): SimWorkerOptions | "help" {
   const program = new Command("smg sim-worker")
@@ -168,6 +179,10 @@ export function parseSimWorkerArgs(args: string[]): SimWorkerOptions | "help" {
     .option(
       "--model-path <dir>",
       "the gateway's tokenizer (a directory or tokenizer.json): HTTP prompts are tokenized as the gateway does, and with --grpc-port the generated words are its ids",
+    )
+    .option(
+      "--chars-per-token <n>",
+      "tokenize prompts and generate text at a mean of N characters per token (content-defined pieces; default: whitespace runs and word chunks of at most 4 characters); not with --model-path",
     )
     .addOption(
       new Option("--role <role>", "PD role (sglang: --disaggregation-mode)").choices([
@@ -218,13 +233,23 @@ export function parseSimWorkerArgs(args: string[]): SimWorkerOptions | "help" {
   if (kvEventsReplayPort !== null && kvEventsPort === null) {
     throw badValue("--kv-events-replay-port", kvEventsReplayPort, "only with --kv-events-port");
   }
+  const modelPath = (o.modelPath as string | undefined) ?? null;
+  const charsPerToken = charsPerTokenFlag(o.charsPerToken);
+  if (charsPerToken !== null && modelPath !== null) {
+    throw badValue(
+      "--chars-per-token",
+      o.charsPerToken,
+      "not with --model-path (the gateway's tokenizer decides the tokens)",
+    );
+  }
   return {
     host: o.host as string,
     port: num("port"),
     grpcPort,
     kvEventsPort,
     kvEventsReplayPort,
-    modelPath: (o.modelPath as string | undefined) ?? null,
+    modelPath,
+    charsPerToken,
     bootstrapPort: num("bootstrap-port"),
     seed: num("seed"),
     engine: {
@@ -260,5 +285,6 @@ export const SIM_FLAGS: ReadonlySet<string> = new Set([
   "--hang",
   "--role",
   "--disaggregation-mode",
+  "--chars-per-token",
   ...NUMBERS.filter((n) => n.flag !== "port").map((n) => `--${n.flag}`),
 ]);

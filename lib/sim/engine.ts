@@ -25,15 +25,20 @@ import { ewma, RateMeter } from "./smoothing.ts";
 import { blockKeys, KvCache } from "./kv_cache.ts";
 import { KvEventLog } from "./kv_events.ts";
 import { Pacer, type PacerDeps } from "./pacer.ts";
-import { outputToken } from "./tokenizer.ts";
+import { type SimTokenizer, WORD_TOKENIZER } from "./tokenizer.ts";
 import type { EngineConfig, EngineStats, GenerateInput, GenerateResult } from "./types.ts";
 import { checkEngineConfig } from "./engine_config.ts";
 import type { Sequence } from "./sequence.ts";
 
-/** What the engine needs from outside: a wall clock and sleeper (see `Pacer`), and a seed source. */
+/**
+ * What the engine needs from outside: a wall clock and sleeper (see `Pacer`), a seed source and
+ * what its generated tokens are.
+ */
 export interface EngineDeps extends PacerDeps {
   /** Draws each request's sampling seed; absent, the seed is a hash of the prompt (greedy). */
   random?: () => number;
+  /** What generated tokens are (default `WORD_TOKENIZER`'s words and spaces). */
+  tokenizer?: Pick<SimTokenizer, "generator">;
 }
 
 /** Weight of the newest admitted request in `cacheHitRate`. */
@@ -75,13 +80,14 @@ export class SimEngine {
   }
 
   /**
-   * Queues a request; `onToken` gets each generated token at the end of the step that made it.
+   * Queues a request; `onToken` gets each generated token (id, index, text) at the end of the
+   * step that made it.
    * Resolves when it finishes or aborts; rejects on an empty prompt, a bad `maxNewTokens`, or a
    * closed engine. If `onToken` throws, the request aborts (as when a client goes away).
    */
   submit(
     input: GenerateInput,
-    onToken: (tokenId: number, index: number) => void,
+    onToken: (tokenId: number, index: number, piece: string) => void,
   ): Promise<GenerateResult> {
     const { tokens, maxNewTokens, signal } = input;
     if (this.#closer.signal.aborted) return Promise.reject(new Error("the engine is closed"));
@@ -91,13 +97,14 @@ export class SimEngine {
     }
     const bs = this.#cfg.blockSize;
     return new Promise((resolve) => {
+      const seed = this.#deps.random ? Math.floor(this.#deps.random() * 2 ** 32) : seedOf(tokens);
       const seq: Sequence = {
         tokens,
         keys: blockKeys(tokens, bs),
         matchable: Math.floor((tokens.length - 1) / bs),
         maxNew: maxNewTokens,
         transferred: input.kvTransferred === true,
-        seed: this.#deps.random ? Math.floor(this.#deps.random() * 2 ** 32) : seedOf(tokens),
+        next: (this.#deps.tokenizer ?? WORD_TOKENIZER).generator(seed),
         onToken,
         phase: "waiting",
         submitAt: this.#pacer.simNow(),
@@ -265,12 +272,12 @@ export class SimEngine {
       this.#finish(s, "length");
       return 0;
     }
-    const id = outputToken(index, s.seed);
+    const { id, piece } = s.next();
     s.out.push(id);
     s.firstTokenAt ??= this.#pacer.simNow();
     this.#totals.generatedTokens++;
     try {
-      s.onToken(id, index);
+      s.onToken(id, index, piece);
     } catch {
       this.#finish(s, "abort");
       return 1;

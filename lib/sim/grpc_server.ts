@@ -32,7 +32,7 @@ import type { SimEngine } from "./engine.ts";
 import type { KvBatch } from "./kv_events.ts";
 import { loadsBody } from "./observe.ts";
 import { awaitRoom, type Bootstrap, type BootstrapRooms } from "./pd.ts";
-import { pieceOf, VOCAB_SIZE } from "./tokenizer.ts";
+import { VOCAB_SIZE } from "./tokenizer.ts";
 import type { GenerateResult } from "./types.ts";
 
 /** Options of the simulated gRPC worker. */
@@ -58,6 +58,9 @@ export interface SimGrpcOptions {
   bootstrapTimeoutMs?: number;
 }
 
+/** Engine pieces whose `encodeOutput` ids are remembered at most. */
+const MAX_ENCODED_PIECES = 8192;
+
 const identity = (b: Buffer): Buffer => b;
 
 function definition(m: MethodSpec): grpc.MethodDefinition<Buffer, Buffer> {
@@ -82,7 +85,7 @@ export class SimGrpcServer {
   readonly #o: SimGrpcOptions;
   readonly #server = new grpc.Server();
   readonly #inflight = new Map<string, AbortController>();
-  readonly #pieces = new Map<number, number[]>();
+  readonly #pieces = new Map<string, number[]>();
   readonly #subscriptions = new Set<grpc.ServerWritableStream<Buffer, Buffer>>();
   #generated = 0;
   #port = 0;
@@ -155,14 +158,16 @@ export class SimGrpcServer {
     };
   }
 
-  /** Output ids for one engine token. */
-  #ids(engineId: number): number[] {
+  /** Output ids for one engine token and its text. */
+  #ids(engineId: number, piece: string): number[] {
     const enc = this.#o.encodeOutput;
     if (!enc) return [engineId];
-    let ids = this.#pieces.get(engineId);
+    let ids = this.#pieces.get(piece);
     if (!ids) {
-      ids = enc(pieceOf(engineId));
-      this.#pieces.set(engineId, ids);
+      ids = enc(piece);
+      // The default words repeat; `--chars-per-token` pieces rarely do: keep the map bounded.
+      if (this.#pieces.size >= MAX_ENCODED_PIECES) this.#pieces.clear();
+      this.#pieces.set(piece, ids);
     }
     return ids;
   }
@@ -240,10 +245,10 @@ export class SimGrpcServer {
           signal: abort.signal,
           kvTransferred: boot !== null && o.role === "decode",
         },
-        (tok, i) => {
+        (tok, i, piece) => {
           if (full) return;
           // One engine token may be several ids of the real tokenizer: count ids, as an engine does.
-          const ids = this.#ids(tok).slice(0, max - out.length);
+          const ids = this.#ids(tok, piece).slice(0, max - out.length);
           for (const x of ids) out.push(x);
           if (out.length >= max) {
             full = true;

@@ -3,6 +3,7 @@
  * the engine; its own module only to keep `engine.ts` about scheduling.
  */
 
+import type { GeneratedToken } from "./tokenizer.ts";
 import type { GenerateResult } from "./types.ts";
 
 /** Where a request is. */
@@ -20,10 +21,10 @@ export interface Sequence {
   maxNew: number;
   /** The prompt's KV was transferred from a prefill worker: nothing to prefill. */
   transferred: boolean;
-  /** Picks the generated tokens. */
-  seed: number;
+  /** The next generated token (seeded per request). */
+  next: () => GeneratedToken;
   /** Receives each generated token. */
-  onToken: (tokenId: number, index: number) => void;
+  onToken: (tokenId: number, index: number, piece: string) => void;
   /** Waiting, running or done. */
   phase: Phase;
   /** Simulated ms at submission. */

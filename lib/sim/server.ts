@@ -23,7 +23,7 @@ import {
 } from "./formats.ts";
 import { getLoadBody, loadsBody, metricsText } from "./observe.ts";
 import { awaitRoom, bootstrapOf, type BootstrapRooms } from "./pd.ts";
-import { pieceOf, tokenize } from "./tokenizer.ts";
+import { type SimTokenizer, WORD_TOKENIZER } from "./tokenizer.ts";
 import type { GenerateInput, GenerateResult } from "./types.ts";
 
 /** Behaviour of the simulated worker beyond the engine. */
@@ -56,9 +56,15 @@ export interface SimServerOptions {
   bootstrapTimeoutMs: number;
   /**
    * Tokenizes prompts as the gateway does (`--model-path`), so the blocks the engine reports
-   * are the token ids the gateway routes on; default: the stand-in tokenizer and ChatML.
+   * are the token ids the gateway routes on; default: `tokenizer` and ChatML.
    */
   promptTokens?: PromptTokens;
+  /**
+   * The stand-in tokenizer of prompts without `promptTokens` (`--chars-per-token` picks
+   * `RatioTokenizer`; default `WORD_TOKENIZER`). The engine's must match, so replies re-tokenize
+   * to the ids it generated.
+   */
+  tokenizer?: Pick<SimTokenizer, "tokenize">;
 }
 
 type Obj = Record<string, unknown>;
@@ -91,31 +97,32 @@ function firstPrompt(body: Obj): Obj {
 }
 
 /** The prompt's token ids by the stand-in tokenizer, ChatML rendering chat messages. */
-function ownTokens(api: Api, body: Obj): number[] {
+function ownTokens(api: Api, body: Obj, tok: Pick<SimTokenizer, "tokenize">): number[] {
   if (api === "chat") {
     const messages = body.messages as Parameters<typeof renderChat>[0];
-    return tokenize(renderChat(messages));
+    return tok.tokenize(renderChat(messages));
   }
   if (api === "completions") {
     const p = body.prompt;
-    if (typeof p === "string") return tokenize(p);
+    if (typeof p === "string") return tok.tokenize(p);
     if (isTokens(p)) return p;
     throw new BadRequest("'prompt' must be a string or token ids");
   }
   if (isTokens(body.input_ids)) return body.input_ids;
-  if (typeof body.text === "string") return tokenize(body.text);
+  if (typeof body.text === "string") return tok.tokenize(body.text);
   throw new BadRequest("one of 'text' or 'input_ids' is required");
 }
 
 /**
  * The prompt tokens and output length of a request body: its prompt tokenized by `promptTokens`
- * when given (a refusal is a 400 quoting it), else by the stand-in tokenizer.
+ * when given (a refusal is a 400 quoting it), else by the stand-in `tokenizer`.
  */
 export function parseInference(
   api: Api,
   body: unknown,
   defaultMax: number,
   promptTokens?: PromptTokens,
+  tokenizer: Pick<SimTokenizer, "tokenize"> = WORD_TOKENIZER,
 ): { tokens: number[]; max: number } {
   if (!isObj(body)) throw new BadRequest("request body must be a JSON object");
   let max: unknown;
@@ -138,7 +145,7 @@ export function parseInference(
     } catch (e) {
       throw new BadRequest((e as Error).message);
     }
-  } else tokens = ownTokens(api, one);
+  } else tokens = ownTokens(api, one, tokenizer);
   return { tokens, max: (max as number | undefined) ?? defaultMax };
 }
 
@@ -236,7 +243,7 @@ export class SimServer {
     let body: Obj;
     try {
       body = await req.json();
-      parsed = parseInference(api, body, o.maxNewTokens, o.promptTokens);
+      parsed = parseInference(api, body, o.maxNewTokens, o.promptTokens, o.tokenizer);
     } catch (e) {
       const msg = e instanceof BadRequest ? e.message : `invalid JSON: ${(e as Error).message}`;
       return Response.json(errorBody(msg, "invalid_request_error", 400), { status: 400 });
@@ -293,7 +300,7 @@ export class SimServer {
     };
     if (body.stream !== true) {
       let text = "";
-      const r = await this.#engine.submit(input, (id) => (text += pieceOf(id))).then(finished)
+      const r = await this.#engine.submit(input, (_id, _i, piece) => (text += piece)).then(finished)
         .finally(done);
       if (abort.signal.aborted && req.signal.aborted) return new Response(null, { status: 499 });
       return Response.json(completeBody(api, ctx, text, r));
@@ -314,9 +321,8 @@ export class SimServer {
     const engine = this.#engine;
     const body = new ReadableStream<Uint8Array>({
       start(c) {
-        engine.submit(input, (id, i) => {
+        engine.submit(input, (_id, i, piece) => {
           if (cancelled) return;
-          const piece = pieceOf(id);
           soFar += piece;
           c.enqueue(tokenFrame(api, ctx, piece, soFar, i + 1));
         }).then(finished).then((r: GenerateResult) => {

@@ -8,7 +8,31 @@
  * id is the FNV-1a 32-bit hash of its UTF-8 bytes mod 100000. Known gaps: ids collide (two
  * pieces may share an id, as a real vocabulary never would); the split is by UTF-16 code unit,
  * so an astral character can be cut in two (each half hashes as a 3-byte CESU-8 sequence).
+ *
+ * `SimTokenizer` is what the engine and the HTTP server need of a tokenizer; `WORD_TOKENIZER` is
+ * this one as such, the default. `ratio_tokenizer.ts` is the other (`--chars-per-token`).
  */
+
+/** One generated token: its id and its text. */
+export interface GeneratedToken {
+  /** Token id, in [0, VOCAB_SIZE). */
+  id: number;
+  /** Its text. */
+  piece: string;
+}
+
+/** A simulated tokenizer: prompt text to ids, and the tokens a request generates. */
+export interface SimTokenizer {
+  /** Splits `text` into pieces and their ids, in order. */
+  tokenizeWithPieces(text: string): { ids: number[]; pieces: string[] };
+  /** Token ids of `text`. */
+  tokenize(text: string): number[];
+  /**
+   * The tokens a request with sampling seed `seed` generates: each call returns the next one.
+   * Their text, sent back after a ChatML `assistant\n`, tokenizes to the same ids.
+   */
+  generator(seed: number): () => GeneratedToken;
+}
 
 /** Size of the id space: every id is in [0, VOCAB_SIZE). */
 export const VOCAB_SIZE = 100_000;
@@ -139,3 +163,17 @@ export function pieceOf(id: number): string {
 export function detokenize(ids: readonly number[]): string {
   return ids.map(pieceOf).join("");
 }
+
+/** This module's tokenizer as a `SimTokenizer`: the simulated worker's default. */
+export const WORD_TOKENIZER: SimTokenizer = {
+  tokenizeWithPieces,
+  tokenize,
+  generator(seed) {
+    let i = 0;
+    return () => {
+      const token = { id: outputToken(i, seed), piece: outputPiece(i, seed) };
+      i++;
+      return token;
+    };
+  },
+};

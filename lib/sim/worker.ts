@@ -8,7 +8,9 @@ import { seededRandom, sleep, systemClock } from "../core/clock.ts";
 import { type EngineDeps, SimEngine } from "./engine.ts";
 import { SimKvPublisher } from "./kv_publisher.ts";
 import { BootstrapRooms } from "./pd.ts";
+import { RatioTokenizer } from "./ratio_tokenizer.ts";
 import { SimServer, type SimServerOptions } from "./server.ts";
+import { type SimTokenizer, WORD_TOKENIZER } from "./tokenizer.ts";
 import type { EngineConfig } from "./types.ts";
 
 /** Where and how a simulated worker listens. */
@@ -34,6 +36,11 @@ export interface SimWorkerOptions {
    * `server.promptTokens` and the gRPC server's output ids.
    */
   modelPath?: string | null;
+  /**
+   * Mean characters per token of the stand-in tokenizer (`--chars-per-token`: `RatioTokenizer`,
+   * prompts and generated text), or null for the default word chunks (`WORD_TOKENIZER`).
+   */
+  charsPerToken?: number | null;
   /** Publish the engine's KV events on a ZeroMQ PUB on this port (`--kv-events-port`), or null. */
   kvEventsPort?: number | null;
   /** With `kvEventsPort`: their replay ROUTER's port (`--kv-events-replay-port`), or null. */
@@ -60,7 +67,8 @@ export interface SimWorker {
 export function startSimWorker(o: SimWorkerOptions): SimWorker {
   const scale = o.engine.timeScale;
   const simSleep = (ms: number) => sleep(systemClock, ms * scale);
-  const engine = new SimEngine(o.engine, simDeps(o.seed));
+  const tokenizer = simTokenizer(o.charsPerToken ?? null);
+  const engine = new SimEngine(o.engine, { ...simDeps(o.seed), tokenizer });
   const rooms = o.server.role === "prefill"
     ? new BootstrapRooms(o.host, o.bootstrapPort)
     : undefined;
@@ -68,6 +76,7 @@ export function startSimWorker(o: SimWorkerOptions): SimWorker {
     random: seededRandom(o.seed ^ 0x5bd1e995),
     sleep: simSleep,
     rooms,
+    tokenizer,
     ...o.server,
   });
   const kvEvents = o.kvEventsPort === null || o.kvEventsPort === undefined
@@ -92,6 +101,11 @@ export function startSimWorker(o: SimWorkerOptions): SimWorker {
         await Promise.all([http.shutdown(), rooms?.close(), kvEvents?.close()]);
       })(),
   };
+}
+
+/** The stand-in tokenizer at `charsPerToken` characters per token, or the default (null). */
+export function simTokenizer(charsPerToken: number | null): SimTokenizer {
+  return charsPerToken === null ? WORD_TOKENIZER : new RatioTokenizer(charsPerToken);
 }
 
 /** The engine's clock and sleeper in wall time (the engine applies `timeScale` itself). */

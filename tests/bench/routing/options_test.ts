@@ -1,4 +1,7 @@
-/** The routing benchmark's command line: trace flags and defaults, connection modes. */
+/**
+ * The routing benchmark's command line: trace flags and defaults, connection modes, and
+ * `--chars-per-token` (passed to the workers; a bad value exits 2).
+ */
 
 import assert from "node:assert/strict";
 import { parseOptions } from "../../../bench/routing/options.ts";
@@ -45,4 +48,32 @@ Deno.test("options: --connection-mode http (default), grpc, or http-kv", () => {
   assert.equal(parseOptions([]).connectionMode, "http");
   assert.equal(parseOptions(["--connection-mode", "grpc"]).connectionMode, "grpc");
   assert.equal(parseOptions(["--connection-mode=http-kv"]).connectionMode, "http-kv");
+});
+
+Deno.test("options: --chars-per-token N reaches every worker's flags, after --sim", () => {
+  assert.equal(parseOptions([]).charsPerToken, null);
+  const o = parseOptions(["--chars-per-token", "8", "--sim", "--kv-tokens 1"]);
+  assert.equal(o.charsPerToken, 8);
+  assert.deepEqual(o.simArgs.slice(-4), ["--kv-tokens", "1", "--chars-per-token", "8"]);
+  const t = parseOptions(["--trace", "/t", "--chars-per-token=2.5"]);
+  assert.deepEqual(t.simArgs, [...TRACE_SCENARIOS.trace.simArgs, "--chars-per-token", "2.5"]);
+});
+
+Deno.test("options: a bad --chars-per-token, one in --sim, or one with grpc exits 2", async () => {
+  const run = new URL("../../../bench/routing/run.ts", import.meta.url).pathname;
+  const cases: [string[], RegExp][] = [
+    [["--chars-per-token", "0.5"], /--chars-per-token needs a number in 1..1024, got 0.5/],
+    [["--sim", "--chars-per-token 8"], /give --chars-per-token N, not in --sim/],
+    [["--chars-per-token", "8", "--connection-mode", "grpc"], /--chars-per-token is HTTP only/],
+  ];
+  for (const [args, message] of cases) {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "--allow-read", run, ...args],
+      stdout: "null",
+      stderr: "piped",
+      env: { NO_COLOR: "1" },
+    }).output();
+    assert.equal(out.code, 2, args.join(" "));
+    assert.match(new TextDecoder().decode(out.stderr).split("\n")[0], message);
+  }
 });

@@ -1,6 +1,8 @@
 /**
  * A trace's prompts: block texts are seeded and exactly 512 simulated tokens, prompts share their
  * leading blocks' text exactly, the last block is cut at `input_length`, and the cache is bounded.
+ * With `--chars-per-token N`, the same in the workers' `RatioTokenizer` tokens, give or take one
+ * a block in a prompt.
  */
 
 import assert from "node:assert/strict";
@@ -13,6 +15,8 @@ import {
   warmBlockTexts,
 } from "../../../bench/routing/trace_prompts.ts";
 import { simTokens } from "../../../bench/routing/workload.ts";
+import { renderChat } from "../../../lib/sim/chat_template.ts";
+import { RatioTokenizer } from "../../../lib/sim/ratio_tokenizer.ts";
 import { tokenize } from "../../../lib/sim/tokenizer.ts";
 
 const req = (inputLength: number, hashIds: number[]): TraceRequest => ({
@@ -103,3 +107,34 @@ Deno.test("trace prompts: a warmed cache holds every block of the requests and b
   for (const r of requests) assert.equal(tracePrompt(warm, r), tracePrompt(cold, r));
   assert.equal(warm.size, 4, "nothing built twice, nothing evicted");
 });
+
+Deno.test("trace prompts at --chars-per-token N: blocks of 512 engine tokens, prompts of input_length", () => {
+  for (const n of [2, 8, 16]) {
+    const tok = new RatioTokenizer(n);
+    for (let id = 0; id < 20; id++) {
+      const t = blockText(3, id, n);
+      assert.equal(tok.tokenize(t).length, 512, `N=${n}, block ${id}`);
+      assert.equal(simTokens(t, n), 512);
+      assert.ok(Math.abs(t.length / 512 / n - 1) < 0.1, `N=${n}: ${t.length} characters`);
+    }
+    assert.equal(blockText(3, 7, n), blockText(3, 7, n));
+    const texts = new BlockTexts(0, 64, n);
+    const template = tok.tokenize(renderChat([{ role: "user", content: "" }])).length;
+    for (const [input, ids] of [[13, [4]], [512, [4]], [700, [4, 5]], [5000, range(10)]] as const) {
+      const p = tracePrompt(texts, req(input, [...ids]));
+      // As the worker counts it: inside the chat template, blocks joined.
+      const got = tok.tokenize(renderChat([{ role: "user", content: p }])).length - template;
+      assert.ok(Math.abs(got - input) <= ids.length - 1, `N=${n}: ${got} tokens for ${input}`);
+    }
+    // Shared leading blocks: the same text, so the same tokens but for the piece open at the end.
+    const a = tok.tokenize(tracePrompt(texts, req(1024, [4, 5])));
+    const b = tok.tokenize(tracePrompt(texts, req(1500, [4, 5, 6])));
+    const same = a.findIndex((id, i) => b[i] !== id);
+    assert.ok(same === -1 || same >= a.length - 2, `N=${n}: tokens part at ${same} of ${a.length}`);
+  }
+});
+
+/** 0..n-1. */
+function range(n: number): number[] {
+  return Array.from({ length: n }, (_, i) => i);
+}
