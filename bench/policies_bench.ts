@@ -9,6 +9,7 @@ import { silentLogger } from "../lib/core/log.ts";
 import type { RouteRequest, WorkerView } from "../lib/core/types.ts";
 import { AVAILABLE_POLICIES, createPolicy } from "../lib/policies/mod.ts";
 import { extractRouteRequest } from "../lib/requests/route_request.ts";
+import { DEFAULT_CHARS_PER_TOKEN } from "../lib/core/chars_per_token.ts";
 
 const request: RouteRequest = {
   endpoint: "chat",
@@ -16,6 +17,7 @@ const request: RouteRequest = {
   stream: false,
   text: "hello",
   tokens: null,
+  charsPerToken: DEFAULT_CHARS_PER_TOKEN,
   headers: new Headers(),
   routingKey: null,
   rid: null,

@@ -107,7 +107,7 @@ export const PREFIX_HASH_FLAGS: Flags<PrefixHashConfig> = {
     name: "prefix-token-count",
     kind: int,
     default: 256,
-    help: "prefix_hash: leading tokens hashed (4x characters without token ids)",
+    help: "prefix_hash: leading tokens hashed (of text: at the learned characters per token)",
     check: atLeast(1),
   },
   loadFactor: {

@@ -61,7 +61,7 @@ export interface LeastLoadConfig {
 
 /** prefix_hash tuning. */
 export interface PrefixHashConfig {
-  /** Leading tokens hashed (4× as many characters without token ids) (`--prefix-token-count`). */
+  /** Leading tokens hashed (of text: at the learned characters per token) (`--prefix-token-count`). */
   prefixTokenCount: number;
   /** Leave the ring worker above this multiple of the average in-flight (`--prefix-hash-load-factor`). */
   loadFactor: number;

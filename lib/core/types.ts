@@ -82,6 +82,11 @@ export interface WorkerView {
   readonly type: WorkerType;
   /** KV cache capacity in tokens its engine stated when it became ready; null when unknown. */
   readonly kvCapacity?: number | null;
+  /**
+   * Characters of routing text per token of this worker, learned from its answers; null (or
+   * absent) before enough of them: the request's `charsPerToken` stands in.
+   */
+  readonly charsPerToken?: number | null;
 }
 
 /**
@@ -116,6 +121,11 @@ export interface RouteRequest {
   readonly text: string;
   /** Token ids when known (`input_ids` or `x-smg-routing-tokens`), else null. */
   readonly tokens: readonly number[] | null;
+  /**
+   * Characters of `text` per token for its model, as learned when the request arrived
+   * (`lib/core/chars_per_token.ts`): what every conversion of its text into tokens divides by.
+   */
+  readonly charsPerToken: number;
   /** The request headers. */
   readonly headers: HeaderMap;
   /** First valid routing-key header value (≤ 128 bytes), or null. */

@@ -70,6 +70,7 @@ placeholder="--control-plane-api-keys or --api-key key"> <button>Use key</button
 <th>Worker</th><th>Model</th><th>Status</th><th>Breaker</th><th class="n">In flight</th>
 <th class="n">Prefill backlog</th><th class="n">Req/s</th><th class="n">Requests</th>
 <th class="n" title="Cached share of prompt tokens the worker reported (engine hit rate when no usage was read)">Cached</th>
+<th class="n" title="Characters of routing text per token the worker's answers reported (its model's estimate, marked ~, until it has its own)">Chars/token</th>
 <th class="n">Errors</th></tr></thead><tbody></tbody></table></div></section>
 <section class="charts">
 <div class="card"><h2>Requests per second, by policy branch</h2><svg id="c-req"></svg>

@@ -165,6 +165,9 @@ export const PAGE_SCRIPT = String.raw`
       var cached = w.cached_share !== null ? pct(w.cached_share)
         : w.engine_cache_hit_rate !== null ? "\u2248" + pct(w.engine_cache_hit_rate) : "\u2013";
       tr.appendChild(el("td", "n", cached));
+      var model = (s.models || []).filter(function (m) { return m.model === w.model; })[0];
+      tr.appendChild(el("td", "n", w.chars_per_token !== null ? w.chars_per_token.toFixed(2)
+        : model ? "~" + model.chars_per_token.toFixed(2) : "\u2013"));
       var e = el("td", "n", int(w.errors_total));
       if (w.errors_total > 0) e.style.color = "var(--bad)";
       tr.appendChild(e);

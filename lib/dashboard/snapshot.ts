@@ -10,6 +10,7 @@
 
 import type { Clock } from "../core/clock.ts";
 import type { Metrics } from "../metrics/metrics.ts";
+import type { ModelRatio } from "../workers/text_ratios.ts";
 import type { Worker } from "../workers/worker.ts";
 import type { RoutingHistory, RoutingSample } from "./history.ts";
 
@@ -68,6 +69,8 @@ export interface SnapshotDeps {
   draining: () => boolean;
   /** The mesh, or null when it is off. */
   mesh: () => DashboardMesh | null;
+  /** Characters per token per model, as text-routed requests are routed with (default none). */
+  models?: () => readonly ModelRatio[];
 }
 
 const round = (v: number, digits = 3) => {
@@ -92,6 +95,12 @@ export function snapshot(d: SnapshotDeps, since: number): Record<string, unknown
     policy: d.policy,
     draining: d.draining(),
     workers: d.workers().map((w) => workerJson(w, now, failures.get(w.url) ?? 0)),
+    models: (d.models?.() ?? []).map((m) => ({
+      model: m.model,
+      chars_per_token: round(m.charsPerToken, 2),
+      samples: m.samples,
+      source: m.source,
+    })),
     routing: {
       seq: d.history.seq,
       samples: d.history.since(since).map((s) => sampleJson(s, wall - (now - s.at))),
@@ -117,6 +126,7 @@ function workerJson(w: Worker, now: number, errors: number): Record<string, unkn
     prefill_backlog_tokens: Math.round(w.prefillTokens),
     requests_total: w.requestsTotal,
     errors_total: errors,
+    chars_per_token: maybe(w.charsPerToken, 2),
     cached_share: w.reportedPromptTokens > 0
       ? round(w.reportedCachedTokens / w.reportedPromptTokens)
       : null,

@@ -50,6 +50,13 @@ export interface PolicyMetrics {
   readonly kvBatches: FastCounter;
   /** smg_kv_index_blocks{model} (ours): blocks the KV-event index holds */
   readonly kvIndexBlocks: FastGauge;
+  /**
+   * smg_policy_chars_per_token{model,source} (ours): characters of routing text per token that
+   * text-routed requests of a model are routed with (source: answers, peers or default)
+   */
+  readonly modelCharsPerToken: FastGauge;
+  /** smg_worker_chars_per_token{worker} (ours): a worker's own, from its answers */
+  readonly workerCharsPerToken: FastGauge;
 }
 
 /** Registers these metrics with `f`, in the order they are exposed. */
@@ -113,6 +120,16 @@ export function policyMetrics(f: FamilyBuilder): PolicyMetrics {
       "Share of each request's prefix found in the cache-aware tree",
       ["policy"],
       RATIO_BUCKETS,
+    ),
+    modelCharsPerToken: f.gauge(
+      "smg_policy_chars_per_token",
+      "Characters of routing text per token, learned per model from the answers' prompt_tokens",
+      ["model", "source"],
+    ),
+    workerCharsPerToken: f.gauge(
+      "smg_worker_chars_per_token",
+      "Characters of routing text per token of a worker's answers",
+      ["worker"],
     ),
     treeChars: f.gauge("smg_cache_tree_chars", "Characters in the cache-aware string tree", [
       "model",

@@ -135,14 +135,14 @@ export function nominalThroughput(
   return n > 0 ? sum / n : defaultThroughput;
 }
 
-/** The request's prompt size in tokens: its token ids, else its text at 4 characters a token. */
+/**
+ * The request's prompt size in tokens: its token ids, else its text at its model's characters
+ * per token (`RouteRequest.charsPerToken`).
+ */
 export function promptTokens(request: RouteRequest): number {
   const n = request.tokens?.length ?? 0;
-  return n > 0 ? n : Math.ceil(request.text.length / CHARS_PER_TOKEN);
+  return n > 0 ? n : Math.ceil(request.text.length / request.charsPerToken);
 }
-
-/** Characters per token when only text is known (as prefix_hash and the hash index assume). */
-export const CHARS_PER_TOKEN = 4;
 
 /** Tokens a request adds to a worker: its token count when known, else p̄. */
 export function requestTokens(request: RouteRequest, meanPrefillTokens: number): number {

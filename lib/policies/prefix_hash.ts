@@ -7,7 +7,10 @@
  * 1. `request.routingKey` (configured routing-key headers only, as in SMG): one key.
  * 2. Token ids: with `--cache-boundaries`, one key per boundary b ≤ token count, deepest first,
  *    over tokens[0..b]; else one key over the first `--prefix-token-count` tokens.
- * 3. Text: the same with 4 characters per token (code points, so a cut never splits one).
+ * 3. Text: the same at the model's characters per token (`RouteRequest.charsPerToken`, learned
+ *    from the answers; held at a half-power-of-two step that moves only when the estimate really
+ *    does, `SteadyRatios`, so keys do not move with its wobble), in code points, so a cut never
+ *    splits one. SMG counts 4 characters a token, the default until answers arrive.
  * 4. Nothing to hash → the least loaded candidate (`no_routing_key`).
  *
  * A ring worker is accepted when `loadOk`: a worker is too busy only when its in-flight count
@@ -23,13 +26,11 @@
  */
 
 import type { PrefixHashConfig } from "../config/config.ts";
+import { DEFAULT_CHARS_PER_TOKEN, SteadyRatios } from "../core/chars_per_token.ts";
 import type { RouteRequest, WorkerView } from "../core/types.ts";
 import { CandidateRing, hash53, PrefixHasher } from "./hash_ring.ts";
 import type { Policy, PolicyNeeds } from "./policy.ts";
 import type { PolicyDeps } from "./policy_deps.ts";
-
-/** Characters per token when keying on text (SMG's `CHARS_PER_TOKEN`). */
-export const CHARS_PER_TOKEN = 4;
 
 // Separate hash domains, so a routing key never collides with a prompt by construction.
 const SEED_KEY = 0x6b6579;
@@ -52,12 +53,19 @@ export interface PrefixKeyOptions {
   boundaries: readonly number[];
 }
 
-/** The request's ring keys, deepest first; empty when there is nothing to hash. */
-export function prefixKeys(request: RouteRequest, opts: PrefixKeyOptions): PrefixKey[] {
+/**
+ * The request's ring keys, deepest first; empty when there is nothing to hash. Text is cut at
+ * `charsPerToken` characters a token (default 4).
+ */
+export function prefixKeys(
+  request: RouteRequest,
+  opts: PrefixKeyOptions,
+  charsPerToken = DEFAULT_CHARS_PER_TOKEN,
+): PrefixKey[] {
   if (request.routingKey) return [{ depth: 0, hash: hash53(request.routingKey, SEED_KEY) }];
   const tokens = request.tokens;
   if (tokens && tokens.length > 0) return tokenKeys(tokens, opts);
-  if (request.text.length > 0) return textKeys(request.text, opts);
+  if (request.text.length > 0) return textKeys(request.text, opts, charsPerToken);
   return [];
 }
 
@@ -76,7 +84,8 @@ function tokenKeys(tokens: readonly number[], opts: PrefixKeyOptions): PrefixKey
   return [{ depth: 0, hash: h.digest() }];
 }
 
-function textKeys(text: string, opts: PrefixKeyOptions): PrefixKey[] {
+function textKeys(text: string, opts: PrefixKeyOptions, charsPerToken: number): PrefixKey[] {
+  const cut = (tokens: number) => Math.round(tokens * charsPerToken);
   const out: PrefixKey[] = [];
   const bounds = opts.boundaries;
   if (bounds.length > 0) {
@@ -86,7 +95,7 @@ function textKeys(text: string, opts: PrefixKeyOptions): PrefixKey[] {
     for (let i = 0; i < text.length; i++) {
       const c = text.charCodeAt(i);
       if (c < 0xdc00 || c > 0xdfff) { // a code point starts here (not a low surrogate)
-        if (chars === bounds[next] * CHARS_PER_TOKEN) {
+        if (chars === cut(bounds[next])) {
           out.push({ depth: bounds[next], hash: h.digest() });
           if (++next === bounds.length) break;
         }
@@ -94,13 +103,13 @@ function textKeys(text: string, opts: PrefixKeyOptions): PrefixKey[] {
       }
       h.push(c);
     }
-    if (next < bounds.length && chars === bounds[next] * CHARS_PER_TOKEN) {
+    if (next < bounds.length && chars === cut(bounds[next])) {
       out.push({ depth: bounds[next], hash: h.digest() });
     }
     if (out.length > 0) return out.reverse();
   }
   const h = new PrefixHasher(SEED_TEXT);
-  const budget = opts.prefixTokenCount * CHARS_PER_TOKEN;
+  const budget = cut(opts.prefixTokenCount);
   let chars = 0;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
@@ -143,6 +152,7 @@ export class PrefixHashPolicy implements Policy {
   readonly #cfg: PrefixHashConfig;
   readonly #keyOpts: PrefixKeyOptions;
   readonly #ring = new CandidateRing();
+  readonly #ratios = new SteadyRatios();
 
   /** Reads `deps.config.prefixHash` and `cacheBoundaries` once. */
   constructor(deps: PolicyDeps) {
@@ -157,7 +167,11 @@ export class PrefixHashPolicy implements Policy {
   select<W extends WorkerView>(candidates: readonly W[], request: RouteRequest): W | null {
     const n = candidates.length;
     if (n === 0) return this.#branch("no_healthy_workers", null);
-    const keys = prefixKeys(request, this.#keyOpts);
+    const keys = prefixKeys(
+      request,
+      this.#keyOpts,
+      this.#ratios.of(request.model, request.charsPerToken),
+    );
     if (keys.length === 0) return this.#branch("no_routing_key", leastLoaded(candidates));
     let total = 0;
     for (const c of candidates) total += c.inFlight;

@@ -4,9 +4,10 @@
  * worker reported (`usage.prompt_tokens_details.cached_tokens` over `usage.prompt_tokens`), as
  * `smg_policy_cache_prediction_error{policy}` (reported − predicted, in [-1, 1]) and the two
  * token totals in `smg_policy_cached_tokens_total{policy,source}`. Shares, not tokens: over HTTP
- * the gateway counts 4 characters a token, the worker its tokenizer's tokens.
+ * the gateway counts characters at its estimate of a token, the worker its tokenizer's tokens.
  *
- * The usage is read from the answer's last bytes only when a prediction was made: the final SSE
+ * The usage is read from the answer's last bytes when a prediction was made or the request was
+ * routed on text (its `prompt_tokens` teach the characters per token, `TextRatios`): the final SSE
  * chunks (with `stream_options.include_usage`) or a whole JSON body; gRPC answers carry it.
  */
 
@@ -16,15 +17,17 @@ import { promptTokens } from "../policies/expected_wait.ts";
 
 /** Prompt and cached tokens a worker reported. */
 export interface ReportedUsage {
+  /** `prompt_tokens`. */
   prompt: number;
-  cached: number;
+  /** `cached_tokens`, or null when the answer did not say. */
+  cached: number | null;
 }
 
 const decoder = new TextDecoder();
 const PROMPT = /"prompt_tokens"\s*:\s*(\d+)/g;
 const CACHED = /"cached_tokens"\s*:\s*(\d+)/g;
 
-/** The last `prompt_tokens` and `cached_tokens` in `chunks` (null: no cached count). */
+/** The last `prompt_tokens` and `cached_tokens` in `chunks` (null: no prompt count). */
 export function usageIn(chunks: readonly Uint8Array[]): ReportedUsage | null {
   let text = "";
   for (const c of chunks) text += decoder.decode(c);
@@ -35,7 +38,7 @@ export function usageIn(chunks: readonly Uint8Array[]): ReportedUsage | null {
   };
   const cached = last(CACHED);
   const prompt = last(PROMPT);
-  return cached === null || prompt === null || prompt <= 0 ? null : { prompt, cached };
+  return prompt === null || prompt <= 0 ? null : { prompt, cached };
 }
 
 /** Records predictions against reports. */
@@ -53,12 +56,13 @@ export class CachePredictions {
   check(note: SelectionNote | undefined, rr: RouteRequest, reported: ReportedUsage): void {
     const estimate = promptTokens(rr);
     if (!note || note.predictedCached === null || estimate <= 0 || reported.prompt <= 0) return;
+    if (reported.cached === null) return;
     const policy = note.policy ?? "unknown";
     const predicted = Math.min(1, note.predictedCached / estimate);
     const actual = Math.min(1, reported.cached / reported.prompt);
     this.#m.cachePredictionError.with(policy).observe(actual - predicted);
     this.#m.cachedTokens.with(policy, "predicted").inc(Math.round(predicted * reported.prompt));
     this.#m.cachedTokens.with(policy, "reported").inc(reported.cached);
-    note.onReport?.(reported);
+    note.onReport?.({ prompt: reported.prompt, cached: reported.cached });
   }
 }

@@ -2,8 +2,8 @@
  * What every protocol records about an attempt on a worker, in one place: the in-flight slot
  * (and sticky key, and the prefill backlog until the first token), breaker outcomes with their
  * per-worker metrics, transport failures (499 when the client left, 504 past the deadline,
- * else a retryable 502, or 504 when the worker timed out), the first token's TTFT, and the cache prediction against the usage the
- * worker reported.
+ * else a retryable 502, or 504 when the worker timed out), the first token's TTFT, and the usage
+ * the worker reported (the cache prediction against it, characters per token learned from it).
  */
 
 import { errorReply, GatewayError } from "../core/errors.ts";
@@ -13,6 +13,7 @@ import type { Clock } from "../core/clock.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import { classifyStatus, type Outcome } from "../workers/circuit_breaker.ts";
 import { UpstreamError } from "../upstream/types.ts";
+import type { TextRatios } from "../workers/text_ratios.ts";
 import type { Worker } from "../workers/worker.ts";
 import { CachePredictions, type ReportedUsage } from "./cache_prediction.ts";
 import { passThroughHeaders } from "./http/headers.ts";
@@ -56,14 +57,19 @@ export class WorkerLedger {
   readonly #clock: Clock;
   readonly #timeoutMs: number;
   readonly #predictions: CachePredictions;
+  readonly #ratios: TextRatios | null;
 
-  /** Over the proxy's metric series, clock and request timeout. */
-  constructor(pm: ProxyMetrics, clock: Clock, timeoutMs: number) {
+  /**
+   * Over the proxy's metric series, clock and request timeout; `ratios` learns characters per
+   * token from the answers (null: nothing learned).
+   */
+  constructor(pm: ProxyMetrics, clock: Clock, timeoutMs: number, ratios: TextRatios | null) {
     this.#m = pm.m;
     this.#pm = pm;
     this.#clock = clock;
     this.#timeoutMs = timeoutMs;
     this.#predictions = new CachePredictions(pm.m);
+    this.#ratios = ratios;
   }
 
   /** Records one outcome on the worker's breaker and metrics. */
@@ -157,11 +163,16 @@ export class WorkerLedger {
   }
 
   /**
-   * Counts the usage `worker` reported on it and compares the pick's predicted cached tokens
-   * with it (nothing to do without a prediction).
+   * The usage `worker` reported for `c`: a request routed on text teaches the characters per
+   * token of its model and worker (`TextRatios`); a cached count is added to the worker's and
+   * checked against the pick's prediction (nothing to check without one).
    */
-  checkPrediction(c: CallContext, worker: Worker, reported: ReportedUsage | null): void {
+  reported(c: CallContext, worker: Worker, reported: ReportedUsage | null): void {
     if (reported === null) return;
+    if (this.#ratios !== null && c.rr.tokens === null) {
+      this.#ratios.observe(c.rr.model ?? "unknown", worker, c.rr.text.length, reported.prompt);
+    }
+    if (reported.cached === null) return;
     worker.reportedPromptTokens += reported.prompt;
     worker.reportedCachedTokens += reported.cached;
     this.#predictions.check(c.notes.get(worker.id), c.rr, reported);
@@ -193,8 +204,12 @@ export class WorkerLedger {
     }
   }
 
-  /** Whether the pick on `worker` predicted cached tokens (the usage is then worth reading). */
-  predicted(c: CallContext, worker: Worker): boolean {
+  /**
+   * Whether the answer's usage is worth reading: the pick on `worker` predicted cached tokens, or
+   * the request was routed on text (its prompt tokens teach the characters per token).
+   */
+  wantsUsage(c: CallContext, worker: Worker): boolean {
+    if (this.#ratios !== null && c.rr.tokens === null && c.rr.text.length > 0) return true;
     const note = c.notes.get(worker.id);
     return note !== undefined && note.predictedCached !== null;
   }

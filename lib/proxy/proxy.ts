@@ -13,7 +13,8 @@
  * cancels the worker request.
  *
  * Tenant limits (`--tenant-rate-limit-enabled`): once the request is read and its prompt counted
- * (exactly when it was tokenized for gRPC workers, else 4 characters a token), before routing and
+ * (exactly when it was tokenized for gRPC workers, else at its model's characters per token,
+ * learned from the answers' usage), before routing and
  * outside the attempt loop, so retries never reserve again, its tenant's reservation is made or
  * the request denied (429 `tenant_rate_limit_exceeded`). The answering attempt reports the usage
  * to the request's meter; the reservation is settled on it, or on what was delivered when the
@@ -31,7 +32,7 @@ import { type Inbound, type Reply, replyHeader } from "../core/http.ts";
 import { Tasks } from "../core/tasks.ts";
 import type { ConnectionMode, Endpoint, RouteRequest } from "../core/types.ts";
 import type { Worker } from "../workers/worker.ts";
-import { extractRouteRequest } from "../requests/route_request.ts";
+import { type ExtractOptions, extractRouteRequest } from "../requests/route_request.ts";
 import type { Charge } from "../limits/limiter.ts";
 import { promptTokens } from "../policies/expected_wait.ts";
 import { runAttempts } from "./attempts.ts";
@@ -61,6 +62,7 @@ export class InferenceProxy {
   readonly #deadlines: Deadlines;
   readonly #pm: ProxyMetrics;
   readonly #plan: RegularPlan | PdPlan;
+  readonly #extract: ExtractOptions;
   /** Background work of requests (PD prefill drains). */
   readonly #tasks = new Tasks();
 
@@ -69,7 +71,13 @@ export class InferenceProxy {
     this.#d = deps;
     this.#timeoutMs = deps.config.requestTimeoutSecs * 1000;
     this.#pm = new ProxyMetrics(deps.metrics);
-    const ledger = new WorkerLedger(this.#pm, deps.clock, this.#timeoutMs);
+    const ledger = new WorkerLedger(this.#pm, deps.clock, this.#timeoutMs, deps.ratios ?? null);
+    const ratios = deps.ratios;
+    this.#extract = {
+      routingKeyHeaders: deps.config.routingKeyHeaders,
+      routingKeyOverride: deps.config.routingKeyOverride,
+      charsPerToken: ratios ? (model) => ratios.forModel(model) : undefined,
+    };
     const protocols: Protocols = {
       http: new HttpProtocol(deps, ledger),
       grpc: deps.grpc ? new GrpcProtocol(deps, ledger, deps.grpc) : new Unspoken(
@@ -110,10 +118,7 @@ export class InferenceProxy {
       holds.add(slot instanceof Promise ? await slot : slot);
       const bytes = await inb.bytes(d.config.maxPayloadSize);
       const body = parseJson(bytes);
-      let rr = extractRouteRequest(endpoint, body, inb.headers, {
-        routingKeyHeaders: d.config.routingKeyHeaders,
-        routingKeyOverride: d.config.routingKeyOverride,
-      });
+      let rr = extractRouteRequest(endpoint, body, inb.headers, this.#extract);
       // The request as gRPC workers take it is prepared at most once: now, for a model served
       // only by gRPC workers (policies then route on its exact tokens), or by its first gRPC
       // attempt.

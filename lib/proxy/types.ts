@@ -20,6 +20,7 @@ import type { Decoder } from "../tokenizer/detokenize.ts";
 import type { HeaderList, Upstream } from "../upstream/types.ts";
 import type { Cancel } from "../core/cancel.ts";
 import type { Worker } from "../workers/worker.ts";
+import type { TextRatios } from "../workers/text_ratios.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { TenantLimiter } from "../limits/limiter.ts";
 import type { Admission } from "./admission.ts";
@@ -84,6 +85,11 @@ export interface ProxyDeps {
   pd?: PdPolicies;
   /** gRPC workers' clients and the gateway's tokenizer (`--model-path`); absent without one. */
   grpc?: GrpcBackend;
+  /**
+   * Characters per token per model and worker, learned from the answers (the estimate requests
+   * are routed with); absent: 4 a token, nothing learned.
+   */
+  ratios?: TextRatios;
   /**
    * Whether requests for `model` are routed on their token ids though its workers speak HTTP
    * (their engines publish KV events, indexed by token); needs `grpc`'s tokenizer. Default no.

@@ -7,11 +7,13 @@
  * Routing text per endpoint (SMG's): chat = every message's text in order joined by spaces;
  * completions = the prompt (an array joined by spaces); generate = `text`; embeddings = `input`;
  * rerank = `query`. Token ids come from a valid `x-smg-routing-tokens` header, else `/generate`'s
- * `input_ids` (first sequence of a batch).
+ * `input_ids` or a completions prompt of token ids (first sequence of a batch). The request's
+ * characters per token are its model's estimate (`ExtractOptions.charsPerToken`).
  */
 
 import { invalidRequest } from "../core/errors.ts";
 import type { HeaderMap } from "../core/http.ts";
+import { DEFAULT_CHARS_PER_TOKEN } from "../core/chars_per_token.ts";
 import type { Endpoint, RouteRequest } from "../core/types.ts";
 
 type Obj = Record<string, unknown>;
@@ -22,6 +24,8 @@ export interface ExtractOptions {
   routingKeyHeaders: readonly string[];
   /** `--routing-key-override`: derive session keys from `rid` and strip turn suffixes (default false). */
   routingKeyOverride?: boolean;
+  /** Characters per token of a model's text (default `DEFAULT_CHARS_PER_TOKEN` for every model). */
+  charsPerToken?: (model: string | null) => number;
 }
 
 const MAX_KEY_BYTES = 128;
@@ -117,6 +121,13 @@ function chatText(body: Obj): string {
     }
   }
   return parts.join(" ");
+}
+
+/** A completions prompt's token ids (the first sequence of a batch), or null for text. */
+function promptTokenIds(p: unknown): number[] | null {
+  if (isTokenList(p) && p.length > 0) return p;
+  if (Array.isArray(p) && p.length > 0 && p.every(isTokenList) && p[0].length > 0) return p[0];
+  return null;
 }
 
 function promptText(body: Obj): string {
@@ -241,6 +252,7 @@ export function extractRouteRequest(
       break;
     case "completions":
       text = promptText(body);
+      tokens = promptTokenIds(body.prompt);
       break;
     case "generate": {
       const g = generateInputs(body);
@@ -267,6 +279,7 @@ export function extractRouteRequest(
     stream: body.stream === true,
     text,
     tokens: headerTokens ?? tokens,
+    charsPerToken: opts.charsPerToken?.(model) ?? DEFAULT_CHARS_PER_TOKEN,
     headers,
     routingKey,
     rid,

@@ -45,6 +45,7 @@ import type { TenantLimiter } from "../limits/limiter.ts";
 import { createLimiter, createTenants } from "./limits_setup.ts";
 import { createDashboard, type Dashboard } from "./dashboard_setup.ts";
 import { metricsPortHandler } from "./metrics_port.ts";
+import { TextRatios } from "../workers/text_ratios.ts";
 
 /** What a gateway is built from; everything but `config` and `log` has a production default. */
 export interface GatewayOptions {
@@ -106,6 +107,8 @@ export class Gateway {
   readonly limits: TenantLimiter | null;
   /** The status page (`GET /dashboard`) and its routing history. */
   readonly dashboard: Dashboard;
+  /** Characters per token per model and worker, learned from the answers. */
+  readonly ratios = new TextRatios();
   /** The main port's entry over the gateway's exchange types (the own front calls it). */
   readonly entry: Entry;
   /** The metrics port's handler: `/metrics`, and the status page. */
@@ -263,6 +266,7 @@ export class Gateway {
         ? grpcBackend(grpcWorkers, opts.grpc.tokenizer, config.tokenizerThreads, log, clock)
         : undefined,
       routesOnTokens: kv ? (model) => kv!.routesOnTokens(model) : undefined,
+      ratios: this.ratios,
     });
     const draining = () => this.#draining;
     const infoDeps: info.InfoApiDeps = {
@@ -280,7 +284,15 @@ export class Gateway {
       grpc: opts.grpc !== undefined,
     };
     const policy = this.policy.name;
-    this.dashboard = createDashboard({ registry, metrics, clock, draining, mesh, policy });
+    this.dashboard = createDashboard({
+      registry,
+      metrics,
+      clock,
+      draining,
+      mesh,
+      policy,
+      ratios: this.ratios,
+    });
     this.handleMetrics = metricsPortHandler(this);
     const routes = mainRoutes({
       inference: (inb, endpoint, ctx) => proxy.handle(inb, endpoint, ctx),
@@ -388,7 +400,7 @@ export class Gateway {
 
   /** Refreshes the per-worker gauges and renders the Prometheus text. */
   renderMetrics(): Promise<string> {
-    refreshWorkerGauges(this.metrics, this.registry, this.clock.now());
+    refreshWorkerGauges(this.metrics, this.registry, this.clock.now(), this.ratios);
     this.kv?.gauges();
     return this.metrics.render();
   }

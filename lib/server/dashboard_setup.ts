@@ -12,6 +12,7 @@ import { RoutingHistory } from "../dashboard/history.ts";
 import type { DashboardMesh, SnapshotDeps } from "../dashboard/snapshot.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
+import type { TextRatios } from "../workers/text_ratios.ts";
 import type { Mesh } from "./mesh_setup.ts";
 
 /** What the status page reads. */
@@ -28,6 +29,8 @@ export interface DashboardInputs {
   policy: string;
   /** The mesh, or null when it is off. */
   mesh: Mesh | null;
+  /** Characters per token per model, learned from the answers. */
+  ratios: TextRatios;
 }
 
 /** The status page of one gateway. */
@@ -57,6 +60,7 @@ export function createDashboard(d: DashboardInputs): Dashboard {
     policy: d.policy,
     draining: d.draining,
     mesh: () => (mesh ? meshView(mesh) : null),
+    models: () => d.ratios.models(),
   };
   return {
     history,

@@ -11,6 +11,7 @@ import type {
   WorkerType,
   WorkerView,
 } from "../core/types.ts";
+import { RatioEstimate } from "../core/chars_per_token.ts";
 import { BREAKER_GAUGE, CircuitBreaker } from "./circuit_breaker.ts";
 import type { HealthCounters } from "./health_state.ts";
 
@@ -84,6 +85,8 @@ export class Worker implements WorkerView {
   reportedCachedTokens = 0;
   /** KV cache capacity in tokens (`/get_server_info`'s `max_total_num_tokens`), or null. */
   kvCapacity: number | null = null;
+  /** Its own characters per token, from its answers' `prompt_tokens` (`TextRatios.observe`). */
+  readonly textRatio = new RatioEstimate();
   /** Last backend load report. */
   load: LoadSnapshot | null = null;
   /** When `load` was received (clock ms). */
@@ -147,6 +150,11 @@ export class Worker implements WorkerView {
   idle(): Promise<void> {
     if (this.#inFlight === 0) return Promise.resolve();
     return (this.#idle ??= Promise.withResolvers<void>()).promise;
+  }
+
+  /** Characters per token of its answers so far; null before enough of them. */
+  get charsPerToken(): number | null {
+    return this.textRatio.value;
   }
 
   /** Requests in flight carrying sticky key `key`. */

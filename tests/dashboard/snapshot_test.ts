@@ -32,6 +32,7 @@ function setup(mesh: DashboardMesh | null = null) {
     policy: "cache_aware",
     draining: () => false,
     mesh: () => mesh,
+    models: () => [{ model: "m1", charsPerToken: 7.987, samples: 9, source: "answers" }],
   };
   return { clock, metrics, manager, history, deps };
 }
@@ -46,6 +47,7 @@ Deno.test("snapshot: the documented fields of a gateway and its workers", () => 
   a.requestsTotal = 40;
   a.reportedPromptTokens = 1000;
   a.reportedCachedTokens = 250;
+  for (let i = 0; i < 4; i++) a.textRatio.observe(800, 100);
   a.load = {
     runningRequests: 2,
     waitingRequests: 1,
@@ -72,6 +74,9 @@ Deno.test("snapshot: the documented fields of a gateway and its workers", () => 
   assert.equal(s.draining, false);
   assert.equal(s.mesh, null);
   assert.deepEqual(s.routing, { seq: 0, samples: [] });
+  assert.deepEqual(s.models, [
+    { model: "m1", chars_per_token: 7.99, samples: 9, source: "answers" },
+  ]);
   assert.deepEqual(s.workers, [
     {
       id: a.id,
@@ -88,6 +93,7 @@ Deno.test("snapshot: the documented fields of a gateway and its workers", () => 
       prefill_backlog_tokens: 1200,
       requests_total: 40,
       errors_total: 0,
+      chars_per_token: 8,
       cached_share: 0.25,
       engine_cache_hit_rate: 0.333,
       running_requests: 2,
@@ -109,6 +115,7 @@ Deno.test("snapshot: the documented fields of a gateway and its workers", () => 
       prefill_backlog_tokens: 0,
       requests_total: 0,
       errors_total: 5,
+      chars_per_token: null,
       cached_share: null,
       engine_cache_hit_rate: null,
       running_requests: null,

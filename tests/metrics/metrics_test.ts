@@ -64,6 +64,8 @@ function touchAll(m: Metrics): void {
   m.kvFailures.with("grpc://w:1", "disconnected").inc();
   m.kvBatches.with("grpc://w:1").inc();
   m.kvIndexBlocks.with("m").set(3);
+  m.modelCharsPerToken.with("m", "answers").set(7.9);
+  m.workerCharsPerToken.with("http://w1").set(8.1);
 }
 
 const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
@@ -123,6 +125,8 @@ const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
   ["smg_kv_event_subscription_failures_total", "counter"],
   ["smg_kv_event_batches_total", "counter"],
   ["smg_kv_index_blocks", "gauge"],
+  ["smg_policy_chars_per_token", "gauge"],
+  ["smg_worker_chars_per_token", "gauge"],
   ["process_resident_memory_bytes", "gauge"],
   ["smg_process_heap_used_bytes", "gauge"],
   ["smg_process_heap_total_bytes", "gauge"],

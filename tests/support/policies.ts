@@ -8,6 +8,7 @@ import { createLogger } from "../../lib/core/log.ts";
 import type { LoadSnapshot, RouteRequest, WorkerView } from "../../lib/core/types.ts";
 import type { PolicyDeps } from "../../lib/policies/policy_deps.ts";
 import { defaultConfig } from "../../lib/config/config.ts";
+import { DEFAULT_CHARS_PER_TOKEN } from "../../lib/core/chars_per_token.ts";
 
 const seqs = new Map<string, number>();
 
@@ -60,6 +61,7 @@ export function request(text = "hello", over: Partial<RouteRequest> = {}): Route
     stream: false,
     text,
     tokens: null,
+    charsPerToken: DEFAULT_CHARS_PER_TOKEN,
     headers: new Headers(),
     routingKey: null,
     rid: null,

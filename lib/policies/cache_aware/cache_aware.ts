@@ -34,10 +34,10 @@
 import type { CacheAwareConfig } from "../../config/config.ts";
 import { randomIndex } from "../../core/clock.ts";
 import type { RouteRequest, SelectionNote, WorkerView } from "../../core/types.ts";
+import { SteadyRatios } from "../../core/chars_per_token.ts";
 import {
   argminUniform,
   backlogScore,
-  CHARS_PER_TOKEN,
   promptTokens,
   reportMaxAgeMs,
   sanitizeTuning,
@@ -80,6 +80,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
   readonly #urls = new Map<string, string>();
   readonly #replicas: PolicyReplicas | null;
   readonly #role: TreeRole;
+  readonly #steady = new SteadyRatios();
   #nextEviction: number;
 
   /** Reads `deps.config.cacheAware`, least_load's tuning and the boundaries. */
@@ -137,7 +138,11 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     let branch: CacheAwareBranch = "miss";
     let uncached = promptTokens(request);
     let cached = 0;
-    const perToken = tokens ? 1 : CHARS_PER_TOKEN;
+    // Units (characters of text, or token ids) per token: the model's estimate, or a worker's
+    // own where its answers gave one; an engine block in units at the model's estimate.
+    const perToken = tokens ? 1 : request.charsPerToken;
+    const perTokenOf = (w: WorkerView) => tokens ? 1 : w.charsPerToken ?? perToken;
+    const engineBlock = Math.max(1, Math.round(this.#c.blockSize * perToken));
     // Where the model's workers publish KV events, a reporting worker's own account decides (the
     // tree still records, so that it is warm if the events stop); a worker whose stream is down,
     // or an empty index, leaves it to the tree.
@@ -155,8 +160,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     const decide = (tree: PrefixMatch, remote: PlacementMatch | null) => {
       if (this.#c.scoring === "cost") {
         const held = tokens ? trees.tokens : trees.text;
-        const block = blockUnits(tokens ? "token" : "string", this.#c.blockSize);
-        const r = this.#cheapest(candidates, tree, remote, perToken, block, held);
+        const r = this.#cheapest(candidates, tree, remote, perTokenOf, engineBlock, held);
         branch = r.branch;
         uncached = r.uncached;
         cached = r.cached;
@@ -174,7 +178,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
         if (holders.length > 0) {
           pick = this.#balance.leastBusy(holders, now, match.total);
           branch = "hit";
-          uncached = Math.ceil((match.total - match.matched) / perToken);
+          uncached = Math.ceil((match.total - match.matched) / perTokenOf(pick));
           if (this.#balance.gated(pick, candidates)) {
             pick = null;
             branch = "spill";
@@ -183,7 +187,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
         }
       }
       pick ??= candidates[argminUniform(waits(), this.#d.random)];
-      cached = Math.floor(ownDepth(tree, remote, pick.url) / perToken);
+      cached = Math.floor(ownDepth(tree, remote, pick.url) / perTokenOf(pick));
       return pick.url;
     };
     const url = tokens
@@ -193,14 +197,15 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     const chosen = candidates.find((w) => w.url === url) ??
       candidates[randomIndex(this.#d.random, candidates.length)];
     if (url !== null && this.#c.treeFeedback === "on") {
-      keepWithin(tokens ? trees.tokens : trees.text, chosen, perToken);
+      keepWithin(tokens ? trees.tokens : trees.text, chosen, perTokenOf(chosen));
     }
     if (url !== null && hashes.length > 0 && sink !== null) {
       places.add(hashes[hashes.length - 1], url);
       sink(this.#role, model, kind, hashes[hashes.length - 1], url);
     }
     if (note && url !== null && believed > 0 && this.#c.treeFeedback === "on") {
-      note.onReport = this.#corrector(model, trees, tokens ?? request.text, url, believed, now);
+      const units = tokens ?? request.text;
+      note.onReport = this.#corrector(model, trees, units, url, believed, engineBlock, now);
     }
     return this.#decide(url === null ? "fallback" : branch, chosen, uncached, cached, note);
   }
@@ -219,11 +224,12 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     units: string | readonly number[],
     url: string,
     believed: number,
+    block: number,
     routedAt: number,
   ): (reported: { prompt: number; cached: number }) => void {
     const kind: TreeKind = typeof units === "string" ? "string" : "token";
     const stamp = kind === "string" ? trees.text.stamp : trees.tokens.stamp;
-    const slack = Math.max(blockUnits(kind, this.#c.blockSize), Math.ceil(0.05 * units.length));
+    const slack = Math.max(block, Math.ceil(0.05 * units.length));
     return ({ prompt, cached }) => {
       if (prompt <= 0) return;
       const held = kind === "token"
@@ -248,7 +254,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     candidates: readonly W[],
     tree: PrefixMatch,
     remote: PlacementMatch | null,
-    perToken: number,
+    perToken: (w: WorkerView) => number,
     block: number,
     held: { tenantSize(url: string): number },
   ): { worker: W; branch: CacheAwareBranch; uncached: number; cached: number } {
@@ -262,11 +268,12 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
       i = argminUniform(candidates.map((w) => backlogScore(w)), this.#d.random);
       branch = "spill";
     }
+    const ratio = perToken(candidates[i]);
     return {
       worker: candidates[i],
       branch,
-      uncached: Math.ceil((tree.total - matched[i]) / perToken),
-      cached: Math.floor(matched[i] / perToken),
+      uncached: Math.ceil((tree.total - matched[i]) / ratio),
+      cached: Math.floor(matched[i] / ratio),
     };
   }
 
@@ -279,7 +286,8 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     note?: SelectionNote,
   ): W | null {
     const units = request.tokens && request.tokens.length > 0 ? request.tokens : request.text;
-    const keys = headKeys(units, this.#boundaries);
+    const steady = this.#steady.of(request.model ?? "unknown", request.charsPerToken);
+    const keys = headKeys(units, this.#boundaries, steady);
     const byUrl = new Map(candidates.map((w) => [w.url, w]));
     const found = trees.hash.lookup(keys, now, (urls) => {
       const live = urls.map((u) => byUrl.get(u)).filter((w): w is W => w !== undefined);
@@ -349,7 +357,8 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
   #record(model: string, trees: ModelTrees, request: RouteRequest, w: WorkerView, now: number) {
     if (this.#c.cacheIndex === "hash") {
       const units = request.tokens && request.tokens.length > 0 ? request.tokens : request.text;
-      trees.hash.record(headKeys(units, this.#boundaries), w.url, now);
+      const steady = this.#steady.of(model, request.charsPerToken);
+      trees.hash.record(headKeys(units, this.#boundaries, steady), w.url, now);
     } else if (request.tokens && request.tokens.length > 0) {
       trees.tokens.insert(request.tokens, w.url);
       this.#trees.stamped(trees, now);

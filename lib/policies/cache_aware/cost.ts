@@ -32,14 +32,14 @@ const NO_DEPTHS: ReadonlyMap<string, number> = new Map();
 
 /**
  * Scores `candidates` for a prompt the tree matched as `tree` (a peer's placement `remote`),
- * `perToken` units a token, matches counted in whole blocks of `block` units, `heldBy` a worker's
- * share of the tree in units; see the module comment.
+ * `perToken(w)` units a token on worker `w`, matches counted in whole blocks of `block` units,
+ * `heldBy` a worker's share of the tree in units; see the module comment.
  */
 export function cheapest(
   candidates: readonly WorkerView[],
   tree: PrefixMatch,
   remote: PlacementMatch | null,
-  perToken: number,
+  perToken: (w: WorkerView) => number,
   block: number,
   heldBy: (url: string) => number,
   random: Random,
@@ -61,7 +61,7 @@ export function cheapest(
     if (m > deepest) deepest = m;
     // The in-flight term and the tree share are both below 1: they order ties.
     const share = most === 0 ? 0 : held[i] / most;
-    costs[i] = 2 * Math.ceil((total - m) / perToken) + Math.floor(backlogScore(w)) +
+    costs[i] = 2 * Math.ceil((total - m) / perToken(w)) + Math.floor(backlogScore(w)) +
       (share * 0.999 + w.inFlight / (w.inFlight + 1)) / 2;
   }
   return { index: argminUniform(costs, random), matched, deepest };

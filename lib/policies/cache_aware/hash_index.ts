@@ -1,8 +1,8 @@
 /**
  * cache_aware's hash index (`--cache-index hash`): instead of a radix tree, the head of each
  * request is hashed at every configured boundary (`--cache-boundaries`, in tokens; text requests
- * use 4 characters per token, as prefix_hash does — SMG keys only token requests, so plain
- * HTTP chat was pure min-load in this mode), and each (boundary, head hash) remembers up to three
+ * at the model's characters per token held steady, as prefix_hash cuts them — SMG keys only token
+ * requests, so plain HTTP chat was pure min-load in this mode), and each (boundary, head hash) remembers up to three
  * holders with their last use. Lookup probes the deepest boundary first; placements unused for
  * `--cache-ttl-secs` expire (lazily on read, and in `sweep`).
  *
@@ -11,8 +11,6 @@
 
 /** Most holders per key; the stalest is dropped for a fourth. */
 const MAX_HOLDERS = 3;
-/** Characters per token for text requests. */
-const CHARS_PER_TOKEN = 4;
 
 interface Holder {
   id: string;
@@ -27,19 +25,23 @@ export interface HeadKey {
   key: string;
 }
 
-/** Head hashes at `boundaries` (ascending) that fit in `units`, deepest first. */
+/**
+ * Head hashes at `boundaries` (ascending) that fit in `units`, deepest first; text at
+ * `charsPerToken` characters a token.
+ */
 export function headKeys(
   units: string | readonly number[],
   boundaries: readonly number[],
+  charsPerToken: number,
 ): HeadKey[] {
   const text = typeof units === "string";
-  const scale = text ? CHARS_PER_TOKEN : 1;
+  const scale = text ? charsPerToken : 1;
   const out: HeadKey[] = [];
   let h1 = 0x811c9dc5;
   let h2 = 0x01000193 ^ 0x5bd1e995;
   let pos = 0;
   for (const b of boundaries) {
-    const end = b * scale;
+    const end = Math.round(b * scale);
     if (end > units.length) break;
     for (; pos < end; pos++) {
       const u = text ? (units as string).charCodeAt(pos) : (units as readonly number[])[pos];

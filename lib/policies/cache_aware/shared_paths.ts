@@ -2,8 +2,10 @@
  * What cache_aware shares with the other routers of a mesh, and what it keeps of theirs.
  *
  * A routing decision is published as a delta of a few bytes: the hash of the request's prefix
- * path cut at its deepest block boundary (`pathHashes`; blocks of `--block-size` tokens, or four
- * times as many characters for text) and the chosen worker. Text never travels in deltas, so a
+ * path cut at its deepest block boundary (`pathHashes`; blocks of `--block-size` tokens, or
+ * `DEFAULT_CHARS_PER_TOKEN` times as many characters for text: a fixed chunk, not the learned
+ * ratio, so that every router hashes the same paths whatever its answers taught it) and the
+ * chosen worker. Text never travels in deltas, so a
  * peer cannot put a delta's path into its radix tree unless it already holds that path; instead
  * it keeps the delta as a *placement* (hash → up to four workers, most recent first, LRU-bounded)
  * and consults placements while routing: the request's own boundary hashes are computed in one
@@ -17,10 +19,8 @@
  * placements of the paths forgotten (`corrections.ts`).
  */
 
+import { DEFAULT_CHARS_PER_TOKEN } from "../../core/chars_per_token.ts";
 import { blockDigests } from "../hash_ring.ts";
-
-/** Characters per token when cutting text into blocks. */
-export const CHARS_PER_TOKEN = 4;
 
 /** Hash domain of tree paths (separate from the ring's and prefix_hash's). */
 const SEED_PATH = 0x70617468;
@@ -34,9 +34,12 @@ export const DEFAULT_MAX_PLACEMENTS = 1 << 16;
 /** The tree kinds: text for HTTP requests, token ids for pre-tokenized ones. */
 export type TreeKind = "string" | "token";
 
-/** Units per block for `kind` at `--block-size` `blockSize`. */
+/**
+ * Units per path block for `kind` at `--block-size` `blockSize` (the mesh's hashing chunk, fixed
+ * for text: see the module comment).
+ */
 export function blockUnits(kind: TreeKind, blockSize: number): number {
-  return kind === "string" ? blockSize * CHARS_PER_TOKEN : blockSize;
+  return kind === "string" ? blockSize * DEFAULT_CHARS_PER_TOKEN : blockSize;
 }
 
 /**

@@ -194,7 +194,7 @@ class GrpcLeg implements Leg {
     const client = this.#g.client(worker.url);
     const onDone = (u: Usage) => {
       c.meter?.final(u.prompt, u.completion);
-      ledger.checkPrediction(c, worker, u);
+      ledger.reported(c, worker, u);
       c.series.tokens[0].inc(u.prompt);
       c.series.tokens[1].inc(u.completion);
       if (u.completion > 1) {
@@ -289,7 +289,7 @@ class GrpcLeg implements Leg {
     };
     this.#ledger.record(this.worker, classifyStatus(200));
     c.meter?.final(usage.prompt, usage.completion);
-    this.#ledger.checkPrediction(c, this.worker, usage);
+    this.#ledger.reported(c, this.worker, usage);
     c.series.tokens[0].inc(usage.prompt);
     c.series.tokens[1].inc(usage.completion);
     headers.push(["content-type", JSON_TYPE]);

@@ -173,13 +173,13 @@ class HttpLeg implements Leg {
       return this.#ledger.failure(c, worker, e, "stream broke before its first byte", "http");
     }
     const ledger = this.#ledger;
-    const predicted = ledger.predicted(c, worker);
+    const wantsUsage = ledger.wantsUsage(c, worker);
     const meter = c.meter;
     let events = 0;
     meter?.live(() => ({ prompt: 0, completion: events }));
     const count = meter ? (chunk: Uint8Array) => void (events += countEvents(chunk)) : undefined;
     const body: SseRelay = new SseRelay(first, res.body, worker.url, (how, err) => {
-      if (how === "done" && predicted) ledger.checkPrediction(c, worker, usageIn(body.tail()));
+      if (how === "done" && wantsUsage) ledger.reported(c, worker, usageIn(body.tail()));
       if (how === "done" && meter) {
         const u = reportedUsage(body.tail(), false);
         if (u) meter.final(u.prompt, u.completion);
@@ -262,8 +262,8 @@ class HttpLeg implements Leg {
       if (u) meter.final(u.prompt, u.completion);
     } else if (meter && body !== null) body = new MeteredBody(res.body, meter);
     const ledger = this.#ledger;
-    if (status < 300 && res.body.whole && ledger.predicted(this.#c, this.worker)) {
-      ledger.checkPrediction(this.#c, this.worker, usageIn([res.body.whole]));
+    if (status < 300 && res.body.whole && ledger.wantsUsage(this.#c, this.worker)) {
+      ledger.reported(this.#c, this.worker, usageIn([res.body.whole]));
     }
     ledger.record(this.worker, classifyStatus(status));
     return this.#reply(res, body, false);

@@ -361,6 +361,35 @@ Deno.test("cache_aware: a worker's part of the tree stays within the KV capacity
   }
 });
 
+Deno.test("cache_aware: with tokens of 8 characters the capacity bound never drops a branch the engine still holds", () => {
+  // A worker whose engine holds 10,000 tokens is sent 12 distinct prompts of 6,000 characters:
+  // 750 tokens each at 8 characters a token, 9,000 in all, so the engine still holds every one.
+  // Counted at 4 characters a token (the old constant) they would be 18,000 tokens and the tree
+  // would forget the oldest while the engine has them; at the learned 8 it keeps them all.
+  for (const cpt of [8, 4]) {
+    let t = 0;
+    const p = new CacheAwarePolicy({
+      random: seededRandom(7),
+      now: () => t,
+      log: silentLogger,
+      config: defaultConfig(),
+    });
+    const one = [w("w1", 0, { kvCapacity: 10_000, charsPerToken: cpt })];
+    const prompt = (i: number) => `${i} `.repeat(3000).slice(0, 6000);
+    const pick = (i: number) => {
+      t += 100;
+      const note: SelectionNote = { prefillTokens: 0, predictedCached: null };
+      p.select(one, request(prompt(i), { charsPerToken: cpt }), note);
+      return note.predictedCached;
+    };
+    for (let i = 0; i < 12; i++) assert.equal(pick(i), 0, "each prompt new");
+    const first = pick(0);
+    // Whole 16-token blocks of it: 46 × 128 characters = 736 tokens.
+    if (cpt === 8) assert.equal(first, 736, "the oldest is still held, every whole block of it");
+    else assert.equal(first, 0, "at 4 characters a token the bound forgets it (the control)");
+  }
+});
+
 Deno.test("cache_aware: --tree-feedback off leaves the tree uncorrected", () => {
   const config = defaultConfig();
   config.cacheAware.treeFeedback = "off";
