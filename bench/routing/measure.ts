@@ -38,6 +38,8 @@ export interface MeasureContext {
   dir: string;
   /** Repository root (ends with `/`). */
   root: string;
+  /** Our gateway's root when not `root` (`--gateway-root`). */
+  gatewayRoot?: string | null;
   /** Aborts the measurement (SIGINT). */
   signal: AbortSignal;
   /** gRPC and KV-event modes: the tokenizer directory (workers and gateway), else undefined. */
@@ -84,7 +86,7 @@ export async function measureOne(
           seed: o.seed,
           tag,
           dir: c.dir,
-          root: c.root,
+          root: c.gatewayRoot ?? c.root,
           cpu: TARGET_CPU,
           modelPath: c.modelPath,
           labels: fleet.labels,

@@ -75,6 +75,11 @@ export interface Options {
    * for their default tokenizer (`--chars-per-token`).
    */
   charsPerToken: number | null;
+  /**
+   * Where our gateway's `main.ts` is read from (`--gateway-root`, a checkout of another commit),
+   * or null for this tree's; the workers, client and references are always this tree's.
+   */
+  gatewayRoot: string | null;
 }
 
 /** How the gateway reaches the workers (`--connection-mode`). */
@@ -116,6 +121,9 @@ export const USAGE = `usage: deno task bench:routing [options]
                      word chunks, ~2.3 characters per token on this text; HTTP only)
   --quick            short windows, for a smoke test
   --json PATH        also write the results as JSON
+  --gateway-root DIR run our gateway's main.ts from DIR (a checkout of another commit; the
+                     workers, client and references stay this tree's): how bench:guard compares
+                     commits
   --connection-mode grpc
                      the workers also serve sglang's scheduler gRPC service and our gateway
                      reaches them over it, tokenizing with Qwen3's tokenizer (HAProxy and nginx
@@ -198,6 +206,7 @@ export function parseOptions(args: string[]): Options {
     json: null,
     connectionMode: "http",
     charsPerToken: null,
+    gatewayRoot: null,
     quick: false,
   };
   for (let i = 0; i < args.length; i++) {
@@ -271,6 +280,11 @@ export function parseOptions(args: string[]): Options {
       case "--json":
         o.json = value() ?? fail("--json needs a path");
         break;
+      case "--gateway-root": {
+        const dir = value() ?? fail("--gateway-root needs a directory");
+        o.gatewayRoot = dir.endsWith("/") ? dir : dir + "/";
+        break;
+      }
       case "--connection-mode": {
         const m = value();
         if (m !== "http" && m !== "grpc" && m !== "http-kv") {

@@ -156,7 +156,10 @@ async function main(args: string[]): Promise<number> {
       ? [{ name: t.name, policy: "consistent_hashing" }]
       : []
   );
-  const probes = await Promise.all(policies.map((t) => probePolicy(t.policy, tmpDir, ROOT, 0)));
+  const gatewayRoot = o.gatewayRoot ?? ROOT;
+  const probes = await Promise.all(
+    policies.map((t) => probePolicy(t.policy, tmpDir, gatewayRoot, 0)),
+  );
   policies.forEach((t, i) => {
     if (probes[i] !== "ok") skipped[t.name] = probes[i];
   });
@@ -202,6 +205,7 @@ async function main(args: string[]): Promise<number> {
             simKnobs,
             dir: tmpDir,
             root: ROOT,
+            gatewayRoot: o.gatewayRoot,
             signal: shutdown.signal,
             modelPath,
             kvEvents: o.connectionMode === "http-kv",
