@@ -2,7 +2,8 @@
  * The routing regression guard, `deno task bench:guard`: what to run before merging anything on
  * the request path or in the policies. It replays fixed cells of `bench:routing` (the shipped
  * Mooncake trace onto 8 workers with 256k-token caches at 2, 4, 8 and 16 characters per token,
- * at 2.5× and at 4× its pace, and the multi-turn chat workload at 8 characters a token), each with
+ * at 2.5× and at 4× its pace, the same with each second's requests sent at once, and the
+ * multi-turn chat workload at 8 characters a token), each with
  * `smg:round_robin` and `smg:cache_aware`, the same at 8 on a generated multi-turn conversation
  * trace (`conversation_trace.ts`), and prints, per cell, what moved beyond the noise
  * against the committed baseline (`guard_baseline.json`: the mean and spread of repeated runs), or
@@ -33,11 +34,13 @@ const TRACE_CANDIDATES = [
 ];
 
 /**
- * A cell: `bench:routing` flags, after `--trace FILE` for the shipped trace (`trace: "shipped"`)
- * or for the generated conversation trace (`"conversation"`, `conversation_trace.ts`).
+ * A cell: `bench:routing` flags, after `--trace FILE` for the shipped trace (`trace: "shipped"`),
+ * the same with each second's requests sent together (`"bursts"`: a batch client; decisions
+ * taken in one turn of the event loop must see each other's load), or the generated
+ * conversation trace (`"conversation"`, `conversation_trace.ts`).
  */
 interface Cell {
-  trace: "shipped" | "conversation" | null;
+  trace: "shipped" | "bursts" | "conversation" | null;
   args: string[];
 }
 
@@ -66,6 +69,7 @@ export const CELLS: Record<string, Cell> = {
   "trace-cpt8": TRACE(8, 2.5),
   "trace-cpt16": TRACE(16, 2.5),
   "trace-cpt8-4x": TRACE(8, 4),
+  "bursts-cpt8": TRACE(8, 2.5, "bursts"),
   "conv-cpt8": TRACE(8, 2.5, "conversation"),
   "chat-cpt8": {
     trace: null,
@@ -130,6 +134,19 @@ async function conversationFile(): Promise<string> {
   const lines = conversationTrace();
   await Deno.mkdir("/tmp/smg-guard", { recursive: true });
   await Deno.writeTextFile(path, lines.map((l) => JSON.stringify(l)).join("\n") + "\n");
+  return path;
+}
+
+/** The shipped trace with every timestamp floored to its second, written once. */
+async function burstsFile(shipped: string): Promise<string> {
+  const path = "/tmp/smg-guard/shipped_bursts.jsonl";
+  const lines = (await Deno.readTextFile(shipped)).split("\n").filter((l) => l.trim() !== "");
+  const out = lines.map((l) => {
+    const o = JSON.parse(l);
+    return JSON.stringify({ ...o, timestamp: Math.floor(o.timestamp / 1000) * 1000 });
+  });
+  await Deno.mkdir("/tmp/smg-guard", { recursive: true });
+  await Deno.writeTextFile(path, out.join("\n") + "\n");
   return path;
 }
 
@@ -206,16 +223,21 @@ async function main(args: string[]): Promise<number> {
   );
   const fresh: Record<string, CellBaseline> = {};
   let conversation: string | null = null;
+  let bursts: string | null = null;
   await Deno.mkdir(RUNS_DIR, { recursive: true });
   console.log(`Each run's bench:routing JSON: ${RUNS_DIR}/`);
   let worse = 0;
   for (const name of names) {
     const cell = CELLS[name];
-    if (cell.trace === "shipped" && trace === null) {
+    if ((cell.trace === "shipped" || cell.trace === "bursts") && trace === null) {
       console.log(`\n## ${name}: skipped (no trace file; give --trace FILE)`);
       continue;
     }
-    const file = cell.trace === "conversation" ? conversation ??= await conversationFile() : trace;
+    const file = cell.trace === "conversation"
+      ? conversation ??= await conversationFile()
+      : cell.trace === "bursts"
+      ? bursts ??= await burstsFile(trace!)
+      : trace;
     const mine: CellFigures[] = [];
     const theirs: CellFigures[] = [];
     for (let r = 0; r < repeats; r++) {

@@ -83,22 +83,27 @@ export function replayOffer(
   route?: ReplayRoute,
 ): Offer {
   return async (d) => {
-    for (let i = 0; i < plan.to; i++) {
-      const r = trace[i];
-      // Built before the wait, so that the request leaves on time.
-      const content = tracePrompt(blocks, r);
-      await sleepUntil(d.t0 + arrivalMs(trace, i, plan.speed), Infinity, d.stop);
+    for (let i = 0; i < plan.to;) {
+      // Requests due at the same instant leave together, in one turn of the client's event
+      // loop (a batch client), their prompts built before the wait so that they leave on time.
+      const at = arrivalMs(trace, i, plan.speed);
+      const group: number[] = [];
+      for (; i < plan.to && arrivalMs(trace, i, plan.speed) === at; i++) group.push(i);
+      const contents = group.map((k) => tracePrompt(blocks, trace[k]));
+      await sleepUntil(d.t0 + at, Infinity, d.stop);
       if (d.stop.aborted) return;
-      d.track(
-        d.send({
-          messages: [{ role: "user", content }],
-          maxTokens: r.outputLength,
-          headers: route?.(i) ?? {},
-          session: `r${i}`,
-          turn: 0,
-          tenant: null,
-          measured: i >= plan.from,
-        }).then(() => {}),
+      group.forEach((k, j) =>
+        d.track(
+          d.send({
+            messages: [{ role: "user", content: contents[j] }],
+            maxTokens: trace[k].outputLength,
+            headers: route?.(k) ?? {},
+            session: `r${k}`,
+            turn: 0,
+            tenant: null,
+            measured: k >= plan.from,
+          }).then(() => {}),
+        )
       );
     }
   };

@@ -65,6 +65,8 @@ export interface ReplayInput {
   jitterMs?: number;
   /** The jitter's seed (default 1). */
   jitterSeed?: number;
+  /** Called at each arrival before the request is sent, to look inside (debugging; default none). */
+  onArrival?: (i: number, engines: readonly SimEngine[], gateway: VirtualGateway) => void;
 }
 
 /** One request as recorded. */
@@ -140,6 +142,7 @@ export async function replayVirtual(input: ReplayInput): Promise<ReplayResult> {
     clock.at(t0 + arrivalMs(requests, i, plan.speed) + late(), () => {
       arrived++;
       inFlight++;
+      input.onArrival?.(i, engines, gateway);
       const r = requests[i];
       gateway.send({
         content: input.prompt(i),

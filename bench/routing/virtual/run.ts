@@ -31,7 +31,7 @@ import { renderChat } from "../../../lib/sim/chat_template.ts";
 import { parseSimWorkerArgs } from "../../../lib/sim/cli.ts";
 import { simTokenizer } from "../../../lib/sim/worker.ts";
 import { conversationTrace } from "../conversation_trace.ts";
-import { replayPlan } from "../replay.ts";
+import { arrivalMs, replayPlan } from "../replay.ts";
 import { SIM_KNOBS } from "../scenarios.ts";
 import { loadTrace, parseTrace, type TraceRequest } from "../trace.ts";
 import { infiniteCacheBound } from "../trace_bound.ts";
@@ -104,6 +104,7 @@ async function main(o: VirtualOptions): Promise<number> {
       }.\nsim-worker ${simArgs.join(" ")}\nPrompts and tokens built in ${prepS.toFixed(1)} s.\n`,
   );
   const rows: VirtualSummary[] = [];
+  const records: Record<string, unknown[]> = {};
   for (const [i, t] of targets.entries()) {
     for (let k = 1; k <= o.repeats; k++) {
       const r = await replayVirtual({
@@ -125,6 +126,17 @@ async function main(o: VirtualOptions): Promise<number> {
       });
       const s = summariseVirtual(o.repeats > 1 ? `${t.name} #${k}` : t.name, r, o.workers);
       rows.push(s);
+      // Every measured request, for a closer look (`--json`): the trace's arrival order.
+      records[s.target] = r.records.filter((x) => x.measured).sort((a, b) => a.index - b.index)
+        .map((x) => ({
+          index: x.index,
+          at: arrivalMs(requests, x.index, o.speed),
+          worker: x.worker,
+          ttftMs: x.ttftMs,
+          prompt: x.promptTokens,
+          cached: x.cachedTokens,
+          predicted: x.prediction?.predicted ?? null,
+        }));
       note(
         `${s.target}: TTFT mean ${s.ttftMeanMs} p50 ${s.ttftP50Ms} p99 ${s.ttftP99Ms} ms, hit ` +
           `${s.cacheHit}, spread ${s.spreadTokens}; ${s.events} events in ${s.wallS} s`,
@@ -137,7 +149,7 @@ async function main(o: VirtualOptions): Promise<number> {
     const targetsOut = Object.fromEntries(targets.map((t) => [t.name, t]));
     await Deno.writeTextFile(
       o.json,
-      JSON.stringify({ settings, targets: targetsOut, prepS, summary: rows }, null, 2) + "\n",
+      JSON.stringify({ settings, targets: targetsOut, prepS, summary: rows, records }) + "\n",
     );
     note(`wrote ${o.json}`);
   }
