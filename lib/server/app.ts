@@ -217,6 +217,7 @@ export class Gateway {
         pinMaxIdleSecs: config.manual.maxIdleSecs,
         clock,
         limits: limits && rl.scope === "cluster" ? { limiter: limits, syncMs: rl.syncMs } : null,
+        ratios: this.ratios,
       })
       : null;
     const mesh = this.mesh;

@@ -24,6 +24,8 @@ import { WORKERS_NS, WorkerSync } from "../mesh/adapters/worker_sync.ts";
 import { type TreeCounter, TreeSync } from "../mesh/adapters/tree_sync.ts";
 import { PINS_NS, PinSync } from "../mesh/adapters/pin_sync.ts";
 import { RATE_LIMIT_NS, RateLimitSync } from "../mesh/adapters/rate_limit_sync.ts";
+import { RATIO_NS, RatioSync } from "../mesh/adapters/ratio_sync.ts";
+import type { TextRatios } from "../workers/text_ratios.ts";
 import type { TenantLimiter } from "../limits/limiter.ts";
 import type { PolicyReplicas } from "../policies/replicas.ts";
 import { LwwStore } from "../mesh/store/lww_store.ts";
@@ -123,7 +125,12 @@ export interface MeshState {
   clock: Clock;
   /** Cluster-wide tenant limits: the limiter and the publish interval (ms); null: per router. */
   limits?: { limiter: TenantLimiter; syncMs: number } | null;
+  /** Characters per token per model, shared with the peers (default: not shared). */
+  ratios?: TextRatios;
 }
+
+/** How often a router publishes its characters per token (ms). */
+const RATIO_SYNC_MS = 10_000;
 
 /** Tree-sync counters as metric series. */
 function treeCounter(mm: MeshMetrics, what: TreeCounter, n: number): void {
@@ -175,7 +182,7 @@ export function createMesh(
   });
   // A replica id per process: a restarted router is a new writer, never confused with its past.
   const store = new LwwStore(`${name}#${crypto.randomUUID().slice(0, 8)}`, {
-    namespaces: new Set([WORKERS_NS, PINS_NS, RATE_LIMIT_NS]),
+    namespaces: new Set([WORKERS_NS, PINS_NS, RATE_LIMIT_NS, RATIO_NS]),
   });
   const storeSync = new StoreSync({
     store,
@@ -238,6 +245,16 @@ export function createMesh(
       count: (kind, n) => metrics.tenantCluster.with(kind).inc(n),
     })
     : null;
+  const ratios = state.ratios
+    ? new RatioSync({
+      ratios: state.ratios,
+      store,
+      router: name,
+      clock: state.clock,
+      intervalMs: RATIO_SYNC_MS,
+      log: mlog,
+    })
+    : null;
   const mesh: Mesh = {
     node,
     failure: null,
@@ -249,6 +266,7 @@ export function createMesh(
       trees.stop();
       pins.stop();
       limits?.stop();
+      ratios?.stop();
       storeSync.stop();
       await node.stop();
     },
@@ -260,6 +278,7 @@ export function createMesh(
         workers.start();
         pins.start();
         limits?.start();
+        ratios?.start();
         mlog.info("mesh listening", {
           bind: `${m.host}:${m.port}`,
           advertise: address,
@@ -313,6 +332,7 @@ export function meshStatus(mesh: Mesh | null): Response {
       [WORKERS_NS]: { live: 0, tombstones: 0 },
       [PINS_NS]: { live: 0, tombstones: 0 },
       [RATE_LIMIT_NS]: { live: 0, tombstones: 0 },
+      [RATIO_NS]: { live: 0, tombstones: 0 },
       ...store,
     },
   });
