@@ -226,6 +226,21 @@ export const CACHE_AWARE_FLAGS: Flags<CacheAwareConfig> = {
     help:
       "cache_aware: pick the cheapest (cost: 2 x uncached tokens + prefill backlog) or SMG's threshold and balance gate (smg)",
   },
+  workWeight: {
+    name: "cache-aware-work-weight",
+    kind: float,
+    default: 0.1,
+    help:
+      "cache_aware (cost): tokens of cost per token of recent uncached work a worker was sent above the least sent (0: off)",
+    check: finiteAtLeastZero(),
+  },
+  workHorizonSecs: {
+    name: "cache-aware-work-horizon-secs",
+    kind: float,
+    default: 30,
+    help: "cache_aware (cost): time constant of the recent uncached work, seconds",
+    check: must((v) => Number.isFinite(v) && v > 0, "Must be > 0"),
+  },
   cacheTtlSecs: {
     name: "cache-ttl-secs",
     kind: int,

@@ -94,6 +94,14 @@ export interface CacheAwareConfig {
   /** Seconds a hash-index placement lives without use (`--cache-ttl-secs`). */
   cacheTtlSecs: number;
   /**
+   * Cost scoring: tokens of cost per token of uncached work a worker was sent recently (decayed
+   * over `workHorizonSecs`) above the least sent candidate's; 0 is off
+   * (`--cache-aware-work-weight`, ours).
+   */
+  workWeight: number;
+  /** Time constant of that recent work, seconds (`--cache-aware-work-horizon-secs`, ours). */
+  workHorizonSecs: number;
+  /**
    * How a hit's worker is chosen (`--cache-aware-scoring`, ours): `cost` scores every candidate
    * by the tokens it would prefill (uncached given its match, plus its backlog); `smg` is SMG's
    * threshold and balance gate.

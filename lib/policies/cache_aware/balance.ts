@@ -23,6 +23,8 @@ export class Balance {
   readonly #maxAgeMs: number;
   readonly #random: Random;
   readonly #credit = new SinceReportCredit();
+  /** Uncached tokens sent per worker id, decayed over `workHorizonSecs`, and when last decayed. */
+  readonly #work = new Map<string, { value: number; at: number }>();
 
   /** Over `c`, least_load's `tuning`, reports younger than `maxAgeMs`. */
   constructor(
@@ -46,9 +48,28 @@ export class Balance {
     this.#credit.add(w, uncachedTokens);
   }
 
-  /** Forgets a removed worker's credit. */
+  /** Forgets a removed worker's credit and recent work. */
   forget(workerId: string): void {
     this.#credit.forget(workerId);
+    this.#work.delete(workerId);
+  }
+
+  /**
+   * The uncached tokens `w` was sent recently, each decayed by e^(−age/τ), τ =
+   * `--cache-aware-work-horizon-secs`: the work its conversations and prefixes draw to it over a
+   * horizon longer than its momentary backlog.
+   */
+  recentWork(w: WorkerView, now: number): number {
+    const e = this.#work.get(w.id);
+    if (!e) return 0;
+    const tau = this.#c.workHorizonSecs * 1000;
+    return e.value * Math.exp(-Math.max(0, now - e.at) / tau);
+  }
+
+  /** `w` was sent `tokens` uncached tokens at `now`. */
+  addWork(w: WorkerView, tokens: number, now: number): void {
+    if (!(tokens > 0)) return;
+    this.#work.set(w.id, { value: this.recentWork(w, now) + tokens, at: now });
   }
 
   /** Each candidate's expected wait. */

@@ -160,7 +160,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     const decide = (tree: PrefixMatch, remote: PlacementMatch | null) => {
       if (this.#c.scoring === "cost") {
         const held = tokens ? trees.tokens : trees.text;
-        const r = this.#cheapest(candidates, tree, remote, perTokenOf, engineBlock, held);
+        const r = this.#cheapest(candidates, tree, remote, perTokenOf, engineBlock, held, now);
         branch = r.branch;
         uncached = r.uncached;
         cached = r.cached;
@@ -257,9 +257,14 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     perToken: (w: WorkerView) => number,
     block: number,
     held: { tenantSize(url: string): number },
+    now: number,
   ): { worker: W; branch: CacheAwareBranch; uncached: number; cached: number } {
     const heldBy = (url: string) => held.tenantSize(url);
-    const c = cheapest(candidates, tree, remote, perToken, block, heldBy, this.#d.random);
+    const work = {
+      weight: this.#c.workWeight,
+      of: (w: WorkerView) => this.#balance.recentWork(w, now),
+    };
+    const c = cheapest(candidates, tree, remote, perToken, block, heldBy, this.#d.random, work);
     const { matched, deepest } = c;
     this.#d.observer?.matchRatio?.("cache_aware", tree.total === 0 ? 0 : deepest / tree.total);
     let i = c.index;
@@ -400,6 +405,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
       note.predictedCached = cachedTokens;
     }
     this.#balance.credit(w, uncachedTokens);
+    this.#balance.addWork(w, uncachedTokens, this.#d.now());
     return w;
   }
 }

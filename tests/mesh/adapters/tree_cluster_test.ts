@@ -35,11 +35,15 @@ async function mesh(n: number) {
     const i = routers.size;
     const node = c.nodes.get(name)!.node;
     const replicas = new PolicyReplicas();
+    // What is shared is under test, not the load: no recent-work term (it is per router, and
+    // would move short conversations off a worker this router alone sent much).
+    const config = defaultConfig();
+    config.cacheAware.workWeight = 0;
     const policy = new CacheAwarePolicy({
       random: seededRandom(i + 1),
       now: () => c.clock.now(),
       log: silentLogger,
-      config: defaultConfig(),
+      config,
       replicas,
     });
     replicas.mainFor = () => policy;

@@ -407,3 +407,42 @@ Deno.test("cache_aware: --tree-feedback off leaves the tree uncorrected", () => 
   assert.ok(note.predictedCached! > 0, "a hit, predicted");
   assert.equal(note.onReport, undefined);
 });
+
+Deno.test("cache_aware: new conversations off a held system prompt spread once the holder has drawn 20× it in recent work; a conversation stays", () => {
+  // 4 workers, a 4,000-character system prompt (1,000 tokens) w1 holds; each new conversation
+  // adds 8,000 characters (2,000 tokens) of its own. Without the recent-work term every one lands
+  // on w1 (its backlog drains between arrivals); with it they spread once w1's recent work
+  // exceeds the others' by 20 × 1,000 tokens, about ten conversations in.
+  const system = "s".repeat(4000);
+  const run = (weight: number) => {
+    const clock = { t: 0 };
+    const { p } = policy((c) => {
+      c.cacheAware.scoring = "cost";
+      c.leastLoad.waitModel = "backlog";
+      c.cacheAware.workWeight = weight;
+    }, clock);
+    const ws = ["w1", "w2", "w3", "w4"].map((id) => w(id));
+    p.apply("m", system, ws[0].url);
+    const picks: string[] = [];
+    for (let i = 0; i < 40; i++) {
+      clock.t += 500; // one new conversation every half second, each served before the next
+      const convo = system + `${i}`.padEnd(8000, "u");
+      picks.push(p.select(ws, request(convo))!.id);
+    }
+    // A conversation already on w2 with a long history comes back: it stays there.
+    const history = system + "h".repeat(60_000);
+    p.apply("m", history, ws[1].url);
+    const back = p.select(ws, request(history + " next turn"))!.id;
+    return { picks, back };
+  };
+  const off = run(0);
+  assert.deepEqual(new Set(off.picks), new Set(["w1"]), "without the term: all on the holder");
+  const on = run(0.1);
+  const counts = new Map<string, number>();
+  for (const x of on.picks) counts.set(x, (counts.get(x) ?? 0) + 1);
+  // The prompt replicates to as many workers as the work needs (each new holder then costs only
+  // the branch), not necessarily to all.
+  assert.ok(counts.size >= 3, `spread over the fleet: ${JSON.stringify([...counts])}`);
+  assert.ok(counts.get("w1")! <= 20, `the holder keeps a share, not all: ${counts.get("w1")}`);
+  assert.equal(on.back, "w2", "a long conversation stays where its history is");
+});
