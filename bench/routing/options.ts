@@ -108,7 +108,8 @@ export const USAGE = `usage: deno task bench:routing [options]
   --targets LIST     comma list of ref:upper-bound, ref:oracle, ref:affinity, smg:<policy>,
                      haproxy:<variant>, nginx:<variant>, or the kinds ref, smg, haproxy, nginx, or
                      all (default: all; policies this build lacks and targets without meaning for
-                     the workload are skipped with a note)
+                     the workload are skipped with a note); smg:<policy>@--flag=value[@...] is that
+                     policy with gateway flags of its own
   --tenants N        tenants with their own system prompt (default 24)
   --tenant-skew X    Zipf exponent of tenant popularity, 0 uniform (default 1)
   --seed N           seed of the workload (or the trace's block texts), workers and gateway

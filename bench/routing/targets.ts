@@ -95,7 +95,9 @@ export function allTargets(): TargetSpec[] {
 /**
  * The targets a `--targets` list names (null: the default list). An entry is a full name
  * (`smg:round_robin`), a kind (`ref`, `smg`, `haproxy`, `nginx`: all of that kind but the ones left
- * out by default) or `all`. Throws on a name that matches nothing.
+ * out by default) or `all`; one of our policies' names may carry gateway flags after `@`, each
+ * `--flag=value` (`smg:cache_aware@--cache-aware-work-weight=0.3`), a target of its own. Throws
+ * on a name that matches nothing.
  */
 export function resolveTargets(list: string[] | null): { targets: TargetSpec[]; notes: string[] } {
   const all = allTargets();
@@ -105,7 +107,18 @@ export function resolveTargets(list: string[] | null): { targets: TargetSpec[]; 
     return { targets: byDefault, notes: Object.values(NOT_BY_DEFAULT) };
   }
   const chosen = new Set<string>();
+  const extra: TargetSpec[] = [];
   for (const entry of list) {
+    const at = entry.indexOf("@");
+    if (at > 0) {
+      const base = all.find((t) => t.name === entry.slice(0, at));
+      if (base?.kind !== "smg") {
+        throw new Error(`--targets: flags only for smg:<policy>: '${entry}'`);
+      }
+      const flags = entry.slice(at + 1).split("@").flatMap((f) => f.split(/=(.*)/s, 2));
+      extra.push({ ...base, name: entry, flags: [...(base.flags ?? []), ...flags] });
+      continue;
+    }
     const matches = entry === "all"
       ? byDefault
       : all.some((t) => t.kind === entry)
@@ -118,7 +131,7 @@ export function resolveTargets(list: string[] | null): { targets: TargetSpec[]; 
     }
     matches.forEach((t) => chosen.add(t.name));
   }
-  return { targets: all.filter((t) => chosen.has(t.name)), notes };
+  return { targets: [...all.filter((t) => chosen.has(t.name)), ...extra], notes };
 }
 
 /**

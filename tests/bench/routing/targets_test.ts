@@ -16,3 +16,29 @@ Deno.test("targets: the references of the other workload and the session hashes 
   const refs = resolveTargets(["ref"]).targets.map((t) => t.name);
   assert.deepEqual(refs, ["ref:upper-bound", "ref:oracle", "ref:affinity"]);
 });
+
+Deno.test("targets: one of our policies with gateway flags after @ is a target of its own", () => {
+  const { targets } = resolveTargets([
+    "smg:round_robin",
+    "smg:cache_aware/smg@--cache-aware-work-weight=0.3@--tree-feedback=off",
+  ]);
+  assert.deepEqual(targets.map((t) => t.name), [
+    "smg:round_robin",
+    "smg:cache_aware/smg@--cache-aware-work-weight=0.3@--tree-feedback=off",
+  ]);
+  const t = targets[1];
+  assert.equal(t.kind, "smg");
+  if (t.kind === "smg") {
+    assert.deepEqual(t.flags, [
+      "--cache-aware-scoring",
+      "smg",
+      "--wait-model",
+      "smg",
+      "--cache-aware-work-weight",
+      "0.3",
+      "--tree-feedback",
+      "off",
+    ]);
+  }
+  assert.throws(() => resolveTargets(["haproxy:roundrobin@--x=1"]), /only for smg/);
+});
