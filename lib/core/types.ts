@@ -122,6 +122,12 @@ export interface RouteRequest {
   /** Token ids when known (`input_ids` or `x-smg-routing-tokens`), else null. */
   readonly tokens: readonly number[] | null;
   /**
+   * Whether the gateway made `tokens` from `text` (HTTP workers publishing KV events): a policy
+   * keeping a text index records the decision there too, so a later request of the model routed
+   * on its text sees it. Absent: false.
+   */
+  readonly tokenizedText?: boolean;
+  /**
    * Characters of `text` per token for its model, as learned when the request arrived
    * (`lib/core/chars_per_token.ts`): what every conversion of its text into tokens divides by.
    */

@@ -41,6 +41,7 @@ import { Call, Holds } from "./call.ts";
 import { Deadlines } from "./deadlines.ts";
 import { GrpcProtocol } from "./grpc/leg.ts";
 import { type GrpcInput, grpcInput } from "./grpc/request.ts";
+import { promptEncodeChars } from "../tokenizer/prompt.ts";
 import { HttpProtocol } from "./http/leg.ts";
 import { WorkerLedger } from "./ledger.ts";
 import { PdPlan } from "./pd.ts";
@@ -51,6 +52,12 @@ import type { SelectEnv } from "./select.ts";
 import type { AttemptPlan, Protocols, ProxyDeps, RequestContext } from "./types.ts";
 
 export type { PdPolicies, PolicyLookup, ProxyDeps, RequestContext } from "./types.ts";
+
+/**
+ * Characters of a prompt left to encode (its cached prefix aside) past which a request to HTTP
+ * workers publishing KV events is routed on its text rather than wait: about 2 ms of encoding.
+ */
+export const KV_ENCODE_MAX_CHARS = 4096;
 
 const allGrpc = (ws: readonly Worker[]) =>
   ws.length > 0 && ws.every((w) => w.connection === "grpc");
@@ -131,12 +138,15 @@ export class InferenceProxy {
       if (grpcOnly) {
         grpc = await prepareGrpc();
         if (rr.tokens === null) rr = { ...rr, tokens: grpc.ids };
-      } else if (prepareGrpc && rr.tokens === null && d.routesOnTokens?.(rr.model ?? "unknown")) {
+      } else if (
+        prepareGrpc && rr.tokens === null && d.routesOnTokens?.(rr.model ?? "unknown") &&
+        this.#encodesQuickly(endpoint, body as Record<string, unknown>)
+      ) {
         // HTTP workers publishing KV events: route on the prompt's tokens, as the engine holds
-        // them; a body the gRPC form refuses still goes, routed on its text.
+        // them, where they come at once; a body the gRPC form refuses still goes, on its text.
         try {
           grpc = await prepareGrpc();
-          rr = { ...rr, tokens: grpc.ids };
+          rr = { ...rr, tokens: grpc.ids, tokenizedText: true };
         } catch { /* routed on text */ }
       }
       const plan = this.#plan;
@@ -224,6 +234,23 @@ export class InferenceProxy {
     }
     holds.add(() => r.finish());
     return r;
+  }
+
+  /**
+   * Whether `body`'s prompt is cheap to tokenize: at most `KV_ENCODE_MAX_CHARS` characters left
+   * to encode once the tokenizer's cache is used (a conversation's next turn, a repeated prompt,
+   * a short one). A long prompt seen for the first time is routed on its text instead of waiting
+   * for its encoding (an 11k-token prompt takes 20-35 ms of a core): nobody can hold much of what
+   * this gateway never sent, and its text tree knows what it did send.
+   */
+  #encodesQuickly(endpoint: Endpoint, body: Record<string, unknown>): boolean {
+    const tok = this.#d.grpc?.tokenizer;
+    if (!tok) return false;
+    try {
+      return promptEncodeChars(endpoint, body, tok) <= KV_ENCODE_MAX_CHARS;
+    } catch {
+      return false; // the gRPC form refuses it: routed on text
+    }
   }
 
   /**

@@ -143,6 +143,7 @@ export function grpcBackend(
     tokenizer: {
       encode: (text, addSpecial) => cache.encode(text, addSpecial),
       encodeAsync: (text, addSpecial) => cache.encodeWith(text, addSpecial, many),
+      pendingChars: (text, addSpecial) => cache.pendingChars(text, addSpecial),
       applyChatTemplate: (messages, o) => tok.applyChatTemplate(messages, o),
       decode: (ids, skipSpecial) => tok.decode(ids, skipSpecial),
       hasChatTemplate: tok.hasChatTemplate,

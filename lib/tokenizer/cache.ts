@@ -104,6 +104,28 @@ export class CachedEncoder {
   }
 
   /**
+   * How many characters of `text` a lookup would still send to the encoder: 0 when it is cached
+   * whole, the part past its longest cached prefix otherwise (all of it on a miss). Reads only:
+   * neither the counters nor the recency order change.
+   */
+  pendingChars(text: string, addSpecial: boolean): number {
+    if (this.#l0.has(addSpecial ? `1${text}` : `0${text}`)) return 0;
+    if (addSpecial || !this.#boundary) return text.length;
+    const re = this.#boundary;
+    const cuts: number[] = [];
+    re.lastIndex = 0;
+    for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+      if (m.index > 0) cuts.push(m.index);
+    }
+    if (cuts.length === 0) return text.length;
+    const keys = prefixKeys(text, cuts);
+    for (let i = cuts.length - 1; i >= 0; i--) {
+      if (this.#l1.has(keys[i])) return text.length - cuts[i];
+    }
+    return text.length;
+  }
+
+  /**
    * The ids of `text` from the cache, or the parts left to encode and what completes the ids
    * (and the cache) once they are: the whole text on a miss, or the segments past the longest
    * cached prefix.

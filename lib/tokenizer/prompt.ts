@@ -20,6 +20,8 @@ export interface PromptTokenizer {
   encode(text: string, addSpecial: boolean): number[];
   /** The same ids, encoded off the event loop where the tokenizer can (`pool.ts`). */
   encodeAsync?(text: string, addSpecial: boolean): Promise<number[]>;
+  /** Characters of `text` an encode would still encode, its cache aside (default all). */
+  pendingChars?(text: string, addSpecial: boolean): number;
   /** The chat prompt of `messages`. */
   applyChatTemplate(
     messages: readonly TemplateMessage[],
@@ -121,6 +123,16 @@ function prompt(ids: number[], text: string): Prompt {
 export function promptOf(endpoint: Endpoint, body: Obj, tok: PromptTokenizer): Prompt {
   const s = promptSource(endpoint, body, tok);
   return prompt(s.ids ?? tok.encode(s.text, s.addSpecial), s.text);
+}
+
+/**
+ * How many characters encoding `body`'s prompt would take, what `tok`'s cache holds aside: 0 for
+ * token ids or a cached prompt. Throws a 400 as `promptOf` would.
+ */
+export function promptEncodeChars(endpoint: Endpoint, body: Obj, tok: PromptTokenizer): number {
+  const s = promptSource(endpoint, body, tok);
+  if (s.ids !== null) return 0;
+  return tok.pendingChars?.(s.text, s.addSpecial) ?? s.text.length;
 }
 
 /** `promptOf`, encoded off the event loop where `tok` can. */

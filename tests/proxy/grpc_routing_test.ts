@@ -15,7 +15,7 @@ import { Metrics } from "../../lib/metrics/metrics.ts";
 import type { Policy } from "../../lib/policies/policy.ts";
 import { Admission } from "../../lib/proxy/admission.ts";
 import type { GenerateClient } from "../../lib/proxy/types.ts";
-import { InferenceProxy } from "../../lib/proxy/proxy.ts";
+import { InferenceProxy, KV_ENCODE_MAX_CHARS } from "../../lib/proxy/proxy.ts";
 import { RequestInbound, toResponse } from "../../lib/server/inbound.ts";
 import { FetchUpstream } from "../../lib/upstream/fetch_upstream.ts";
 import { testConfig } from "../support/gateway.ts";
@@ -28,8 +28,10 @@ class SpyPolicy implements Policy {
   readonly name = "round_robin";
   readonly needs = { requestText: true, backendLoads: false };
   readonly seen: (readonly number[] | null)[] = [];
+  readonly tokenized: (boolean | undefined)[] = [];
   select<W extends WorkerView>(candidates: readonly W[], request: RouteRequest): W | null {
     this.seen.push(request.tokens);
+    this.tokenized.push(request.tokenizedText);
     return candidates[0] ?? null;
   }
 }
@@ -109,6 +111,7 @@ function setup(
   failures = 0,
   script?: Script,
   routesOnTokens?: (model: string) => boolean,
+  pendingChars?: (text: string) => number,
 ) {
   const config = testConfig({ retry: { initialBackoffMs: 0, maxBackoffMs: 0 } });
   const clock = new FakeClock(1000);
@@ -138,6 +141,7 @@ function setup(
       client: () => client,
       tokenizer: {
         encode: (t, s) => (encodes++, tok.encode(t, s)),
+        pendingChars,
         applyChatTemplate: (m, o) => tok.applyChatTemplate(m, o),
         decode: (ids, s) => tok.decode(ids, s),
         hasChatTemplate: true,
@@ -217,6 +221,27 @@ Deno.test("grpc routing: HTTP workers whose KV events the gateway indexes are ro
   );
   assert.deepEqual(s.policy.seen, [want]);
   assert.equal(s.sent.length, 0, "still sent over HTTP, not gRPC");
+});
+
+Deno.test("grpc routing: KV-indexed HTTP workers: a long prompt not in the tokenizer's cache routes on text at once; one that is, on its tokens", async () => {
+  let pending = 0;
+  const s = setup(
+    ["http://127.0.0.1:8000"],
+    0,
+    undefined,
+    (model) => model === "m",
+    (text) => (pending = text.length > 10_000 && !text.includes("cached") ? text.length : 0),
+  );
+  const long = "a long document ".repeat(1000); // 16,000 characters
+  await s.chat(long).catch(() => {});
+  assert.ok(pending > KV_ENCODE_MAX_CHARS);
+  assert.deepEqual(s.policy.seen, [null], "routed on its text");
+  assert.equal(s.encodes(), 0, "and not encoded: no request waits for a long encode");
+  await s.chat(long + " cached").catch(() => {});
+  assert.equal(s.policy.seen.length, 2);
+  const tokens = s.policy.seen.at(-1) as readonly number[] | null;
+  assert.ok(tokens !== null && tokens.length > 1000, "on its tokens");
+  assert.equal(s.policy.tokenized.at(-1), true, "marked as the gateway's tokens of its text");
 });
 
 Deno.test("grpc routing: a model with HTTP workers too routes on text (HTTP-only requests still go)", async () => {

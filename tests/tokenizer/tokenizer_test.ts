@@ -256,3 +256,20 @@ Deno.test("stop strings: a held prefix that does not become a stop is released; 
   const none = new StopMatcher([]);
   assert.deepEqual(none.push("anything"), { text: "anything", stopped: null });
 });
+
+Deno.test("tokenizer cache: pendingChars tells what an encode would still encode, and changes nothing", () => {
+  const t = qwen3();
+  const cache = new CachedEncoder(t);
+  const conv = conversation(3, 4);
+  const first = t.applyChatTemplate(conv.slice(0, 1));
+  assert.equal(cache.pendingChars(first, false), first.length, "nothing cached yet");
+  cache.encode(first, false);
+  assert.equal(cache.pendingChars(first, false), 0, "the same text: cached whole");
+  const next = t.applyChatTemplate(conv.slice(0, 3));
+  const left = cache.pendingChars(next, false);
+  assert.ok(left > 0 && left < next.length - first.length / 2, `only the new turn: ${left}`);
+  const stats = { ...cache.stats };
+  cache.pendingChars(next, false);
+  assert.deepEqual(cache.stats, stats, "a read: no counter moved");
+  assert.equal(cache.pendingChars("Hello, world!", true), "Hello, world!".length);
+});

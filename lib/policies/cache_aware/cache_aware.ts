@@ -21,7 +21,9 @@
  *
  * KV-event mode (`deps.cacheIndex`, by URL): a worker whose event stream is up is judged by its
  * own account plus what it was sent in the last `IN_FLIGHT_MS` (`accountMatch`), one whose events
- * stopped by the tree, which records every decision. Tree feedback: an answer reporting clearly
+ * stopped by the tree, which records every decision. Over HTTP the gateway tokenizes only prompts
+ * that encode at once (`RouteRequest.tokenizedText`; the rest route on their text), and records
+ * those decisions in the text tree too. Tree feedback: an answer reporting clearly
  * fewer cached tokens than believed makes the tree forget the worker's stale branches
  * (`#corrector`); a worker's part of the tree is kept within its KV capacity (`keepWithin`).
  *
@@ -198,6 +200,14 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
       candidates[randomIndex(this.#d.random, candidates.length)];
     if (url !== null && this.#c.treeFeedback === "on") {
       keepWithin(tokens ? trees.tokens : trees.text, chosen, perTokenOf(chosen));
+    }
+    if (url !== null && tokens && request.tokenizedText) {
+      // Tokens the gateway made from the text: the text tree learns the decision too, so a
+      // request of the model routed on its text (too long to wait for) sees where this went.
+      trees.text.insert(request.text, url);
+      if (this.#c.treeFeedback === "on") {
+        keepWithin(trees.text, chosen, chosen.charsPerToken ?? request.charsPerToken);
+      }
     }
     if (url !== null && hashes.length > 0 && sink !== null) {
       places.add(hashes[hashes.length - 1], url);

@@ -446,3 +446,18 @@ Deno.test("cache_aware: new conversations off a held system prompt spread once t
   assert.ok(counts.get("w1")! <= 20, `the holder keeps a share, not all: ${counts.get("w1")}`);
   assert.equal(on.back, "w2", "a long conversation stays where its history is");
 });
+
+Deno.test("cache_aware: a decision on tokens the gateway made from the text is recorded in the text tree too", () => {
+  const { p } = policy((c) => {
+    c.cacheAware.scoring = "cost";
+    c.leastLoad.waitModel = "backlog";
+  });
+  const ws = [w("w1"), w("w2"), w("w3")];
+  const text = "a long shared document ".repeat(200);
+  const tokens = Array.from({ length: 1200 }, (_, i) => i + 7);
+  const first = p.select(ws, request(text, { tokens, tokenizedText: true }))!;
+  // The next request of that prefix comes too long to tokenize: routed on its text alone.
+  const note: SelectionNote = { prefillTokens: 0, predictedCached: null };
+  assert.equal(p.select(ws, request(text + " and a question", {}), note)!.id, first.id);
+  assert.ok(note.predictedCached! > 1000, "its text was held where its tokens went");
+});
