@@ -9,11 +9,11 @@
  * `http/leg.ts`, `cache_prediction.ts`): the `RouteRequest` is extracted from the body with the
  * model's learned characters per token (`extractRouteRequest`, `TextRatios.forModel`); a fresh
  * `SelectionNote` (`newNote`: the prompt's token estimate to prefill) goes to `selectWorker`
- * over the real `Worker` records; the pick is charged at once (in flight, sticky key, prefill
- * backlog); the backlog is discharged at the first token and the in-flight slot at the end; the
- * answer's usage teaches characters per token (routing text length vs the engine's prompt
- * tokens) and is checked against the pick's prediction by the real `CachePredictions`, which
- * calls `note.onReport` (tree feedback). The load monitor is `loads.ts`.
+ * over the real `Worker` records (made by the real `WorkerManager`); the proxy's own
+ * `WorkerLedger` charges the pick at once (in flight, sticky key, prefill backlog), discharges
+ * the backlog at the first token and the in-flight slot at the end, and takes the answer's usage
+ * (characters per token learned, the prediction checked, `note.onReport` for tree feedback). The
+ * load monitor is `loads.ts`.
  *
  * Known gaps: no retries, admission queue, breaker trips or timeouts (nothing fails here); a
  * request aborted by the drain reports no usage, as a cut stream does not; KV-event mode and
@@ -23,18 +23,22 @@
 import type { GatewayConfig } from "../../../lib/config/config.ts";
 import type { Random } from "../../../lib/core/clock.ts";
 import { silentLogger } from "../../../lib/core/log.ts";
-import type { RouteRequest, SelectionNote } from "../../../lib/core/types.ts";
-import type { Metrics } from "../../../lib/metrics/metrics.ts";
+import type { SelectionNote } from "../../../lib/core/types.ts";
+import { Metrics } from "../../../lib/metrics/metrics.ts";
 import { CounterSeries } from "../../../lib/metrics/fast.ts";
 import { createPolicy, type Policy } from "../../../lib/policies/mod.ts";
 import { NO_OBSERVER } from "../../../lib/policies/policy.ts";
-import { CachePredictions } from "../../../lib/proxy/cache_prediction.ts";
+import { WorkerLedger } from "../../../lib/proxy/ledger.ts";
+import { ProxyMetrics } from "../../../lib/proxy/series.ts";
 import { newNote, type SelectEnv, selectWorker } from "../../../lib/proxy/select.ts";
+import type { CallContext } from "../../../lib/proxy/types.ts";
+import { promptTokens } from "../../../lib/policies/expected_wait.ts";
 import { extractRouteRequest } from "../../../lib/requests/route_request.ts";
 import type { SimEngine } from "../../../lib/sim/engine.ts";
-import { CircuitBreaker } from "../../../lib/workers/circuit_breaker.ts";
+import { WorkerManager } from "../../../lib/workers/manager.ts";
+import { WorkerRegistry } from "../../../lib/workers/registry.ts";
 import { TextRatios } from "../../../lib/workers/text_ratios.ts";
-import { Worker } from "../../../lib/workers/worker.ts";
+import type { Worker } from "../../../lib/workers/worker.ts";
 import type { VirtualClock } from "./clock.ts";
 import { monitorsLoads, runLoadMonitor } from "./loads.ts";
 
@@ -121,9 +125,7 @@ export class VirtualGateway {
   readonly ratios = new TextRatios();
   readonly #o: VirtualGatewayOptions;
   readonly #env: SelectEnv;
-  readonly #predictions: CachePredictions;
-  /** Where the prediction stub writes the check of the call being answered (synchronous). */
-  #check: PredictionCheck | null = null;
+  readonly #ledger: WorkerLedger;
 
   /** Builds the policy and one ready worker record per engine (capacity from its config). */
   constructor(o: VirtualGatewayOptions) {
@@ -137,16 +139,22 @@ export class VirtualGateway {
       config,
       observer: NO_OBSERVER,
     });
-    const cb = config.circuitBreaker;
+    // The gateway's own records and bookkeeping: workers as the manager makes them, charged,
+    // freed and told of the answers' usage by the proxy's ledger.
+    const manager = new WorkerManager({
+      registry: new WorkerRegistry(),
+      health: config.health,
+      circuitBreaker: config.circuitBreaker,
+      clock,
+      log: silentLogger,
+      newId: (() => {
+        let n = 0;
+        return () => `worker-${++n}`;
+      })(),
+    });
     this.workers = o.urls.map((url, i) => {
-      const breaker = new CircuitBreaker({
-        failureThreshold: cb.failureThreshold,
-        successThreshold: cb.successThreshold,
-        openMs: cb.timeoutSecs * 1000,
-        windowMs: cb.windowSecs * 1000,
-        disabled: cb.disabled,
-      });
-      const w = new Worker(`worker-${i + 1}`, { url, models: [MODEL] }, breaker, "ready", 0);
+      const w = manager.add({ url, models: [MODEL] });
+      w.setStatus("ready");
       w.kvCapacity = o.engines[i].config.kvTokens; // `/get_server_info`'s max_total_num_tokens
       return w;
     });
@@ -155,18 +163,12 @@ export class VirtualGateway {
       shed: new CounterSeries(),
       overloadedRetryAfter: config.loadMonitor.intervalSecs,
     };
-    // The real check, over a stand-in for its two metric families: the observation and the
-    // token counts of the call being answered are kept for the caller instead.
-    const stub = {
-      cachePredictionError: { with: () => ({ observe: (v: number) => this.#seen({ error: v }) }) },
-      cachedTokens: {
-        with: (_policy: string, source: string) => ({
-          inc: (n: number) =>
-            this.#seen(source === "predicted" ? { predicted: n } : { reported: n }),
-        }),
-      },
-    };
-    this.#predictions = new CachePredictions(stub as unknown as Metrics);
+    this.#ledger = new WorkerLedger(
+      new ProxyMetrics(new Metrics()),
+      clock,
+      config.requestTimeoutSecs * 1000,
+      this.ratios,
+    );
   }
 
   /** Whether the load monitor polls (`loads.ts`). */
@@ -218,7 +220,8 @@ export class VirtualGateway {
       return { ...FAILED, e2eMs: clock.now() - start };
     }
     const index = this.workers.indexOf(worker);
-    const slot = hold(worker, rr, note);
+    const c = { rr, notes: new Map([[worker.id, note]]) } as unknown as CallContext;
+    const slot = this.#ledger.hold(c, worker);
     let ttftMs: number | null = null;
     const delay = this.#o.submitDelayMs ?? 0;
     if (delay > 0) await clock.sleep(delay);
@@ -232,7 +235,7 @@ export class VirtualGateway {
     );
     const ok = result.finishReason === "length";
     let prediction: PredictionCheck | null = null;
-    if (ok) prediction = this.#reported(rr, worker, note, result.promptTokens, result.cachedTokens);
+    if (ok) prediction = this.#reported(c, note, worker, result.promptTokens, result.cachedTokens);
     slot.release();
     return {
       worker: index,
@@ -245,52 +248,26 @@ export class VirtualGateway {
     };
   }
 
-  /** `WorkerLedger.reported` for an answer routed on text: learn, add up, check. */
+  /**
+   * The answer's usage through the ledger (characters per token learned, the worker's counts, the
+   * prediction checked and the tree corrected), and the check as `cache_prediction.ts` makes it.
+   */
   #reported(
-    rr: RouteRequest,
-    worker: Worker,
+    c: CallContext,
     note: SelectionNote,
+    worker: Worker,
     prompt: number,
     cached: number,
   ): PredictionCheck | null {
-    if (rr.tokens === null) {
-      this.ratios.observe(rr.model ?? "unknown", worker, rr.text.length, prompt);
-    }
-    worker.reportedPromptTokens += prompt;
-    worker.reportedCachedTokens += cached;
-    this.#check = null;
-    this.#predictions.check(note, rr, { prompt, cached });
-    const c = this.#check as PredictionCheck | null;
-    this.#check = null;
-    return c;
+    this.#ledger.reported(c, worker, { prompt, cached });
+    const estimate = promptTokens(c.rr);
+    if (note.predictedCached === null || estimate <= 0 || prompt <= 0) return null;
+    const predicted = Math.min(1, note.predictedCached / estimate);
+    const actual = Math.min(1, cached / prompt);
+    return {
+      error: actual - predicted,
+      predicted: Math.round(predicted * prompt),
+      reported: cached,
+    };
   }
-
-  #seen(part: Partial<PredictionCheck>): void {
-    this.#check = { error: 0, predicted: 0, reported: 0, ...this.#check, ...part };
-  }
-}
-
-/** A charged pick: the prefill backlog until the first token, the in-flight slot until the end. */
-interface Slot {
-  firstToken: () => void;
-  release: () => void;
-}
-
-/** `WorkerLedger.hold` without its metrics: in flight, the sticky key, the prefill backlog. */
-function hold(worker: Worker, rr: RouteRequest, note: SelectionNote): Slot {
-  worker.inFlight++;
-  worker.requestsTotal++;
-  const releaseKey = rr.stickyKey === null ? null : worker.holdKey(rr.stickyKey);
-  const firstToken = worker.chargePrefill(note.prefillTokens);
-  let held = true;
-  return {
-    firstToken,
-    release: () => {
-      if (!held) return;
-      held = false;
-      worker.inFlight--;
-      firstToken();
-      releaseKey?.();
-    },
-  };
 }
