@@ -10,6 +10,8 @@
  * build loops on top of a clock.
  */
 
+import { MinHeap } from "./min_heap.ts";
+
 /** A source of the current time and of one-shot timers. */
 export interface Clock {
   /** Milliseconds on a monotonic scale; only differences are meaningful. */
@@ -41,7 +43,9 @@ interface Timer {
  */
 export class FakeClock implements Clock {
   #now: number;
-  #heap: Timer[] = [];
+  readonly #heap = new MinHeap<Timer>((a, b) =>
+    a.at < b.at || (a.at === b.at && a.order < b.order)
+  );
   #order = 0;
   readonly #listeners = new Set<() => void>();
 
@@ -63,7 +67,7 @@ export class FakeClock implements Clock {
       fn,
       cancelled: false,
     };
-    this.#push(t);
+    this.#heap.push(t);
     for (const l of this.#listeners) l();
     return () => (t.cancelled = true);
   }
@@ -79,16 +83,16 @@ export class FakeClock implements Clock {
 
   /** Timers not yet run or cancelled. */
   get pending(): number {
-    return this.#heap.filter((t) => !t.cancelled).length;
+    return this.#heap.values().filter((t) => !t.cancelled).length;
   }
 
   /** Moves time forward by `ms`, running every timer that falls due, in time order. */
   advance(ms: number): void {
     const end = this.#now + ms;
     for (;;) {
-      const t = this.#heap[0];
+      const t = this.#heap.peek();
       if (!t || t.at > end) break;
-      this.#pop();
+      this.#heap.pop();
       if (t.cancelled) continue;
       this.#now = t.at;
       t.fn();
@@ -104,40 +108,6 @@ export class FakeClock implements Clock {
       this.advance(Math.min(step, end - this.#now));
     }
     return true;
-  }
-
-  #less(a: Timer, b: Timer): boolean {
-    return a.at < b.at || (a.at === b.at && a.order < b.order);
-  }
-
-  #push(t: Timer): void {
-    const h = this.#heap;
-    h.push(t);
-    let i = h.length - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (!this.#less(h[i], h[p])) break;
-      [h[i], h[p]] = [h[p], h[i]];
-      i = p;
-    }
-  }
-
-  #pop(): void {
-    const h = this.#heap;
-    const last = h.pop()!;
-    if (h.length === 0) return;
-    h[0] = last;
-    let i = 0;
-    for (;;) {
-      const l = 2 * i + 1;
-      const r = l + 1;
-      let m = i;
-      if (l < h.length && this.#less(h[l], h[m])) m = l;
-      if (r < h.length && this.#less(h[r], h[m])) m = r;
-      if (m === i) break;
-      [h[i], h[m]] = [h[m], h[i]];
-      i = m;
-    }
   }
 }
 

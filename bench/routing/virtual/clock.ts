@@ -23,6 +23,7 @@
 
 import { setImmediate } from "node:timers";
 import { type Clock, sleep } from "../../../lib/core/clock.ts";
+import { MinHeap } from "../../../lib/core/min_heap.ts";
 
 interface Timer {
   at: number;
@@ -60,7 +61,7 @@ export function settle(): Promise<void> {
 export class VirtualClock implements Clock {
   #now: number;
   #seq = 0;
-  readonly #heap: Timer[] = [];
+  readonly #heap = new MinHeap<Timer>((a, b) => a.at < b.at || (a.at === b.at && a.seq < b.seq));
 
   /** Starts at `start` ms (default 0). */
   constructor(start = 0) {
@@ -80,7 +81,7 @@ export class VirtualClock implements Clock {
   /** Runs `fn` at virtual time `t` (now if `t` is past); returns its cancel. */
   at(t: number, fn: () => void): () => void {
     const timer: Timer = { at: Math.max(t, this.#now), seq: this.#seq++, fn, cancelled: false };
-    this.#push(timer);
+    this.#heap.push(timer);
     return () => (timer.cancelled = true);
   }
 
@@ -91,7 +92,7 @@ export class VirtualClock implements Clock {
 
   /** Timers registered and neither fired nor cancelled. */
   get pending(): number {
-    return this.#heap.reduce((n, t) => n + (t.cancelled ? 0 : 1), 0);
+    return this.#heap.values().reduce((n, t) => n + (t.cancelled ? 0 : 1), 0);
   }
 
   /**
@@ -111,7 +112,7 @@ export class VirtualClock implements Clock {
       this.#now = first.at;
       do {
         stats.events++;
-        this.#pop().fn();
+        this.#heap.pop()!.fn();
       } while (together && this.#next()?.at === this.#now);
       stats.rounds++;
       await settle();
@@ -120,44 +121,7 @@ export class VirtualClock implements Clock {
 
   /** The earliest live timer (cancelled ones at the top are dropped), or undefined. */
   #next(): Timer | undefined {
-    while (this.#heap.length > 0 && this.#heap[0].cancelled) this.#pop();
-    return this.#heap[0];
-  }
-
-  #less(a: Timer, b: Timer): boolean {
-    return a.at < b.at || (a.at === b.at && a.seq < b.seq);
-  }
-
-  #push(t: Timer): void {
-    const h = this.#heap;
-    h.push(t);
-    let i = h.length - 1;
-    while (i > 0) {
-      const p = (i - 1) >> 1;
-      if (!this.#less(h[i], h[p])) break;
-      [h[i], h[p]] = [h[p], h[i]];
-      i = p;
-    }
-  }
-
-  /** Removes and returns the heap's top. */
-  #pop(): Timer {
-    const h = this.#heap;
-    const top = h[0];
-    const last = h.pop()!;
-    if (h.length === 0) return top;
-    h[0] = last;
-    let i = 0;
-    for (;;) {
-      const l = 2 * i + 1;
-      const r = l + 1;
-      let m = i;
-      if (l < h.length && this.#less(h[l], h[m])) m = l;
-      if (r < h.length && this.#less(h[r], h[m])) m = r;
-      if (m === i) break;
-      [h[i], h[m]] = [h[m], h[i]];
-      i = m;
-    }
-    return top;
+    while (this.#heap.peek()?.cancelled) this.#heap.pop();
+    return this.#heap.peek();
   }
 }

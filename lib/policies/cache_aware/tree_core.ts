@@ -11,7 +11,7 @@
  * which costs a node but changes no match result.
  */
 
-import { MinHeap } from "./min_heap.ts";
+import { MinHeap } from "../../core/min_heap.ts";
 import {
   childrenOf,
   type CoreNode,

@@ -1,6 +1,7 @@
 /**
- * A binary min-heap ordered by a caller's `less`, for LRU eviction of tree tenant leaves
- * (smallest stamp first). Push and pop are O(log n); nothing else is offered.
+ * A binary min-heap ordered by a caller's `less`: the cache-aware trees' LRU eviction (smallest
+ * stamp first) and the fake and virtual clocks' timers (earliest first). Push and pop are
+ * O(log n); peek is O(1).
  */
 
 /** A binary min-heap. */
@@ -30,6 +31,16 @@ export class MinHeap<T> {
       i = up;
     }
     items[i] = item;
+  }
+
+  /** The smallest item, left in place, or undefined when empty. */
+  peek(): T | undefined {
+    return this.#items[0];
+  }
+
+  /** The items, in no particular order. */
+  values(): readonly T[] {
+    return this.#items;
   }
 
   /** Removes and returns the smallest item, or undefined when empty. */
