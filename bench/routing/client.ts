@@ -49,6 +49,11 @@ export interface Outgoing {
   turn: number;
   /** Tenant index, or null when the workload has none (a trace). */
   tenant: number | null;
+  /**
+   * The conversation it belongs to (the session, or a trace request's conversation key): a
+   * request is a follow-up when an earlier one of its conversation was sent.
+   */
+  conversation?: string;
   /** Measured or warm-up; default: measured when sent once the window is open. */
   measured?: boolean;
 }
@@ -80,6 +85,8 @@ export interface RequestRecord extends Omit<StreamResult, "text"> {
   turn: number;
   /** Tenant index, or null. */
   tenant: number | null;
+  /** Its conversation, where the workload names one. */
+  conversation?: string;
   /** ms after the run started that it was sent. */
   sentAtMs: number;
   /** Counted in the measured window. */
@@ -134,6 +141,7 @@ export async function drive(baseUrl: string, offer: Offer, o: DriveOptions): Pro
         session: r.session,
         turn: r.turn,
         tenant: r.tenant,
+        conversation: r.conversation,
         sentAtMs: sentAt - t0,
         measured,
       });

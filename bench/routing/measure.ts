@@ -13,12 +13,8 @@ import { delta, readCounters, startFleet, type WorkerCounters } from "./fleet.ts
 import type { LoadPoint, Options } from "./options.ts";
 import { summarise, type Summary } from "./report.ts";
 import { upperBoundKnobs } from "./references.ts";
-import {
-  emptyHistogram,
-  type Histogram,
-  readHistogram,
-  summarisePrediction,
-} from "./prediction.ts";
+import { readRouters, routerCost, type RouterReading, type Started } from "./front.ts";
+import { sumHistograms, summarisePrediction } from "./prediction.ts";
 import { streamChat } from "./stream.ts";
 import { startTarget, type TargetSpec } from "./targets.ts";
 import type { TrafficFor } from "./traffic.ts";
@@ -72,27 +68,22 @@ export async function measureOne(
   const children: Child[] = [...fleet.children];
   try {
     let url = fleet.urls[0];
-    let metricsUrl: string | null = null;
+    let started: Started = { children: [], metrics: [], routers: [] };
     if (!direct) {
-      const [port, promPort] = freePorts(2);
-      if (target.kind !== "haproxy" && target.kind !== "nginx") {
-        metricsUrl = `http://${HOST}:${promPort}/metrics`;
-      }
+      const [port] = freePorts(1);
       c.signal.throwIfAborted();
-      children.push(
-        await startTarget(target, {
-          port,
-          workers: fleet.targets,
-          seed: o.seed,
-          tag,
-          dir: c.dir,
-          root: c.gatewayRoot ?? c.root,
-          cpu: TARGET_CPU,
-          modelPath: c.modelPath,
-          labels: fleet.labels,
-          promPort,
-        }),
-      );
+      started = await startTarget(target, {
+        port,
+        workers: fleet.targets,
+        seed: o.seed,
+        tag,
+        dir: c.dir,
+        root: c.gatewayRoot ?? c.root,
+        cpu: TARGET_CPU,
+        modelPath: c.modelPath,
+        labels: fleet.labels,
+      });
+      children.push(...started.children);
       url = `http://${HOST}:${port}`;
     }
     const probe = await streamChat({
@@ -107,8 +98,7 @@ export async function measureOne(
 
     let before: WorkerCounters[] | null = null;
     let cpuBefore: CpuSample | null = null;
-    const empty: Histogram = emptyHistogram();
-    let predBefore = empty;
+    let routersBefore: RouterReading[] = [];
     const traffic = c.traffic(point, target, fleet.targets);
     const d = await drive(url, traffic.offer, {
       warmupMs: traffic.warmupMs,
@@ -118,17 +108,17 @@ export async function measureOne(
       model: "sim-model",
       signal: c.signal,
       onMeasureStart: async () => {
-        [before, cpuBefore, predBefore] = await Promise.all([
+        [before, cpuBefore, routersBefore] = await Promise.all([
           readCounters(fleet.urls),
           sampleCpu(null),
-          metricsUrl ? readHistogram(metricsUrl) : empty,
+          readRouters(started),
         ]);
       },
     });
-    const [after, cpuAfter, predAfter] = await Promise.all([
+    const [after, cpuAfter, routersAfter] = await Promise.all([
       readCounters(fleet.urls),
       sampleCpu(null),
-      metricsUrl ? readHistogram(metricsUrl) : empty,
+      readRouters(started),
     ]);
     if (!before || !cpuBefore) throw new Error("the measured window never opened");
     for (const ch of children) {
@@ -139,7 +129,14 @@ export async function measureOne(
     const b: WorkerCounters[] = before;
     const cpu = ["cpu0", "cpu1"].map((n) => busyPct(cpuBefore!.load, cpuAfter.load, n));
     const s = summarise(point.label, target.name, d, after.map((a, i) => delta(b[i], a)), cpu);
-    return { ...s, prediction: summarisePrediction(predBefore, predAfter) };
+    const prediction = started.metrics.length === 0 ? null : summarisePrediction(
+      sumHistograms(routersBefore.map((x) => x.histogram)),
+      sumHistograms(routersAfter.map((x) => x.histogram)),
+    );
+    const routers = target.kind === "smg" && target.routers
+      ? routerCost(target.routers, routersBefore, routersAfter, s.ok)
+      : null;
+    return { ...s, prediction, routers };
   } finally {
     await stop(children);
   }

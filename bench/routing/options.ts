@@ -109,7 +109,8 @@ export const USAGE = `usage: deno task bench:routing [options]
                      haproxy:<variant>, nginx:<variant>, or the kinds ref, smg, haproxy, nginx, or
                      all (default: all; policies this build lacks and targets without meaning for
                      the workload are skipped with a note); smg:<policy>@--flag=value[@...] is that
-                     policy with gateway flags of its own
+                     policy with gateway flags of its own; a smg: target ending in #N is N routers
+                     behind an HAProxy round-robin front, #N-mesh the same on a mesh (HTTP workers)
   --tenants N        tenants with their own system prompt (default 24)
   --tenant-skew X    Zipf exponent of tenant popularity, 0 uniform (default 1)
   --seed N           seed of the workload (or the trace's block texts), workers and gateway

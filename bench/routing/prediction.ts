@@ -61,6 +61,19 @@ export function parseHistogram(text: string, policy = "cache_aware"): Histogram 
   return h;
 }
 
+/** The sum of `hs` (several routers' histograms read at one time). */
+export function sumHistograms(hs: readonly Histogram[]): Histogram {
+  const total = emptyHistogram();
+  for (const h of hs) {
+    for (const [le, n] of h.buckets) total.buckets.set(le, (total.buckets.get(le) ?? 0) + n);
+    total.count += h.count;
+    total.sum += h.sum;
+    total.predicted += h.predicted;
+    total.reported += h.reported;
+  }
+  return total;
+}
+
 /** Reads the histogram from `metricsUrl` (empty when it cannot be read). */
 export async function readHistogram(metricsUrl: string): Promise<Histogram> {
   try {

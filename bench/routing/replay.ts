@@ -75,12 +75,16 @@ export function replayPlan(trace: readonly TraceRequest[], o: ReplayOptions): Re
 /** Headers of request `i` added by a reference (`ref:affinity`'s routing key). */
 export type ReplayRoute = (i: number) => Record<string, string>;
 
-/** The offer that replays `trace` as `plan` says, prompts from `blocks`, headers from `route`. */
+/**
+ * The offer that replays `trace` as `plan` says, prompts from `blocks`, headers from `route`,
+ * each request recorded with its conversation key from `keys` (`trace_keys.ts`) when given.
+ */
 export function replayOffer(
   trace: readonly TraceRequest[],
   plan: ReplayPlan,
   blocks: BlockTexts,
   route?: ReplayRoute,
+  keys?: readonly string[],
 ): Offer {
   return async (d) => {
     for (let i = 0; i < plan.to;) {
@@ -101,6 +105,7 @@ export function replayOffer(
             session: `r${k}`,
             turn: 0,
             tenant: null,
+            conversation: keys?.[k],
             measured: k >= plan.from,
           }).then(() => {}),
         )

@@ -1,13 +1,13 @@
 /**
  * The routing benchmark's report: one measurement's client records and worker counter deltas in,
  * one summary row out (ok/failed, throughput, TTFT and end-to-end percentiles, cluster cache-hit
- * rate from the workers' own counters, load spread), then a markdown table per load point (with
+ * rate from the workers' own counters, the follow-ups' hit from the client's, load spread), then a markdown table per load point (with
  * each row's cache hit ÷ the upper bound's and TTFT ÷ the oracle's, `verdict.ts`; on a trace also
  * cache hit ÷ the infinite-cache bound) and the JSON file written by `--json`.
  */
 
 import { round } from "../overhead/stats.ts";
-import type { DriveResult } from "./client.ts";
+import type { DriveResult, RequestRecord } from "./client.ts";
 import type { WorkerCounters } from "./fleet.ts";
 import type { Prediction } from "./prediction.ts";
 import { type PointVerdict, relative } from "./verdict.ts";
@@ -40,6 +40,11 @@ export interface Summary {
   cacheHitRate: number | null;
   /** The same ratio from the usage chunks the client got (a cross-check of the counters). */
   clientCacheHitRate: number | null;
+  /**
+   * The client's ratio over the follow-ups alone: measured requests of a conversation an earlier
+   * request (warm-up included) was sent for; null when there are none.
+   */
+  followUpHitRate: number | null;
   /** Max/mean of per-worker prompt tokens and of per-worker requests in the window. */
   spreadTokens: number | null;
   spreadRequests: number | null;
@@ -60,6 +65,38 @@ export interface Summary {
    * prefilling the share of its prompt the bound leaves uncached at the fleet's prefill speed.
    */
   ttftFloorMs?: number | null;
+  /** Several routers behind one front (`smg:<policy>#N`): what they cost. */
+  routers?: RouterCost | null;
+}
+
+/** Several routers' cost over the window, per measured ok request. */
+export interface RouterCost {
+  /** Routers, and whether they formed a mesh. */
+  n: number;
+  mesh: boolean;
+  /** CPU µs of all routers (utime + stime) per request. */
+  cpuUsPerRequest: number | null;
+  /** Tree-sync bytes all routers sent (`router_mesh_tree_bytes_sent_total`) per request. */
+  treeBytesPerRequest: number | null;
+}
+
+/**
+ * Σ cached ÷ Σ prompt tokens (the client's usage) over the measured ok follow-ups of `records`:
+ * requests whose conversation an earlier-sent request had; null when there are none.
+ */
+export function followUpHit(records: readonly RequestRecord[]): number | null {
+  const seen = new Set<string>();
+  let prompt = 0;
+  let cached = 0;
+  for (const r of [...records].sort((a, b) => a.sentAtMs - b.sentAtMs)) {
+    if (r.conversation === undefined) continue;
+    if (r.measured && r.ok && seen.has(r.conversation)) {
+      prompt += r.usage?.promptTokens ?? 0;
+      cached += r.usage?.cachedTokens ?? 0;
+    }
+    seen.add(r.conversation);
+  }
+  return prompt > 0 ? round(cached / prompt, 3) : null;
 }
 
 /**
@@ -132,6 +169,7 @@ export function summarise(
     e2eP99Ms: r1(percentile(e2e, 0.99)),
     cacheHitRate: prompt > 0 ? round(cached / prompt, 3) : null,
     clientCacheHitRate: clientPrompt > 0 ? round(clientCached / clientPrompt, 3) : null,
+    followUpHitRate: followUpHit(d.records),
     spreadTokens: maxOverMean(workers.map((w) => w.promptTokens)),
     spreadRequests: maxOverMean(workers.map((w) => w.requests)),
     meanPromptTokens: requests > 0 ? round(prompt / requests, 0) : null,
@@ -172,6 +210,7 @@ export function markdown(point: string, rows: Summary[]): string {
     "E2E p50 ms",
     "E2E p99 ms",
     "cache hit",
+    "follow-up hit",
     "hit ÷ UB",
     ...(bound === null ? [] : ["hit ÷ ∞"]),
     "p50 ÷ oracle",
@@ -212,6 +251,7 @@ export function markdown(point: string, rows: Summary[]): string {
           fmt(s.e2eP50Ms),
           fmt(s.e2eP99Ms),
           pct(s.cacheHitRate),
+          pct(s.followUpHitRate),
           fmt(rel.hitOfUpper, 2),
           ...(bound === null ? [] : [
             fmt(s.cacheHitRate === null || bound <= 0 ? null : s.cacheHitRate / bound, 2),
@@ -263,6 +303,25 @@ export function predictionMarkdown(rows: Summary[]): string | null {
       `| ${r.point} | ${r.target} | ${p.checked} | ${fmt(p.meanError, 3)} | ${pct(p.within5)} | ${
         pct(p.within25)
       } | ${fmt(p.ratio, 2)} |`,
+    );
+  }
+  return lines.join("\n");
+}
+
+/** A markdown table of the several-router rows' cost, or null when there are none. */
+export function routersMarkdown(rows: Summary[]): string | null {
+  const have = rows.filter((r) => r.routers);
+  if (have.length === 0) return null;
+  const lines = [
+    "| load point | target | routers | mesh | follow-up hit | router CPU µs/req | tree bytes/req |",
+    "| --- | --- | ---: | --- | ---: | ---: | ---: |",
+  ];
+  for (const r of have) {
+    const c = r.routers!;
+    lines.push(
+      `| ${r.point} | ${r.target} | ${c.n} | ${c.mesh ? "yes" : "no"} | ${
+        pct(r.followUpHitRate)
+      } | ${fmt(c.cpuUsPerRequest)} | ${fmt(c.treeBytesPerRequest)} |`,
     );
   }
   return lines.join("\n");

@@ -51,7 +51,14 @@ import { SIM_KNOBS } from "./scenarios.ts";
 import { haproxyConfig, nginxConfig } from "./peers.ts";
 import { oracleAssignment, upperBoundKnobs } from "./references.ts";
 import { replayPlan } from "./replay.ts";
-import { markdown, predictionMarkdown, type Summary, ttftFloorMs, writeJson } from "./report.ts";
+import {
+  markdown,
+  predictionMarkdown,
+  routersMarkdown,
+  type Summary,
+  ttftFloorMs,
+  writeJson,
+} from "./report.ts";
 import { describeTarget, meaningless, resolveTargets } from "./targets.ts";
 import { loadTrace } from "./trace.ts";
 import { infiniteCacheBound } from "./trace_bound.ts";
@@ -282,6 +289,13 @@ async function main(args: string[]): Promise<number> {
     console.log(
       "\ncache_aware's predictions (reported − predicted cached share of each prompt, " +
         "`smg_policy_cache_prediction_error`, over the window):\n\n" + predictions,
+    );
+  }
+  const routers = routersMarkdown(rows);
+  if (routers) {
+    console.log(
+      "\nSeveral routers (all routers' CPU, and tree-sync bytes sent, per ok request; " +
+        "predictions above summed over the routers):\n\n" + routers,
     );
   }
   for (const [name, why] of Object.entries(skipped)) console.log(`- skipped ${name}: ${why}`);

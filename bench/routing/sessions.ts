@@ -73,6 +73,7 @@ async function runSession(
       session: s.id,
       turn: t,
       tenant: s.tenant,
+      conversation: s.id,
     });
     if (!r.ok) return;
     replies.push(r.text);

@@ -3,13 +3,15 @@
  * and `ref:affinity` (`references.ts`), `smg:<policy>` for every policy name SMG knows (and
  * `smg:<policy>/smg` with SMG's scoring where ours is the default, and `smg:cache_aware/tree`
  * without KV events),
- * `haproxy:<variant>` and `nginx:<variant>`; the `--targets` list resolved against them; the
- * ones a workload gives no meaning to; and starting one target in front of a fleet.
+ * `haproxy:<variant>` and `nginx:<variant>`; the `--targets` list resolved against them (an
+ * `smg:` target may name several routers: `#N` behind a round-robin front, `#N-mesh` on a mesh);
+ * the ones a workload gives no meaning to; and starting one target in front of a fleet.
  */
 
 import { POLICY_NAMES } from "../../lib/config/config.ts";
-import type { Child } from "../overhead/processes.ts";
+import { type Started, startFront } from "./front.ts";
 import { startGateway } from "./gateway.ts";
+import { type Child, freePorts, HOST } from "../overhead/processes.ts";
 import {
   HAPROXY_VARIANTS,
   type HaproxyVariant,
@@ -23,7 +25,14 @@ import { type Reference, REFERENCE_WORKLOAD, REFERENCES } from "./references.ts"
 /** One target, by kind. */
 export type TargetSpec =
   | { name: string; kind: "ref"; ref: Reference }
-  | { name: string; kind: "smg"; policy: string; flags?: string[] }
+  | {
+    name: string;
+    kind: "smg";
+    policy: string;
+    flags?: string[];
+    /** Several routers behind a round-robin front (`#N`), on a mesh (`#N-mesh`). */
+    routers?: { n: number; mesh: boolean };
+  }
   | { name: string; kind: "haproxy"; variant: HaproxyVariant }
   | { name: string; kind: "nginx"; variant: NginxVariant };
 
@@ -96,8 +105,9 @@ export function allTargets(): TargetSpec[] {
  * The targets a `--targets` list names (null: the default list). An entry is a full name
  * (`smg:round_robin`), a kind (`ref`, `smg`, `haproxy`, `nginx`: all of that kind but the ones left
  * out by default) or `all`; one of our policies' names may carry gateway flags after `@`, each
- * `--flag=value` (`smg:cache_aware@--cache-aware-work-weight=0.3`), a target of its own. Throws
- * on a name that matches nothing.
+ * `--flag=value` (`smg:cache_aware@--cache-aware-work-weight=0.3`), and end in `#N` (N routers
+ * behind a round-robin front) or `#N-mesh` (on a mesh), a target of its own. Throws on a name
+ * that matches nothing.
  */
 export function resolveTargets(list: string[] | null): { targets: TargetSpec[]; notes: string[] } {
   const all = allTargets();
@@ -109,6 +119,16 @@ export function resolveTargets(list: string[] | null): { targets: TargetSpec[]; 
   const chosen = new Set<string>();
   const extra: TargetSpec[] = [];
   for (const entry of list) {
+    const routed = /^(.+)#(\d+)(-mesh)?$/.exec(entry);
+    if (routed) {
+      const n = Number(routed[2]);
+      const base = resolveTargets([routed[1]]).targets;
+      if (base.length !== 1 || base[0].kind !== "smg" || n < 1) {
+        throw new Error(`--targets: #N takes one smg:<policy> and N ≥ 1: '${entry}'`);
+      }
+      extra.push({ ...base[0], name: entry, routers: { n, mesh: routed[3] !== undefined } });
+      continue;
+    }
     const at = entry.indexOf("@");
     if (at > 0) {
       const base = all.find((t) => t.name === entry.slice(0, at));
@@ -186,17 +206,25 @@ export interface TargetContext {
  * worker, or its conversation key); `ref:upper-bound` has no process in front of its single
  * worker, and throws here.
  */
-export function startTarget(t: TargetSpec, c: TargetContext): Promise<Child> {
+export async function startTarget(t: TargetSpec, c: TargetContext): Promise<Started> {
+  const ours = (child: Child, promPort: number): Started => ({
+    children: [child],
+    metrics: [`http://${HOST}:${promPort}/metrics`],
+    routers: [child],
+  });
+  const peer = (child: Child): Started => ({ children: [child], metrics: [], routers: [] });
+  const promPort = c.promPort ?? freePorts(1)[0];
   switch (t.kind) {
     case "ref":
-      if (t.ref !== "upper-bound") return startGateway("consistent_hashing", c);
-      throw new Error(`${t.name} is sent the workload directly`);
+      if (t.ref === "upper-bound") throw new Error(`${t.name} is sent the workload directly`);
+      return ours(await startGateway("consistent_hashing", { ...c, promPort }), promPort);
     case "smg":
-      return startGateway(t.policy, c, t.flags);
+      if (t.routers) return startFront(t.policy, c, t.flags ?? [], t.routers.n, t.routers.mesh);
+      return ours(await startGateway(t.policy, { ...c, promPort }, t.flags), promPort);
     case "haproxy":
-      return startHaproxy(t.variant, c);
+      return peer(await startHaproxy(t.variant, c));
     case "nginx":
-      return startNginx(t.variant, c);
+      return peer(await startNginx(t.variant, c));
   }
 }
 
@@ -205,8 +233,13 @@ export function describeTarget(t: TargetSpec): string {
   switch (t.kind) {
     case "ref":
       return REFERENCES[t.ref];
-    case "smg":
-      return `our gateway, --policy ${t.policy}${t.flags ? ` ${t.flags.join(" ")}` : ""}`;
+    case "smg": {
+      const gw = `--policy ${t.policy}${t.flags ? ` ${t.flags.join(" ")}` : ""}`;
+      const r = t.routers;
+      return r
+        ? `${r.n} of our gateways, ${gw}${r.mesh ? " on a mesh" : ""}, behind HAProxy round robin`
+        : `our gateway, ${gw}`;
+    }
     case "haproxy":
       return `HAProxy, ${HAPROXY_VARIANTS[t.variant].replace("\n  ", ", ")}`;
     case "nginx":

@@ -65,7 +65,13 @@ export function traceTraffic(t: TraceReplay): TrafficFor {
     if (!plan) throw new Error(`${point.label}: no replay plan`);
     const affinity = target.kind === "ref" && target.ref === "affinity";
     return {
-      offer: replayOffer(t.requests, plan, t.blocks, affinity ? affinityRoute(t.keys) : undefined),
+      offer: replayOffer(
+        t.requests,
+        plan,
+        t.blocks,
+        affinity ? affinityRoute(t.keys) : undefined,
+        t.keys,
+      ),
       warmupMs: plan.warmupMs,
       durationMs: plan.durationMs,
       maxRequests: null,

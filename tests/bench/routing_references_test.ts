@@ -97,6 +97,7 @@ function row(target: string, point: string, hit: number, p50: number, p99: numbe
     e2eP99Ms: null,
     cacheHitRate: hit,
     clientCacheHitRate: null,
+    followUpHitRate: null,
     spreadTokens: null,
     spreadRequests: null,
     meanPromptTokens: null,

@@ -42,3 +42,22 @@ Deno.test("targets: one of our policies with gateway flags after @ is a target o
   }
   assert.throws(() => resolveTargets(["haproxy:roundrobin@--x=1"]), /only for smg/);
 });
+
+Deno.test("targets: #N is N routers behind a front, #N-mesh on a mesh, flags kept", () => {
+  const { targets } = resolveTargets([
+    "smg:cache_aware#3",
+    "smg:cache_aware@--cache-aware-work-weight=0.3#5-mesh",
+  ]);
+  assert.deepEqual(targets.map((t) => t.name), [
+    "smg:cache_aware#3",
+    "smg:cache_aware@--cache-aware-work-weight=0.3#5-mesh",
+  ]);
+  const [a, b] = targets;
+  assert.ok(a.kind === "smg" && b.kind === "smg");
+  assert.deepEqual(a.routers, { n: 3, mesh: false });
+  assert.deepEqual(b.routers, { n: 5, mesh: true });
+  assert.deepEqual(b.flags, ["--cache-aware-work-weight", "0.3"]);
+  assert.throws(() => resolveTargets(["haproxy:roundrobin#3"]), /one smg:<policy>/);
+  assert.throws(() => resolveTargets(["smg#3"]), /one smg:<policy>/);
+  assert.throws(() => resolveTargets(["smg:cache_aware#0"]), /N ≥ 1/);
+});
