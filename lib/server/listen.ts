@@ -10,6 +10,7 @@
 
 import { ownEndpoints } from "../config/egress.ts";
 import { sleep } from "../core/clock.ts";
+import { ConfigError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { CertificateReloader, logCertificate } from "../tls/reload.ts";
 import type { Gateway } from "./app.ts";
@@ -37,7 +38,25 @@ export interface ListenOptions {
   netGrant?: string;
 }
 
-/** Starts listening and the background loops; rejects when the main port cannot be bound. */
+/**
+ * What to grant when a mesh failed for want of a Deno permission: grpc-js reads its `GRPC_*`
+ * variables (the tasks' `--allow-env` lists them), and names the host it binds.
+ */
+function permissionHint(failure: string): string {
+  if (/Requires env access/.test(failure)) {
+    return " (the mesh's gRPC library reads its GRPC_* variables: run with --allow-env, or the " +
+      "list `deno task start` grants)";
+  }
+  if (/Requires net access/.test(failure)) {
+    return " (grant --allow-net for the mesh's host and port)";
+  }
+  return "";
+}
+
+/**
+ * Starts listening and the background loops; rejects when the main port cannot be bound, and
+ * (a ConfigError, after closing what it opened) when the mesh asked for cannot start.
+ */
 export async function listenGateway(
   gw: Gateway,
   log: Logger,
@@ -75,6 +94,18 @@ export async function listenGateway(
     { role: "metrics", host: metricsServer.addr.hostname, port: metricsServer.addr.port },
   ]);
   gw.start();
+  await gw.meshStarted;
+  const meshFailure = gw.mesh?.failure ?? null;
+  if (meshFailure !== null) {
+    // Asked for the mesh, a router that served without it would route alone, unseen by its
+    // peers, and its operator would believe it in the cluster: it stops instead.
+    await Promise.all([server.shutdown(), metricsServer.shutdown(), gw.stop(), reloader?.stop()]);
+    throw new ConfigError(
+      `--enable-mesh: ${meshFailure}${permissionHint(meshFailure)}; a router started with ` +
+        "--enable-mesh does not serve without its mesh",
+      "--enable-mesh",
+    );
+  }
   let shuttingDown: Promise<void> | null = null;
   const { promise: finished, resolve: markFinished } = Promise.withResolvers<void>();
   const shutdown = () => {

@@ -288,7 +288,7 @@ export function createMesh(
       } catch (e) {
         mm.rejected.with("bind").inc();
         mesh.failure = `mesh server failed on ${m.host}:${m.port}: ${(e as Error).message}`;
-        mlog.error("mesh server failed; this router serves without the mesh", {
+        mlog.error("mesh server failed; the router stops", {
           bind: `${m.host}:${m.port}`,
           err: (e as Error).message,
         });

@@ -1,6 +1,6 @@
 /**
  * The mesh inside real in-process gateways: `/mesh/status` with and without the mesh, a mesh
- * port that cannot be bound (the gateway keeps serving), and mTLS (routers with certificates
+ * port that cannot be bound (the router stops with a clear error), and mTLS (routers with certificates
  * of the mesh CA join; one without cannot).
  */
 
@@ -14,6 +14,7 @@ import { GrpcTransport } from "../../lib/mesh/transport/grpc.ts";
 import type { PingMessage } from "../../lib/mesh/wire.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
 import { freePort } from "../support/process.ts";
+import { ConfigError } from "../../lib/core/errors.ts";
 
 function meshOn(name: string, port: number, o: Partial<MeshConfig> = {}): MeshConfig {
   return {
@@ -54,21 +55,23 @@ Deno.test("mesh: /mesh/status is 404 mesh_disabled without --enable-mesh", async
   }
 });
 
-Deno.test("mesh: a mesh port in use leaves the gateway serving, with a count and a clear status", async () => {
+Deno.test("mesh: a mesh port in use stops the router with a clear error, its ports closed", async () => {
   const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (taken.addr as Deno.NetAddr).port;
-  const t = await startGateway([], { mesh: meshOn("a", port) });
+  const [main, metrics] = [freePort(), freePort()];
   try {
-    await t.gw.meshStarted;
-    const health = await fetch(`${t.url}/health`);
-    assert.equal(health.status, 200);
-    await health.body?.cancel();
-    const res = await fetch(`${t.url}/mesh/status`);
-    assert.equal(res.status, 503);
-    assert.match((await res.json()).error.message, /mesh server failed/);
-    assert.equal(await metric(t, /^router_mesh_rejected_total\{reason="bind"\} (\d+)/m), "1");
+    await assert.rejects(
+      startGateway([], { mesh: meshOn("a", port), port: main, prometheusPort: metrics }),
+      (e: Error) =>
+        e instanceof ConfigError &&
+        /^--enable-mesh: mesh server failed on 127\.0\.0\.1:\d+: .*does not serve without its mesh$/
+          .test(e.message),
+    );
+    // Nothing is left listening: a supervisor restarts it, a load balancer sends it nothing.
+    for (const p of [main, metrics]) {
+      await assert.rejects(Deno.connect({ hostname: "127.0.0.1", port: p }));
+    }
   } finally {
-    await t.close();
     taken.close();
   }
 });
