@@ -48,6 +48,11 @@ export interface Summary {
   /** Max/mean of per-worker prompt tokens and of per-worker requests in the window. */
   spreadTokens: number | null;
   spreadRequests: number | null;
+  /**
+   * Max/mean of per-worker uncached prompt tokens (prompt − cached: the prefill work each was
+   * given; a cached token costs its worker next to nothing).
+   */
+  spreadUncached: number | null;
   /** Mean prompt tokens per request, from the workers' counters. */
   meanPromptTokens: number | null;
   /** Per-worker counter deltas over the window. */
@@ -171,6 +176,7 @@ export function summarise(
     clientCacheHitRate: clientPrompt > 0 ? round(clientCached / clientPrompt, 3) : null,
     followUpHitRate: followUpHit(d.records),
     spreadTokens: maxOverMean(workers.map((w) => w.promptTokens)),
+    spreadUncached: maxOverMean(workers.map((w) => w.promptTokens - w.cachedTokens)),
     spreadRequests: maxOverMean(workers.map((w) => w.requests)),
     meanPromptTokens: requests > 0 ? round(prompt / requests, 0) : null,
     workers,
@@ -216,6 +222,7 @@ export function markdown(point: string, rows: Summary[]): string {
     "p50 ÷ oracle",
     "p99 ÷ oracle",
     "spread tokens",
+    "spread uncached",
     "spread reqs",
     "CPU0/CPU1 %",
   ];
@@ -259,6 +266,7 @@ export function markdown(point: string, rows: Summary[]): string {
           fmt(rel.p50VsOracle, 2),
           fmt(rel.p99VsOracle, 2),
           fmt(s.spreadTokens, 2),
+          fmt(s.spreadUncached, 2),
           fmt(s.spreadRequests, 2),
           s.cpuBusyPct.map((x) => x ?? "?").join("/"),
         ].join(" | ")

@@ -173,7 +173,7 @@ export function balanceMarkdown(rows: Summary[], points: string[]): string[] {
           `${num(r.p99VsOracle)} × the oracle's (≤ ${LATENCY_TARGET}: ` +
           `${met(atMost(r.p50VsOracle, LATENCY_TARGET))}, ` +
           `${met(atMost(r.p99VsOracle, LATENCY_TARGET))}); token spread ${num(s.spreadTokens)} ` +
-          `(≤ ${SPREAD_TARGET}: ${met(spreadMet)}).`,
+          `(≤ ${SPREAD_TARGET}: ${met(spreadMet)}), uncached ${num(s.spreadUncached)}.`,
       );
     }
     const bases = LOAD_BASELINES.map(get).filter((b): b is Summary => b !== undefined);

@@ -100,6 +100,7 @@ function row(target: string, point: string, hit: number, p50: number, p99: numbe
     followUpHitRate: null,
     spreadTokens: null,
     spreadRequests: null,
+    spreadUncached: null,
     meanPromptTokens: null,
     workers: [],
     cpuBusyPct: [],
