@@ -59,7 +59,13 @@ import { cheapest } from "./cost.ts";
 import { accountMatch, ownDepth, remoteOf } from "./matches.ts";
 import { headKeys } from "./hash_index.ts";
 import { keepWithin, type ModelTrees, ModelTreeSet } from "./model_trees.ts";
-import { blockUnits, pathHashes, type PlacementMatch, type TreeKind } from "./shared_paths.ts";
+import {
+  blockUnits,
+  ladder,
+  pathHashes,
+  type PlacementMatch,
+  type TreeKind,
+} from "./shared_paths.ts";
 import type { PrefixMatch } from "./tree_types.ts";
 
 /** A decision's branch, as counted in `smg_policy_decisions_total{policy="cache_aware"}`. */
@@ -209,10 +215,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
         keepWithin(trees.text, chosen, chosen.charsPerToken ?? request.charsPerToken);
       }
     }
-    if (url !== null && hashes.length > 0 && sink !== null) {
-      places.add(hashes[hashes.length - 1], url);
-      sink(this.#role, model, kind, hashes[hashes.length - 1], url);
-    }
+    if (url !== null && sink !== null) this.#publish(model, trees, kind, hashes, url);
     if (note && url !== null && believed > 0 && this.#c.treeFeedback === "on") {
       const units = tokens ?? request.text;
       note.onReport = this.#corrector(model, trees, units, url, believed, engineBlock, now);
@@ -393,13 +396,25 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     key: string | readonly number[],
     url: string,
   ): void {
+    if (!this.#replicas?.deltaSink) return;
+    this.#publish(model, trees, kind, pathHashes(key, blockUnits(kind, this.#c.blockSize)), url);
+  }
+
+  /** Places `url` at the `ladder` of `hashes` (a request's boundary hashes) here and at the peers. */
+  #publish(
+    model: string,
+    trees: ModelTrees,
+    kind: TreeKind,
+    hashes: readonly number[],
+    url: string,
+  ): void {
     const sink = this.#replicas?.deltaSink;
     if (!sink) return;
-    const hashes = pathHashes(key, blockUnits(kind, this.#c.blockSize));
-    if (hashes.length === 0) return;
-    const h = hashes[hashes.length - 1];
-    trees.placements[kind].add(h, url);
-    sink(this.#role, model, kind, h, url);
+    const places = trees.placements[kind];
+    for (const i of ladder(hashes.length).reverse()) {
+      places.add(hashes[i], url);
+      sink(this.#role, model, kind, hashes[i], url);
+    }
   }
 
   #decide<W extends WorkerView>(

@@ -1,18 +1,22 @@
 /**
  * What cache_aware shares with the other routers of a mesh, and what it keeps of theirs.
  *
- * A routing decision is published as a delta of a few bytes: the hash of the request's prefix
- * path cut at its deepest block boundary (`pathHashes`; blocks of `--block-size` tokens, or
+ * A routing decision is published as a few deltas of a few bytes each: hashes of the request's
+ * prefix path cut at block boundaries (`pathHashes`; blocks of `--block-size` tokens, or
  * `DEFAULT_CHARS_PER_TOKEN` times as many characters for text: a fixed chunk, not the learned
- * ratio, so that every router hashes the same paths whatever its answers taught it) and the
- * chosen worker. Text never travels in deltas, so a
- * peer cannot put a delta's path into its radix tree unless it already holds that path; instead
- * it keeps the delta as a *placement* (hash → up to four workers, most recent first, LRU-bounded)
- * and consults placements while routing: the request's own boundary hashes are computed in one
- * pass and the deepest boundary with a placement on an eligible worker counts as a match of that
- * depth. The request is then inserted into the radix tree as usual, so a conversation that moves
- * from router A to router B continues on A's worker and B's tree learns it. Whole paths travel
- * only in repairs (`lib/mesh/adapters/tree_sync.ts`), which also carry placements.
+ * ratio, so that every router hashes the same paths whatever its answers taught it), each with
+ * the chosen worker. The boundaries are a ladder down from the deepest (`ladder`: the deepest,
+ * then 1, 2, 4, … blocks above it), because the next request of a conversation seldom extends
+ * the whole of the last one: a chat template's closing tokens, or the last partial block a trace
+ * names anew, differ, and a peer holding only the deepest hash would find nothing. Text never
+ * travels in deltas, so a peer cannot put a delta's path into its radix tree unless it already
+ * holds that path; instead it keeps the delta as a *placement* (hash → up to four workers, most
+ * recent first, LRU-bounded) and consults placements while routing: the request's own boundary
+ * hashes are computed in one pass and the deepest boundary with a placement on an eligible worker
+ * counts as a match of that depth. The request is then inserted into the radix tree as usual, so
+ * a conversation that moves from router A to router B continues on A's worker and B's tree learns
+ * it. Whole paths travel only in repairs (`lib/mesh/adapters/tree_sync.ts`), which also carry
+ * placements.
  *
  * Evictions stay local: placements past the bound go least recently used first. Corrections
  * (tree feedback) travel: a worker that reported less cached than believed is dropped from the
@@ -28,8 +32,8 @@ const SEED_PATH = 0x70617468;
 /** Most workers a placement remembers. */
 export const MAX_PLACEMENT_HOLDERS = 4;
 
-/** Placements a model's tree kind keeps by default. */
-export const DEFAULT_MAX_PLACEMENTS = 1 << 16;
+/** Placements a model's tree kind keeps by default (about ten a decision: `ladder`). */
+export const DEFAULT_MAX_PLACEMENTS = 1 << 17;
 
 /** The tree kinds: text for HTTP requests, token ids for pre-tokenized ones. */
 export type TreeKind = "string" | "token";
@@ -49,6 +53,21 @@ export function blockUnits(kind: TreeKind, blockSize: number): number {
  */
 export function pathHashes(key: string | readonly number[], block: number): number[] {
   return blockDigests(key, block, SEED_PATH);
+}
+
+/**
+ * Which of a path's `n` boundary hashes a decision publishes, deepest first: the deepest, then
+ * those 1, 2, 4, … blocks above it, down to the first. A request sharing the path down to any
+ * block finds a placement no more blocks above that point than it lies below the deepest (a
+ * conversation's next turn, which shares all but the last one's tail, loses at most that tail
+ * again), for at most log2(n) + 3 deltas.
+ */
+export function ladder(n: number): number[] {
+  if (n <= 0) return [];
+  const out = [n - 1];
+  for (let step = 1; n - 1 - step >= 0; step *= 2) out.push(n - 1 - step);
+  if (out[out.length - 1] !== 0) out.push(0);
+  return out;
 }
 
 /** The deepest placement found for a request: its depth in units and its workers. */

@@ -17,6 +17,7 @@ import { FakeClock } from "../../../lib/core/clock.ts";
 import type { EnvelopeType } from "../../../lib/mesh/wire.ts";
 import * as codec from "../../../lib/mesh/adapters/tree_codec.ts";
 import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.ts";
+import { ladder, pathHashes } from "../../../lib/policies/cache_aware/shared_paths.ts";
 import { PolicyReplicas, type TreeRole } from "../../../lib/policies/replicas.ts";
 import { believed } from "../../support/beliefs.ts";
 import { request, view } from "../../support/policies.ts";
@@ -117,6 +118,11 @@ const conversation = (i: number) =>
   `tenant ${i % 7} system prompt: be helpful and brief. `.repeat(3) + `question ${i}, `.repeat(8);
 const count = (n: Node, c: TreeCounter) => n.counts.get(c) ?? 0;
 
+/** The deltas routing conversations `from` … `from + n − 1` publishes: each path's `ladder`. */
+const rungs = (from: number, n: number) =>
+  Array.from({ length: n }, (_, k) => ladder(pathHashes(conversation(from + k), 64).length).length)
+    .reduce((a, b) => a + b, 0);
+
 /** Routes `n` conversations through `node`, spreading load so workers differ. */
 function route(node: Node, from: number, n: number): Map<number, string> {
   const picks = new Map<number, string>();
@@ -143,14 +149,17 @@ Deno.test("tree sync: one delta envelope per round reaches every open peer and r
   m.clock.advance(10);
   // One envelope per peer; b and c, which never copied a's tree, also ask for it (one page).
   assert.deepEqual(a.sent.filter((t) => t === "tree_deltas"), ["tree_deltas", "tree_deltas"]);
-  assert.equal(count(a, "deltas_sent"), 40);
+  const deltas = rungs(0, 20);
+  assert.ok(deltas > 20 && deltas <= 20 * 4, `${deltas} deltas`);
+  assert.equal(count(a, "deltas_sent"), 2 * deltas);
   for (const peer of ["b", "c"]) {
     const n = m.node(peer);
-    assert.equal(count(n, "deltas_received"), 20);
+    assert.equal(count(n, "deltas_received"), deltas);
     for (const [i, url] of picks) assert.equal(nextTurn(n, i), url, `${peer} conversation ${i}`);
   }
-  // Per routed request and peer, a delta costs a few bytes.
-  assert.ok(count(a, "delta_bytes_sent") / 40 < 16, `${count(a, "delta_bytes_sent") / 40} B`);
+  // Per routed request and peer, the deltas cost a few bytes each.
+  const bytes = count(a, "delta_bytes_sent") / (2 * deltas);
+  assert.ok(bytes < 16, `${bytes} B a delta`);
   m.stop();
 });
 
@@ -277,14 +286,14 @@ Deno.test("tree sync: PD legs share their trees by role; a role without cache_aw
   m.link("a", "b");
   const picks = route(a, 0, 5);
   m.clock.advance(1010);
-  assert.equal(count(b, "deltas_received"), 5);
+  assert.equal(count(b, "deltas_received"), rungs(0, 5));
   for (const [i, url] of picks) assert.equal(nextTurn(b, i), url);
   // b routes the model without cache_aware: the deltas are dropped.
   const m2 = mesh(["x", "y"], { notCacheAware: "y" });
   m2.link("x", "y");
   route(m2.node("x"), 0, 3);
   m2.clock.advance(1010);
-  assert.equal(count(m2.node("y"), "deltas_dropped"), 3);
+  assert.equal(count(m2.node("y"), "deltas_dropped"), rungs(0, 3));
   assert.equal(count(m2.node("y"), "repairs_started"), 0);
   m.stop();
   m2.stop();

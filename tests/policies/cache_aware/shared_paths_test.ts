@@ -12,6 +12,7 @@ import { silentLogger } from "../../../lib/core/log.ts";
 import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.ts";
 import {
   blockUnits,
+  ladder,
   pathHashes,
   Placements,
 } from "../../../lib/policies/cache_aware/shared_paths.ts";
@@ -59,6 +60,24 @@ Deno.test("pathHashes: one hash per whole block, prefixes agree, empty below one
   assert.equal(blockUnits("token", 16), 16);
 });
 
+Deno.test("ladder: the deepest boundary, then 1, 2, 4, … blocks above it, down to the first", () => {
+  assert.deepEqual(ladder(0), []);
+  assert.deepEqual(ladder(1), [0]);
+  assert.deepEqual(ladder(2), [1, 0]);
+  assert.deepEqual(ladder(6), [5, 4, 3, 1, 0]);
+  assert.deepEqual(ladder(12), [11, 10, 9, 7, 3, 0]);
+  // Sharing the path down to any block b, the deepest rung at or above b lies no further above b
+  // than b lies below the deepest boundary.
+  for (let n = 1; n <= 300; n++) {
+    const rungs = ladder(n);
+    assert.ok(rungs.length <= Math.log2(n) + 3, `${n}: ${rungs.length} rungs`);
+    for (let b = 0; b < n; b++) {
+      const rung = Math.max(...rungs.filter((r) => r <= b));
+      assert.ok(b - rung <= n - 1 - b, `n ${n}, b ${b}: rung ${rung}`);
+    }
+  }
+});
+
 Deno.test("Placements: most recent holder first, at most four, LRU-bounded, purge", () => {
   const p = new Placements(2);
   assert.equal(p.add(1, "a"), false);
@@ -80,8 +99,13 @@ Deno.test("shared trees: a conversation's next turn on another router goes to th
   const turn1 = SYSTEM + "user: where is my order?";
   const pick = a.p.select([w("u1"), w("u2", 1)], request(turn1))!;
   assert.equal(pick.id, "u1");
-  assert.equal(a.deltas.length, 1);
-  const d = a.deltas[0];
+  // The ladder of turn 1's boundaries, shallowest first (the deepest is the most recent).
+  const hashes = pathHashes(turn1, 64);
+  assert.deepEqual(
+    a.deltas.map((d) => d.hash),
+    ladder(hashes.length).reverse().map((i) => hashes[i]),
+  );
+  const d = a.deltas[a.deltas.length - 1];
   assert.deepEqual([d.role, d.model, d.kind, d.tenant], ["main", "m", "string", pick.url]);
   assert.equal(b.p.applyDelta(d.model, "string", d.hash, d.tenant), false, "unknown on b");
   assert.equal(b.p.applyDelta(d.model, "string", d.hash, d.tenant), true, "known after");
@@ -89,8 +113,26 @@ Deno.test("shared trees: a conversation's next turn on another router goes to th
   const turn2 = turn1 + " assistant: it shipped. user: when does it arrive?";
   assert.equal(b.p.select([w("u1", 2), w("u2")], request(turn2))?.id, "u1");
   // b learnt the path in its own tree and published its decision back.
-  assert.equal(b.deltas.length, 1);
+  assert.equal(b.deltas.length, ladder(pathHashes(turn2, 64).length).length);
   assert.deepEqual([...b.p.export("m")].map((e) => e.key), [turn2]);
+});
+
+Deno.test("shared trees: a next turn that does not extend the last one's tail still finds its worker", () => {
+  const a = router();
+  const b = router();
+  // Turn 1 ends in a tail the next turn does not repeat (a generation prompt, a trace's partial
+  // block): its deepest boundary lies in that tail, 3 blocks past what turn 2 shares.
+  const shared = SYSTEM + "user: where is my order? ".repeat(4);
+  const turn1 = shared + "<|assistant|>".repeat(15);
+  const turn2 = shared + " assistant: it shipped. user: when does it arrive? ".repeat(2);
+  assert.ok(pathHashes(turn1, 64).length - pathHashes(shared, 64).length >= 3);
+  a.p.select([w("u1"), w("u2", 1)], request(turn1));
+  const deepest = a.deltas[a.deltas.length - 1];
+  b.p.applyDelta("m", "string", deepest.hash, deepest.tenant);
+  assert.equal(b.p.select([w("u1", 2), w("u2")], request(turn2))?.id, "u2", "the deepest alone");
+  const c = router();
+  for (const x of a.deltas) c.p.applyDelta(x.model, "string", x.hash, x.tenant);
+  assert.equal(c.p.select([w("u1", 2), w("u2")], request(turn2))?.id, "u1", "the ladder");
 });
 
 Deno.test("shared trees: a placement is ignored when its worker is not a candidate", () => {
@@ -132,8 +174,14 @@ Deno.test("shared trees: token requests publish page hashes to the token tree", 
   const b = router("prefill");
   const tokens = Array.from({ length: 40 }, (_, i) => i + 1);
   a.p.select([w("u1"), w("u2", 1)], request("", { tokens }));
-  assert.deepEqual(a.deltas.map((d) => [d.role, d.kind]), [["prefill", "token"]]);
-  assert.equal(a.deltas[0].hash, pathHashes(tokens, 16)[1]);
+  assert.deepEqual(a.deltas.map((d) => [d.role, d.kind]), [["prefill", "token"], [
+    "prefill",
+    "token",
+  ]]);
+  assert.deepEqual(a.deltas.map((d) => d.hash), [
+    pathHashes(tokens, 16)[0],
+    pathHashes(tokens, 16)[1],
+  ]);
   for (const d of a.deltas) b.p.applyDelta(d.model, "token", d.hash, d.tenant);
   const next = [...tokens, 41, 42, 43];
   assert.equal(b.p.select([w("u1", 2), w("u2")], request("", { tokens: next }))?.id, "u1");
@@ -147,7 +195,8 @@ Deno.test("shared trees: a repair's entries rebuild the tree and placements else
   a.p.applyDelta("m", "string", 12345, "http://u9:8000");
   const entries = [...a.p.exportTree("m", "string")];
   assert.equal(entries.filter((e) => "path" in e).length, 1);
-  assert.equal(entries.filter((e) => "hash" in e).length, 2);
+  const rungs = ladder(pathHashes(turn1, 64).length).length;
+  assert.equal(entries.filter((e) => "hash" in e).length, rungs + 1);
   for (const e of entries) c.p.applyEntry("m", "string", e);
   assert.deepEqual([...c.p.exportTree("m", "string")], entries);
   assert.equal(c.p.select([w("u1", 3), w("u2")], request(turn1 + " now"))?.id, "u1");
