@@ -62,12 +62,16 @@ export interface WorkerView {
   readonly seq: number;
   /** Base URL, e.g. `http://127.0.0.1:8001`. */
   readonly url: string;
-  /** Requests this gateway has in flight on the worker. */
+  /**
+   * Requests in flight on the worker: this gateway's, and on a mesh its peers' as they last told
+   * (every `--mesh-load-sync-ms`).
+   */
   readonly inFlight: number;
   /**
-   * Prompt tokens this gateway sent to the worker that have not produced a first token yet
-   * (each request counted as its policy's estimate of the tokens the worker must prefill): the
-   * worker's prefill backlog as this gateway knows it, exact and current.
+   * Prompt tokens sent to the worker that have not produced a first token yet (each request
+   * counted as its policy's estimate of the tokens the worker must prefill): the worker's prefill
+   * backlog, exact and current for this gateway's requests, and on a mesh its peers' as they last
+   * told.
    */
   readonly prefillTokens: number;
   /** The last backend load report, or null. */

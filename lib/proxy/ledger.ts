@@ -86,9 +86,9 @@ export class WorkerLedger {
    */
   hold(c: CallContext, worker: Worker): Slot {
     const ws = this.#pm.worker(worker);
-    worker.inFlight++;
+    worker.ownInFlight++;
     worker.requestsTotal++;
-    ws.active.set(worker.inFlight);
+    ws.active.set(worker.ownInFlight);
     const releaseKey = c.rr.stickyKey === null ? null : worker.holdKey(c.rr.stickyKey);
     const firstToken = worker.chargePrefill(c.notes.get(worker.id)?.prefillTokens ?? 0);
     let held = true;
@@ -97,10 +97,10 @@ export class WorkerLedger {
       release: () => {
         if (!held) return;
         held = false;
-        worker.inFlight--;
+        worker.ownInFlight--;
         firstToken();
         releaseKey?.();
-        ws.active.set(worker.inFlight);
+        ws.active.set(worker.ownInFlight);
       },
     };
   }

@@ -199,7 +199,7 @@ export class WorkerManager {
   async #drainThenRemove(w: Worker, wasReady: boolean): Promise<void> {
     const d = this.#d;
     const settleMs = d.health.drainSettleSecs * 1000;
-    if (wasReady && w.inFlight > 0 && settleMs > 0) {
+    if (wasReady && w.ownInFlight > 0 && settleMs > 0) {
       // Until its last request is done, the settle time is over, or shutdown, whichever first.
       const settle = pause(d.clock, settleMs, this.#stop.signal);
       void w.idle().then(settle.wake);

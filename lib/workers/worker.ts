@@ -75,8 +75,14 @@ export class Worker implements WorkerView {
   readonly registeredAt: number;
   /** Served model ids; null means not known yet, so any model may go to it. */
   models: string[] | null;
-  /** Prompt tokens sent that have not produced a first token yet (see `WorkerView`). */
-  prefillTokens = 0;
+  /** Prompt tokens this gateway sent that have not produced a first token yet. */
+  ownPrefillTokens = 0;
+  /**
+   * In flight on it from the mesh's other routers, and their prefill backlog on it, as they last
+   * told (`lib/mesh/adapters/load_sync.ts`); 0 without a mesh.
+   */
+  peerInFlight = 0;
+  peerPrefillTokens = 0;
   /** Requests this gateway sent to the worker, ever. */
   requestsTotal = 0;
   /** Prompt tokens of the answers whose usage the gateway read (a cache prediction to check). */
@@ -133,17 +139,27 @@ export class Worker implements WorkerView {
   }
 
   /** Requests in flight from this gateway. */
-  get inFlight(): number {
+  get ownInFlight(): number {
     return this.#inFlight;
   }
 
-  /** Sets the in-flight count; reaching 0 resolves `idle()`. */
-  set inFlight(n: number) {
+  /** Sets this gateway's in-flight count; reaching 0 resolves `idle()`. */
+  set ownInFlight(n: number) {
     this.#inFlight = n;
     if (n === 0 && this.#idle) {
       this.#idle.resolve();
       this.#idle = null;
     }
+  }
+
+  /** In flight from this gateway and, on a mesh, from its peers (`WorkerView.inFlight`). */
+  get inFlight(): number {
+    return this.#inFlight + this.peerInFlight;
+  }
+
+  /** The prefill backlog from this gateway and its peers (`WorkerView.prefillTokens`). */
+  get prefillTokens(): number {
+    return this.ownPrefillTokens + this.peerPrefillTokens;
   }
 
   /** Resolves once no request from this gateway is in flight on the worker (at once if none is). */
@@ -180,12 +196,12 @@ export class Worker implements WorkerView {
   /** Counts `tokens` in the prefill backlog; returns their discharge (idempotent). */
   chargePrefill(tokens: number): () => void {
     const n = Number.isFinite(tokens) && tokens > 0 ? tokens : 0;
-    this.prefillTokens += n;
+    this.ownPrefillTokens += n;
     let charged = true;
     return () => {
       if (!charged) return;
       charged = false;
-      this.prefillTokens = Math.max(0, this.prefillTokens - n);
+      this.ownPrefillTokens = Math.max(0, this.ownPrefillTokens - n);
     };
   }
 
@@ -232,7 +248,7 @@ export class Worker implements WorkerView {
       bootstrap_port: this.bootstrapPort ?? undefined,
       is_healthy: this.#status === "ready",
       status: this.#status,
-      load: this.inFlight,
+      load: this.ownInFlight,
       circuit_breaker: {
         state: this.breaker.state(now),
         state_code: BREAKER_GAUGE[this.breaker.state(now)],

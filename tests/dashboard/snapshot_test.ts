@@ -42,7 +42,7 @@ Deno.test("snapshot: the documented fields of a gateway and its workers", () => 
   const a = manager.add({ url: "http://10.0.0.1:8000", models: ["m1"] });
   const b = manager.add({ url: "http://10.0.0.2:8000" });
   a.setStatus("ready");
-  a.inFlight = 3;
+  a.ownInFlight = 3;
   a.chargePrefill(1200.4);
   a.requestsTotal = 40;
   a.reportedPromptTokens = 1000;

@@ -191,7 +191,7 @@ Deno.test("deleteWorker: 202, then the worker is draining and takes no new reque
   const { deps, manager, registry } = setup();
   const w = manager.add({ url: "http://a" });
   w.setStatus("ready");
-  w.inFlight = 1; // keeps it in the registry while it drains
+  w.ownInFlight = 1; // keeps it in the registry while it drains
   const res = deleteWorker(deps, w.id);
   assert.equal(res.status, 202);
   const body = await res.json();
@@ -202,7 +202,7 @@ Deno.test("deleteWorker: 202, then the worker is draining and takes no new reque
   assert.equal(w.available(0), false);
   assert.equal((await getWorker(deps, w.id).json()).status, "draining");
   assert.equal(deleteWorker(deps, w.id).status, 202, "deleting again is accepted");
-  w.inFlight = 0;
+  w.ownInFlight = 0;
   await manager.stop();
   assert.equal(registry.size, 0);
   assert.equal(getWorker(deps, w.id).status, 404);

@@ -84,13 +84,13 @@ Deno.test("manager: removal drains a busy worker first, then removes it when its
   const { registry, m, removed, size } = manager(5);
   const w = m.add({ url: "http://a" });
   w.setStatus("ready");
-  w.inFlight = 2;
+  w.ownInFlight = 2;
   assert.equal(m.remove(w.id), true);
   assert.equal(w.status, "draining");
   assert.equal(w.available(0), false, "no new requests while draining");
-  w.inFlight = 1;
+  w.ownInFlight = 1;
   assert.equal(registry.size, 1, "still there while a request is in flight");
-  w.inFlight = 0;
+  w.ownInFlight = 0;
   await size(0);
   assert.deepEqual(removed, ["http://a"]);
   assert.equal(m.remove("nope"), false);
@@ -102,7 +102,7 @@ Deno.test("manager: a worker still busy when the settle time runs out is removed
   const { registry, m, size } = manager(5, clock);
   const w = m.add({ url: "http://a" });
   w.setStatus("ready");
-  w.inFlight = 1;
+  w.ownInFlight = 1;
   m.remove(w.id);
   clock.advance(4999);
   assert.equal(registry.size, 1, "the settle time has not run out"); // its timer has not fired
@@ -116,7 +116,7 @@ Deno.test("manager: shutdown removes a draining worker at once", async () => {
   const { registry, m } = manager(5);
   const w = m.add({ url: "http://a" });
   w.setStatus("ready");
-  w.inFlight = 1;
+  w.ownInFlight = 1;
   m.remove(w.id);
   await m.stop();
   assert.equal(registry.size, 0);

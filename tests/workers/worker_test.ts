@@ -28,7 +28,7 @@ Deno.test("worker: info() never carries the API key", () => {
 
 Deno.test("worker: info() shows status, models, breaker and load in SMG's fields", () => {
   const w = worker({ models: ["m1", "m2"], priority: 10 });
-  w.inFlight = 3;
+  w.ownInFlight = 3;
   const clock = new FakeClock();
   w.breaker.record("failure", clock.now());
   w.breaker.record("failure", clock.now());
@@ -121,15 +121,15 @@ Deno.test("worker: spec defaults", () => {
 Deno.test("worker: idle() resolves when the last request in flight ends, at once when none is", async () => {
   const w = worker();
   await w.idle();
-  w.inFlight++;
-  w.inFlight++;
+  w.ownInFlight++;
+  w.ownInFlight++;
   let idle = false;
   const p = w.idle().then(() => (idle = true));
   assert.equal(w.idle(), w.idle(), "one promise for every waiter");
-  w.inFlight--;
+  w.ownInFlight--;
   await Promise.resolve();
   assert.equal(idle, false, "one request still in flight");
-  w.inFlight--;
+  w.ownInFlight--;
   await p;
   assert.equal(idle, true);
 });
