@@ -28,6 +28,7 @@ import { Metrics } from "../../../lib/metrics/metrics.ts";
 import { CounterSeries } from "../../../lib/metrics/fast.ts";
 import { createPolicy, type Policy } from "../../../lib/policies/mod.ts";
 import { NO_OBSERVER } from "../../../lib/policies/policy.ts";
+import type { PolicyReplicas } from "../../../lib/policies/replicas.ts";
 import { WorkerLedger } from "../../../lib/proxy/ledger.ts";
 import { ProxyMetrics } from "../../../lib/proxy/series.ts";
 import { newNote, type SelectEnv, selectWorker } from "../../../lib/proxy/select.ts";
@@ -113,6 +114,8 @@ export interface VirtualGatewayOptions {
    * there, two HTTP hops and the worker parsing, templating and tokenizing the prompt.
    */
   submitDelayMs?: number;
+  /** Its policies' shared state, when it is one of several routers on a mesh (`mesh.ts`). */
+  replicas?: PolicyReplicas;
 }
 
 /** The gateway: a policy, its workers' records and their engines. */
@@ -138,7 +141,9 @@ export class VirtualGateway {
       log: silentLogger,
       config,
       observer: NO_OBSERVER,
+      replicas: o.replicas,
     });
+    if (o.replicas) o.replicas.mainFor = () => this.policy;
     // The gateway's own records and bookkeeping: workers as the manager makes them, charged,
     // freed and told of the answers' usage by the proxy's ledger.
     const manager = new WorkerManager({

@@ -48,6 +48,10 @@ export interface VirtualOptions {
   repeats: number;
   /** Virtual ms between a pick and its engine submit (`--overhead-ms`, default 0). */
   overheadMs: number;
+  /** ms between a meshed router's tree-sync rounds (`--mesh-round-ms`, default 1000). */
+  meshRoundMs: number;
+  /** ms between a meshed router's load reports (`--mesh-load-ms`; null, `off`: none). */
+  meshLoadMs: number | null;
   /** Fire timers due at one instant in one round (`--together`, default false: one a round). */
   together: boolean;
   /** Where to write the results as JSON (`--json`), or null. */
@@ -78,8 +82,11 @@ export const USAGE = `usage: deno task bench:virtual [options]
   --time-scale X     the workers' --time-scale (default 2, as bench:routing's fleet)
   --targets LIST     comma list of targets (default ${DEFAULT_TARGETS.join(",")}); a target is
                      ref:affinity, or [smg:]POLICY[/VARIANT][:GATEWAY FLAGS], e.g. cache_aware,
-                     smg:cache_aware/smg, "cache_aware:--cache-aware-scoring smg --wait-model smg"
+                     smg:cache_aware/smg, "cache_aware:--cache-aware-scoring smg --wait-model smg";
+                     a last #N is N routers behind a round-robin front, #N-mesh on a mesh
   --target ENTRY     one more target (its flags may hold commas)
+  --mesh-round-ms X  ms between a meshed router's tree-sync rounds (default 1000, as the mesh's)
+  --mesh-load-ms X   ms between a meshed router's load reports to the others, or off (default off)
   --overhead-ms X    virtual ms from a pick to its engine submit, standing for what the real
                      path spends there (HTTP hops, the worker parsing and tokenizing; default 0)
   --jitter-ms X      each arrival late by a seeded uniform draw in [0, X) ms: the timing noise of
@@ -117,6 +124,8 @@ export function parseVirtualOptions(args: readonly string[]): VirtualOptions | "
     targets: [],
     together: false,
     overheadMs: 0,
+    meshRoundMs: 1000,
+    meshLoadMs: null,
     jitterMs: 0,
     repeats: 1,
     json: null,
@@ -190,6 +199,14 @@ export function parseVirtualOptions(args: readonly string[]): VirtualOptions | "
       case "--jitter-ms":
         o.jitterMs = number(flag, value(), 0, 60_000, false);
         break;
+      case "--mesh-round-ms":
+        o.meshRoundMs = number(flag, value(), 1, 60_000, false);
+        break;
+      case "--mesh-load-ms": {
+        const v = value();
+        o.meshLoadMs = v === "off" ? null : number(flag, v, 1, 60_000, false);
+        break;
+      }
       case "--repeats":
         o.repeats = number(flag, value(), 1, 1000);
         break;

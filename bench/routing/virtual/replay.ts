@@ -1,6 +1,7 @@
 /**
  * One target's virtual replay: a fresh fleet (one `SimEngine` per worker, fresh caches and
- * counters) and a fresh `VirtualGateway` on a fresh `VirtualClock`, the trace's arrivals as
+ * counters) and a fresh `VirtualGateway` (or several, behind a front that sends each request to
+ * the next in turn, on a mesh if asked: `mesh.ts`) on a fresh `VirtualClock`, the trace's arrivals as
  * timers, driven to the end. In: the trace, its plan (`replay.ts`: which requests are sent and
  * measured), each request's prompt text and worker token ids, the engine settings and the
  * gateway's. Out: every request's record, the workers' counters at the window's opening and at
@@ -17,6 +18,7 @@
 
 import type { GatewayConfig } from "../../../lib/config/config.ts";
 import { seededRandom } from "../../../lib/core/clock.ts";
+import { PolicyReplicas } from "../../../lib/policies/replicas.ts";
 import { SimEngine } from "../../../lib/sim/engine.ts";
 import { renderChat } from "../../../lib/sim/chat_template.ts";
 import type { SimTokenizer } from "../../../lib/sim/tokenizer.ts";
@@ -25,6 +27,7 @@ import { arrivalMs, type ReplayPlan } from "../replay.ts";
 import type { TraceRequest } from "../trace.ts";
 import { VirtualClock } from "./clock.ts";
 import { type CallOutcome, VirtualGateway } from "./gateway.ts";
+import { connectMesh, type VirtualMeshOptions } from "./mesh.ts";
 
 /** The probe's message, as `measure.ts` sends it before the traffic. */
 const PROBE = "ping";
@@ -67,6 +70,12 @@ export interface ReplayInput {
   jitterSeed?: number;
   /** Called at each arrival before the request is sent, to look inside (debugging; default none). */
   onArrival?: (i: number, engines: readonly SimEngine[], gateway: VirtualGateway) => void;
+  /**
+   * Routers behind a front that sends each request to the next in turn (default 1), and, when
+   * several, whether they form a mesh (`mesh.ts`; null: they share nothing).
+   */
+  routers?: number;
+  mesh?: VirtualMeshOptions | null;
 }
 
 /** One request as recorded. */
@@ -107,15 +116,26 @@ export async function replayVirtual(input: ReplayInput): Promise<ReplayResult> {
       tokenizer: input.tokenizer,
     })
   );
-  const gateway = new VirtualGateway({
-    config,
-    clock,
-    engines,
-    urls,
-    random: seededRandom(input.seed),
-    submitDelayMs: input.submitDelayMs,
-  });
+  const n = Math.max(1, input.routers ?? 1);
+  const replicas = Array.from({ length: n }, () => new PolicyReplicas());
+  // As `bench:routing` starts them: router i with `--random-seed seed + i`.
+  const gateways = replicas.map((r, i) =>
+    new VirtualGateway({
+      config,
+      clock,
+      engines,
+      urls,
+      random: seededRandom(input.seed + i),
+      submitDelayMs: input.submitDelayMs,
+      replicas: n > 1 && input.mesh ? r : undefined,
+    })
+  );
+  let turn = 0;
+  const front = () => gateways[turn++ % n];
   const monitor = new AbortController();
+  if (n > 1 && input.mesh) {
+    connectMesh(replicas, gateways.map((g) => g.workers), clock, input.mesh, monitor.signal);
+  }
   const cutter = new AbortController();
   const records: RequestRecord[] = [];
   const totals = () => engines.map((e) => e.stats().totals);
@@ -123,11 +143,11 @@ export async function replayVirtual(input: ReplayInput): Promise<ReplayResult> {
   let inFlight = 0;
   let arrived = 0;
   let cut = 0;
-  gateway.startLoadMonitor(monitor.signal);
+  for (const g of gateways) g.startLoadMonitor(monitor.signal);
   // `bench:routing` proves the path with one request first: it moves round robin's rotation and
   // draws from the policy's randomness, as here.
   let probed = false;
-  gateway.send({
+  front().send({
     content: PROBE,
     tokens: input.tokenizer.tokenize(renderChat([{ role: "user", content: PROBE }])),
     maxTokens: 2,
@@ -142,6 +162,7 @@ export async function replayVirtual(input: ReplayInput): Promise<ReplayResult> {
     clock.at(t0 + arrivalMs(requests, i, plan.speed) + late(), () => {
       arrived++;
       inFlight++;
+      const gateway = front();
       input.onArrival?.(i, engines, gateway);
       const r = requests[i];
       gateway.send({

@@ -32,6 +32,11 @@ export interface VirtualSummary {
   cacheHit: number | null;
   /** The same over the workers' counters in the window (`bench:routing`'s figure). */
   windowCacheHit: number | null;
+  /**
+   * Σcached ÷ Σprompt over the measured follow-ups: requests of a conversation (`trace_keys.ts`)
+   * an earlier request was sent for; null without conversations or follow-ups.
+   */
+  followUpHit: number | null;
   /** Max ÷ mean of per-worker prompt tokens over the window's counters. */
   spreadTokens: number | null;
   /** The same over the measured requests alone. */
@@ -48,8 +53,16 @@ export interface VirtualSummary {
   wallS: number;
 }
 
-/** Summarises one replay of `target` over `workers` workers. */
-export function summariseVirtual(target: string, r: ReplayResult, workers: number): VirtualSummary {
+/**
+ * Summarises one replay of `target` over `workers` workers; `conversations` are the trace's
+ * conversation keys, by request index.
+ */
+export function summariseVirtual(
+  target: string,
+  r: ReplayResult,
+  workers: number,
+  conversations: readonly string[] | null = null,
+): VirtualSummary {
   const measured = r.records.filter((x) => x.measured);
   const ok = measured.filter((x) => x.ok);
   const ttft = ok.map((x) => x.ttftMs).filter((x): x is number => x !== null);
@@ -62,6 +75,13 @@ export function summariseVirtual(target: string, r: ReplayResult, workers: numbe
   for (const x of measured) if (x.worker >= 0) perWorker[x.worker] += x.promptTokens;
   const checks = ok.flatMap((x) => x.prediction ?? []);
   const reported = sum(checks.map((c) => c.reported));
+  // Requests arrive in index order: one is a follow-up when its key's first request came before.
+  const first = new Map<string, number>();
+  conversations?.forEach((k, i) => first.has(k) || first.set(k, i));
+  const followUps = conversations === null
+    ? []
+    : ok.filter((x) => first.get(conversations[x.index])! < x.index);
+  const followPrompt = sum(followUps.map((x) => x.promptTokens));
   const r1 = (x: number | null) => x === null ? null : round(x, 1);
   return {
     target,
@@ -74,6 +94,9 @@ export function summariseVirtual(target: string, r: ReplayResult, workers: numbe
     e2eP50Ms: r1(percentile(ok.map((x) => x.e2eMs), 0.5)),
     cacheHit: prompt > 0 ? round(cached / prompt, 3) : null,
     windowCacheHit: sum(windowPrompt) > 0 ? round(sum(windowCached) / sum(windowPrompt), 3) : null,
+    followUpHit: followPrompt > 0
+      ? round(sum(followUps.map((x) => x.cachedTokens)) / followPrompt, 3)
+      : null,
     spreadTokens: maxOverMean(windowPrompt),
     measuredSpreadTokens: maxOverMean(perWorker),
     meanPromptTokens: ok.length ? round(prompt / ok.length, 0) : null,
@@ -105,6 +128,7 @@ export function virtualMarkdown(rows: readonly VirtualSummary[]): string {
     "TTFT p50 ms",
     "TTFT p99 ms",
     "cache hit",
+    "follow-up hit",
     "hit (window counters)",
     "predictions ±0.05",
     "predicted ÷ reported",
@@ -127,6 +151,7 @@ export function virtualMarkdown(rows: readonly VirtualSummary[]): string {
           fmt(s.ttftP50Ms),
           fmt(s.ttftP99Ms),
           pct(s.cacheHit),
+          pct(s.followUpHit),
           pct(s.windowCacheHit),
           pct(s.prediction?.within5),
           fmt(s.prediction?.ratio ?? null, 2),

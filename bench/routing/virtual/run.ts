@@ -88,7 +88,7 @@ async function main(o: VirtualOptions): Promise<number> {
   const tokens = prompts.map((content) =>
     tokenizer.tokenize(renderChat([{ role: "user", content }]))
   );
-  const keys = targets.some((t) => t.affinity) ? conversationKeys(requests) : null;
+  const keys = conversationKeys(requests);
   const prepS = (performance.now() - prep) / 1000;
 
   console.log(
@@ -123,8 +123,10 @@ async function main(o: VirtualOptions): Promise<number> {
         submitDelayMs: o.overheadMs,
         jitterMs: o.jitterMs,
         jitterSeed: k,
+        routers: t.routers,
+        mesh: t.mesh ? { roundMs: o.meshRoundMs, loadMs: o.meshLoadMs } : null,
       });
-      const s = summariseVirtual(o.repeats > 1 ? `${t.name} #${k}` : t.name, r, o.workers);
+      const s = summariseVirtual(o.repeats > 1 ? `${t.name} #${k}` : t.name, r, o.workers, keys);
       rows.push(s);
       // Every measured request, for a closer look (`--json`): the trace's arrival order.
       records[s.target] = r.records.filter((x) => x.measured).sort((a, b) => a.index - b.index)

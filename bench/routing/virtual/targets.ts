@@ -3,7 +3,8 @@
  * out. `ref:affinity` is `bench:routing`'s (consistent_hashing on each request's conversation
  * key, `trace_keys.ts`); any other entry is `[smg:]POLICY[/VARIANT][:FLAGS]`: a policy name,
  * `bench:routing`'s variant flags (`/smg`: SMG's scoring, `/tree`, `/plain-tree`), then gateway
- * flags as the gateway takes them (`cache_aware:--cache-aware-scoring smg`). The settings are
+ * flags as the gateway takes them (`cache_aware:--cache-aware-scoring smg`), and last `#N` (N
+ * routers behind a round-robin front) or `#N-mesh` (on a mesh, `mesh.ts`). The settings are
  * built as the gateway builds them: its command-line parser over its defaults, then its
  * validation, with `--worker-urls`, `--policy` and `--random-seed` as `bench:routing` starts it.
  */
@@ -24,12 +25,22 @@ export interface VirtualTarget {
   flags: string[];
   /** `ref:affinity`: each request carries its conversation key as `X-SMG-Routing-Key`. */
   affinity: boolean;
+  /** Routers behind a round-robin front (`#N`, default 1), on a mesh (`#N-mesh`). */
+  routers: number;
+  mesh: boolean;
 }
 
 /** The target an entry names; throws naming the entry when it names none. */
 export function parseTarget(entry: string): VirtualTarget {
+  const routed = /^(.+)#(\d+)(-mesh)?$/.exec(entry);
+  if (routed) {
+    const n = Number(routed[2]);
+    if (n < 1) throw new Error(`--targets: ${entry}: #N takes N ≥ 1`);
+    return { ...parseTarget(routed[1]), name: entry, routers: n, mesh: routed[3] !== undefined };
+  }
   if (entry === "ref:affinity") {
-    return { name: entry, policy: "consistent_hashing", flags: [], affinity: true };
+    const one = { routers: 1, mesh: false };
+    return { name: entry, policy: "consistent_hashing", flags: [], affinity: true, ...one };
   }
   if (entry.startsWith("ref:")) {
     throw new Error(`--targets: ${entry}: the virtual replay has ref:affinity only`);
@@ -50,7 +61,14 @@ export function parseTarget(entry: string): VirtualTarget {
     if (!known) throw new Error(`--targets: ${entry}: no variant '${variant}' of ${policy}`);
     flags = [...known];
   }
-  return { name: entry, policy, flags: [...flags, ...own], affinity: false };
+  return {
+    name: entry,
+    policy,
+    flags: [...flags, ...own],
+    affinity: false,
+    routers: 1,
+    mesh: false,
+  };
 }
 
 /**

@@ -56,6 +56,57 @@ function input(target: string, seed = 0, drainS = 30): ReplayInput {
   };
 }
 
+/**
+ * 5 conversations of 7 turns, a turn every 200 ms round them (5 and the routers' 3 share no
+ * factor, so a conversation's turns go round the routers): each turn's prompt is its
+ * conversation's 2 full blocks and a partial third block of its own, as a trace names a turn's
+ * partial tail anew, so the next turn shares all but that tail.
+ */
+function conversations(): TraceRequest[] {
+  return Array.from({ length: 35 }, (_, i) => {
+    const c = i % 5;
+    return {
+      timestampMs: 200 * i,
+      inputLength: 1024 + 300,
+      outputLength: 4,
+      hashIds: [100 * c, 100 * c + 1, 10_000 + i],
+    };
+  });
+}
+
+/** The conversations replayed through `target` (its `#N` routers; a mesh rounds every 100 ms). */
+function routed(target: string): ReplayInput {
+  const requests = conversations();
+  const blocks = new BlockTexts(0, 64, CPT);
+  const prompts = requests.map((r) => tracePrompt(blocks, r));
+  const t = parseTarget(target);
+  return {
+    ...input("cache_aware"),
+    requests,
+    plan: replayPlan(requests, { speed: 1, warmup: 5, durationS: 60, maxRequests: null }),
+    prompt: (i) => prompts[i],
+    tokens: (i) => TOKENIZER.tokenize(renderChat([{ role: "user", content: prompts[i] }])),
+    config: targetConfig(t, workerUrls(3), 0),
+    routers: t.routers,
+    mesh: t.mesh ? { roundMs: 100, loadMs: 50 } : null,
+  };
+}
+
+Deno.test("virtual replay: three routers on a mesh find the cache one router finds; without it they do not", async () => {
+  const keys = conversations().map((r) => `b${r.hashIds[0]}`);
+  const hit = async (target: string) =>
+    summariseVirtual(target, await replayVirtual(routed(target)), 3, keys).followUpHit!;
+  const [one, alone, mesh] = [
+    await hit("cache_aware"),
+    await hit("cache_aware#3"),
+    await hit("cache_aware#3-mesh"),
+  ];
+  // Each follow-up shares 1,024 of its ~1,330 tokens with the turn before.
+  assert.ok(one > 0.6, `one router: ${one}`);
+  assert.ok(alone < 0.8 * one, `three alone: ${alone} against ${one}`);
+  assert.ok(mesh >= 0.95 * one, `three on a mesh: ${mesh} against ${one}`);
+});
+
 const byIndex = <T extends { index: number }>(xs: T[]) => [...xs].sort((a, b) => a.index - b.index);
 
 Deno.test("virtual replay: the same seed gives the same run, request for request", async () => {

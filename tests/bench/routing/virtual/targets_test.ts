@@ -16,8 +16,26 @@ Deno.test("virtual targets: ref:affinity is consistent_hashing on the conversati
     policy: "consistent_hashing",
     flags: [],
     affinity: true,
+    routers: 1,
+    mesh: false,
   });
   assert.throws(() => parseTarget("ref:oracle"), /ref:affinity only/);
+});
+
+Deno.test("virtual targets: #N is N routers behind a round-robin front, #N-mesh on a mesh", () => {
+  const t = parseTarget("cache_aware:--cache-aware-work-weight 0.2#3-mesh");
+  assert.deepEqual([t.name, t.policy, t.flags, t.routers, t.mesh], [
+    "cache_aware:--cache-aware-work-weight 0.2#3-mesh",
+    "cache_aware",
+    ["--cache-aware-work-weight", "0.2"],
+    3,
+    true,
+  ]);
+  assert.deepEqual([parseTarget("round_robin#5").routers, parseTarget("round_robin#5").mesh], [
+    5,
+    false,
+  ]);
+  assert.throws(() => parseTarget("cache_aware#0"), /N ≥ 1/);
 });
 
 Deno.test("virtual targets: policies, bench:routing's variants and gateway flags", () => {
