@@ -226,4 +226,11 @@ export const MESH_FLAGS: Flags<MeshConfig> = {
     help: "frames a stream direction may queue",
     check: atLeast(1),
   },
+  loadSyncMs: {
+    name: "mesh-load-sync-ms",
+    kind: int,
+    default: 50,
+    help: "tell peers this router's load on each worker at most this often; 0: never",
+    check: atLeast(0),
+  },
 };

@@ -61,4 +61,9 @@ export interface MeshConfig {
   streamIdleTimeoutSecs: number;
   /** Frames each stream direction may queue before dropping (`--mesh-stream-queue-size`). */
   streamQueueSize: number;
+  /**
+   * The longest wait before peers hear of a change in this router's in-flight requests and
+   * prefill backlog per worker, ms; 0: they never do (`--mesh-load-sync-ms`).
+   */
+  loadSyncMs: number;
 }

@@ -58,6 +58,10 @@ export class MeshMetrics {
   readonly treeBytes: FastCounter;
   /** `router_mesh_tree_corrections_total{result}`. */
   readonly treeCorrections: FastCounter;
+  /** `router_mesh_load_reports_total{result}`. */
+  readonly loadReports: FastCounter;
+  /** `router_mesh_load_bytes_sent_total`. */
+  readonly loadBytes: FastCounter;
 
   /** Registers the mesh metrics in `r`. */
   constructor(r: client.Registry) {
@@ -176,6 +180,18 @@ export class MeshMetrics {
       "router_mesh_tree_corrections_total",
       "Cache-tree corrections (tree feedback) by result (sent: summed over peers, received, relayed: placements this router's own tree forgot with a peer's correction, published in turn, dropped)",
       ["result"],
+    );
+    this.loadReports = new FastCounter(
+      r,
+      "router_mesh_load_reports_total",
+      "Load-sync reports (this router's in-flight requests and prefill backlog per worker) by result (sent: summed over peers, received, refused)",
+      ["result"],
+    );
+    this.loadBytes = new FastCounter(
+      r,
+      "router_mesh_load_bytes_sent_total",
+      "Bytes of load-sync reports sent, summed over peers",
+      [],
     );
   }
 }

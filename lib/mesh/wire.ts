@@ -70,14 +70,18 @@ export interface AckMessage {
   error: AckError;
 }
 
-/** What a sync-stream envelope carries: store batches, acks, digests, tree deltas, repairs. */
+/**
+ * What a sync-stream envelope carries: store batches, acks, digests, tree deltas, repairs, and
+ * each router's load on the workers.
+ */
 export type EnvelopeType =
   | "crdt_batch"
   | "crdt_ack"
   | "digest"
   | "tree_deltas"
   | "tree_repair_request"
-  | "tree_repair_page";
+  | "tree_repair_page"
+  | "worker_loads";
 
 /** Every envelope type, in the protobuf enum's order (index + 1 is the wire value). */
 export const ENVELOPE_TYPES: readonly EnvelopeType[] = [
@@ -87,6 +91,7 @@ export const ENVELOPE_TYPES: readonly EnvelopeType[] = [
   "tree_deltas",
   "tree_repair_request",
   "tree_repair_page",
+  "worker_loads",
 ];
 
 /** The body of one sync-stream frame. */

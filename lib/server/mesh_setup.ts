@@ -1,8 +1,9 @@
 /**
  * The HA mesh's part of the composition root: from the mesh flags it builds the router's
  * `MeshNode` on the gRPC transport (mTLS when configured), registers the mesh metrics in the
- * gateway's registry, and answers `GET /mesh/status`. A mesh that cannot bind its port logs,
- * counts and stays off; inference traffic is never affected.
+ * gateway's registry, wires the adapters (worker, tree, pin, tenant-limit, characters-per-token
+ * and load sync) to the node's streams and store, and answers `GET /mesh/status`. A mesh that
+ * cannot bind its port logs and counts, and the router stops (`listen.ts`).
  */
 
 import type { MeshConfig } from "../config/config.ts";
@@ -25,6 +26,7 @@ import { type TreeCounter, TreeSync } from "../mesh/adapters/tree_sync.ts";
 import { PINS_NS, PinSync } from "../mesh/adapters/pin_sync.ts";
 import { RATE_LIMIT_NS, RateLimitSync } from "../mesh/adapters/rate_limit_sync.ts";
 import { RATIO_NS, RatioSync } from "../mesh/adapters/ratio_sync.ts";
+import { LoadSync } from "../mesh/adapters/load_sync.ts";
 import type { TextRatios } from "../workers/text_ratios.ts";
 import type { TenantLimiter } from "../limits/limiter.ts";
 import type { PolicyReplicas } from "../policies/replicas.ts";
@@ -211,13 +213,25 @@ export function createMesh(
       mm.storeKeys.with(ns, "tombstones").set(c.tombstones);
     }
   });
+  const loads = m.loadSyncMs > 0
+    ? new LoadSync({
+      workers: () => state.registry.all(),
+      clock: state.clock,
+      intervalMs: m.loadSyncMs,
+      log: mlog,
+      count: (what, n) =>
+        what === "bytes_sent" ? mm.loadBytes.with().inc(n) : mm.loadReports.with(what).inc(n),
+    })
+    : null;
   node.streams.onPeer((peer, open) => {
     storeSync.peerChanged(peer, open);
     trees.peerChanged(peer, open);
+    loads?.peerChanged(peer, open);
   });
   node.streams.onEnvelope((peer, type, payload) => {
     storeSync.onEnvelope(peer, type, payload);
     trees.onEnvelope(peer, type, payload);
+    loads?.onEnvelope(peer, type, payload);
   });
   const workers = new WorkerSync({
     registry: state.registry,
@@ -264,6 +278,7 @@ export function createMesh(
     async stop() {
       workers.stop();
       trees.stop();
+      loads?.stop();
       pins.stop();
       limits?.stop();
       ratios?.stop();
@@ -275,6 +290,7 @@ export function createMesh(
         await node.start();
         storeSync.attach(node.streams);
         trees.attach(node.streams);
+        loads?.attach(node.streams);
         workers.start();
         pins.start();
         limits?.start();
