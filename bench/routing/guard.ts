@@ -5,7 +5,8 @@
  * at 2.5× and at 4× its pace, the same with each second's requests sent at once, and the
  * multi-turn chat workload at 8 characters a token), each with
  * `smg:round_robin` and `smg:cache_aware`, the same at 8 on a generated multi-turn conversation
- * trace (`conversation_trace.ts`), and prints, per cell, what moved beyond the noise
+ * trace (`conversation_trace.ts`), and that trace through three meshed routers behind a
+ * round-robin front against one router (`mesh3-conv`), and prints, per cell, what moved beyond the noise
  * against the committed baseline (`guard_baseline.json`: the mean and spread of repeated runs), or
  * against another commit's gateway run alternately in the same session (`--against REF`). Exit 1
  * when something got worse. The simulated engines never share the gateway's assumption of
@@ -18,9 +19,11 @@
 
 import {
   baselineOf,
+  CACHE_AWARE_VS_RR,
   type CellBaseline,
   type CellFigures,
   cellFigures,
+  type CellTargets,
   judge,
 } from "./guard_judge.ts";
 import type { Summary } from "./report.ts";
@@ -42,6 +45,8 @@ const TRACE_CANDIDATES = [
 interface Cell {
   trace: "shipped" | "bursts" | "conversation" | null;
   args: string[];
+  /** What it compares (default cache_aware against round robin). */
+  targets?: CellTargets;
 }
 
 const TRACE = (cpt: number, speed: number, trace: Cell["trace"] = "shipped"): Cell => ({
@@ -75,6 +80,13 @@ export const CELLS: Record<string, Cell> = {
     trace: null,
     args: ["--scenario", "small-kv", "--rate", "36", "--chars-per-token", "8", "--duration", "20"],
   },
+  // Three meshed routers behind a round-robin front against one router, on the conversation
+  // trace with 2M-token caches (where one router keeps a conversation's cache).
+  "mesh3-conv": {
+    trace: "conversation",
+    args: TRACE(8, 2.5).args.map((a) => a === "trace-small-kv" ? "trace" : a),
+    targets: { judged: "smg:cache_aware#3-mesh", reference: "smg:cache_aware" },
+  },
 };
 
 const USAGE = `usage: deno task bench:guard [-- options]
@@ -90,9 +102,12 @@ const USAGE = `usage: deno task bench:guard [-- options]
                      generated conversation trace (bench/routing/conversation_trace.ts)`;
 
 interface Baseline {
+  /** The commit of the last write, and of every cell without its own in `commits`. */
   commit: string;
   date: string;
   cells: Record<string, CellBaseline>;
+  /** Each cell's commit, where a write covered only some cells. */
+  commits?: Record<string, string>;
 }
 
 async function sh(cmd: string, args: string[], cwd = ROOT): Promise<string> {
@@ -157,6 +172,7 @@ async function runCell(
   root: string | null,
   json: string,
 ): Promise<Summary[]> {
+  const targets = cell.targets ?? CACHE_AWARE_VS_RR;
   const args = [
     "run",
     "--allow-run=taskset,haproxy,nginx,uname,cat",
@@ -167,7 +183,7 @@ async function runCell(
     ...(cell.trace ? ["--trace", trace!] : []),
     ...cell.args,
     "--targets",
-    "smg:round_robin,smg:cache_aware",
+    `${targets.reference},${targets.judged}`,
     "--json",
     json,
     ...(root ? ["--gateway-root", root] : []),
@@ -245,14 +261,15 @@ async function main(args: string[]): Promise<number> {
       const order = against && r % 2 === 1 ? [against, gw] : against ? [gw, against] : [gw];
       for (const side of order) {
         const json = `${RUNS_DIR}/${name}-${side === gw ? "gateway" : "against"}-${r + 1}.json`;
-        const figures = cellFigures(await runCell(cell, file, side.root, json));
+        const figures = cellFigures(await runCell(cell, file, side.root, json), cell.targets);
         (side === gw ? mine : theirs).push(figures);
       }
     }
     const now = baselineOf(mine);
     fresh[name] = now;
     const ref = against ? baselineOf(theirs) : baseline?.cells[name];
-    console.log(`\n## ${name} (${cell.args.join(" ")})\n`);
+    const at = against ? "" : ` against ${baseline?.commits?.[name] ?? baseline?.commit}`;
+    console.log(`\n## ${name} (${cell.args.join(" ")})${at}\n`);
     console.log(`| figure | ${against ? "against" : "baseline"} | now | tolerance | verdict |`);
     console.log("| --- | ---: | ---: | ---: | --- |");
     if (!ref) {
@@ -273,10 +290,16 @@ async function main(args: string[]): Promise<number> {
   }
   if (write) {
     const commit = await sh("git", ["rev-parse", "--short", "HEAD"]);
+    const earlier = Object.fromEntries(
+      Object.keys(baseline?.cells ?? {}).map((
+        c,
+      ) => [c, baseline!.commits?.[c] ?? baseline!.commit]),
+    );
     const out: Baseline = {
       commit,
       date: new Date().toISOString().slice(0, 10),
       cells: { ...baseline?.cells, ...fresh },
+      commits: { ...earlier, ...Object.fromEntries(Object.keys(fresh).map((c) => [c, commit])) },
     };
     await Deno.writeTextFile(baselinePath, JSON.stringify(out, null, 2) + "\n");
     console.log(`\nwrote ${baselinePath}`);

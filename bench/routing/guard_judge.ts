@@ -5,22 +5,26 @@
  * (`judge`): a figure is worse when it moved the bad way by more than twice its noise and more
  * than its floor (`FLOORS`, what this 2-core machine's run-to-run spread gives at least).
  *
- * TTFT is judged as cache_aware's over round robin's in the same run (the machine's speed drifts
- * between runs; a ratio within one run does not), cache hit and the prediction check as they are.
+ * TTFT is judged as the judged target's over the cell's reference in the same run (the machine's
+ * speed drifts between runs; a ratio within one run does not): cache_aware over round robin, or in
+ * a mesh cell cache_aware on several meshed routers over one router; cache hit, the follow-ups'
+ * hit (÷ the reference's in a mesh cell) and the prediction check as they are.
  */
 
 import type { Summary } from "./report.ts";
 
 /** The figures the guard judges, with the direction that is better. */
 export const FIGURES = {
-  /** cache_aware's mean TTFT ÷ round robin's in the same run. */
+  /** The judged target's mean TTFT ÷ the reference's in the same run. */
   ttftMeanVsRr: "lower",
-  /** cache_aware's p99 TTFT ÷ round robin's. */
+  /** The judged target's p99 TTFT ÷ the reference's. */
   ttftP99VsRr: "lower",
-  /** cache_aware's mean TTFT, ms (shown; judged through the ratio). */
+  /** The judged target's mean TTFT, ms (shown; judged through the ratio). */
   ttftMeanMs: "info",
-  /** Workers' cache hit under cache_aware (Σcached ÷ Σprompt). */
+  /** Workers' cache hit under the judged target (Σcached ÷ Σprompt). */
   hit: "higher",
+  /** The judged target's follow-up hit ÷ the reference's (mesh cells). */
+  followUpVsRef: "higher",
   /** Share of cache_aware's predictions within ±0.05 of the reported cached share. */
   within5: "higher",
   /** |predicted ÷ reported cached tokens − 1|. */
@@ -41,6 +45,7 @@ export const FLOORS: Record<Figure, number> = {
   ttftP99VsRr: 0.1,
   ttftMeanMs: Infinity,
   hit: 0.01,
+  followUpVsRef: 0.03,
   within5: 0.03,
   ratioError: 0.05,
   failed: 0,
@@ -56,10 +61,25 @@ export interface BaseFigure {
 /** A cell's baseline. */
 export type CellBaseline = Partial<Record<Figure, BaseFigure>>;
 
-/** The guard's figures of `rows` (one `bench:routing` run of a cell). */
-export function cellFigures(rows: readonly Summary[]): CellFigures {
-  const ca = rows.find((r) => r.target === "smg:cache_aware");
-  const rr = rows.find((r) => r.target === "smg:round_robin");
+/** What a cell compares: the target judged and its reference in the same run. */
+export interface CellTargets {
+  judged: string;
+  reference: string;
+}
+
+/** cache_aware against round robin: every cell's but the mesh cells'. */
+export const CACHE_AWARE_VS_RR: CellTargets = {
+  judged: "smg:cache_aware",
+  reference: "smg:round_robin",
+};
+
+/** The guard's figures of `rows` (one `bench:routing` run of a cell comparing `t`). */
+export function cellFigures(
+  rows: readonly Summary[],
+  t: CellTargets = CACHE_AWARE_VS_RR,
+): CellFigures {
+  const ca = rows.find((r) => r.target === t.judged);
+  const rr = rows.find((r) => r.target === t.reference);
   const ratio = (a: number | null | undefined, b: number | null | undefined) =>
     a != null && b != null && b > 0 ? a / b : null;
   const p = ca?.prediction ?? null;
@@ -68,6 +88,7 @@ export function cellFigures(rows: readonly Summary[]): CellFigures {
     ttftP99VsRr: ratio(ca?.ttftP99Ms, rr?.ttftP99Ms),
     ttftMeanMs: ca?.ttftMeanMs ?? null,
     hit: ca?.cacheHitRate ?? null,
+    followUpVsRef: t === CACHE_AWARE_VS_RR ? null : ratio(ca?.followUpHitRate, rr?.followUpHitRate),
     within5: p?.within5 ?? null,
     ratioError: p?.ratio != null ? Math.abs(p.ratio - 1) : null,
     failed: rows.reduce((n, r) => n + r.failed, 0),

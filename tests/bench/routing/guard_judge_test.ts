@@ -36,6 +36,25 @@ Deno.test("guard: a run's figures are cache_aware's, its TTFT over round robin's
   assert.equal(f.failed, 1);
 });
 
+Deno.test("guard: a mesh cell judges the meshed routers against one router, follow-ups included", () => {
+  const t = { judged: "smg:cache_aware#3-mesh", reference: "smg:cache_aware" };
+  const rows = [
+    row("smg:cache_aware", { ttftMeanMs: 140, ttftP99Ms: 500, followUpHitRate: 0.8 }),
+    row("smg:cache_aware#3-mesh", {
+      ttftMeanMs: 147,
+      ttftP99Ms: 550,
+      cacheHitRate: 0.68,
+      followUpHitRate: 0.76,
+    }),
+  ];
+  const f = cellFigures(rows, t);
+  assert.ok(Math.abs(f.ttftMeanVsRr! - 1.05) < 1e-9);
+  assert.ok(Math.abs(f.ttftP99VsRr! - 1.1) < 1e-9);
+  assert.ok(Math.abs(f.followUpVsRef! - 0.95) < 1e-9);
+  assert.equal(f.hit, 0.68);
+  assert.equal(cellFigures(rows).followUpVsRef, null, "not judged against round robin");
+});
+
 Deno.test("guard: worse only beyond twice the noise and the floor, the bad way", () => {
   const base = baselineOf([
     { ttftMeanVsRr: 0.6, hit: 0.1, failed: 0 },
