@@ -54,6 +54,12 @@ export interface LoadSnapshot {
   details: unknown;
 }
 
+/**
+ * The time constant of a worker's recent work (`WorkerView.recentWork`), ms: long enough to
+ * average a bursty trace, short against the minutes a large KV cache takes to turn over.
+ */
+export const RECENT_WORK_TAU_MS = 30_000;
+
 /** What a policy may read about a candidate worker. */
 export interface WorkerView {
   /** Registry id (UUID). */
@@ -86,6 +92,12 @@ export interface WorkerView {
   readonly type: WorkerType;
   /** KV cache capacity in tokens its engine stated when it became ready; null when unknown. */
   readonly kvCapacity?: number | null;
+  /**
+   * Uncached prompt tokens sent to it recently, this gateway's and on a mesh its peers', each
+   * weighed e^(−age/τ) at clock time `now` (τ = `RECENT_WORK_TAU_MS`): τ × the rate at which new
+   * tokens enter its KV cache. Absent where not tracked.
+   */
+  recentWork?(now: number): number;
   /**
    * Characters of routing text per token of this worker, learned from its answers; null (or
    * absent) before enough of them: the request's `charsPerToken` stands in.

@@ -90,7 +90,10 @@ export class WorkerLedger {
     worker.requestsTotal++;
     ws.active.set(worker.ownInFlight);
     const releaseKey = c.rr.stickyKey === null ? null : worker.holdKey(c.rr.stickyKey);
-    const firstToken = worker.chargePrefill(c.notes.get(worker.id)?.prefillTokens ?? 0);
+    const firstToken = worker.chargePrefill(
+      c.notes.get(worker.id)?.prefillTokens ?? 0,
+      this.#clock.now(),
+    );
     let held = true;
     return {
       firstToken,

@@ -4,12 +4,13 @@
  * The API key is kept private: it is sent to the worker, never shown.
  */
 
-import type {
-  ConnectionMode,
-  LoadSnapshot,
-  WorkerStatus,
-  WorkerType,
-  WorkerView,
+import {
+  type ConnectionMode,
+  type LoadSnapshot,
+  RECENT_WORK_TAU_MS,
+  type WorkerStatus,
+  type WorkerType,
+  type WorkerView,
 } from "../core/types.ts";
 import { RatioEstimate } from "../core/chars_per_token.ts";
 import { BREAKER_GAUGE, CircuitBreaker } from "./circuit_breaker.ts";
@@ -83,6 +84,12 @@ export class Worker implements WorkerView {
    */
   peerInFlight = 0;
   peerPrefillTokens = 0;
+  /**
+   * The peers' recent work on it (`recentWork`) as they last told, decayed to
+   * `peerRecentWorkAt` (clock ms); 0 without load sync.
+   */
+  peerRecentWork = 0;
+  peerRecentWorkAt = 0;
   /** Requests this gateway sent to the worker, ever. */
   requestsTotal = 0;
   /** Prompt tokens of the answers whose usage the gateway read (a cache prediction to check). */
@@ -108,6 +115,9 @@ export class Worker implements WorkerView {
   readonly breaker: CircuitBreaker;
   #status: WorkerStatus;
   #inFlight = 0;
+  /** This gateway's recent work, decayed to `#workAt`. */
+  #work = 0;
+  #workAt = 0;
   #idle: PromiseWithResolvers<void> | null = null;
   readonly #apiKey: string | null;
   readonly #onStatus?: StatusListener;
@@ -193,10 +203,33 @@ export class Worker implements WorkerView {
     };
   }
 
-  /** Counts `tokens` in the prefill backlog; returns their discharge (idempotent). */
-  chargePrefill(tokens: number): () => void {
+  /**
+   * Uncached prompt tokens this gateway sent it, each weighed e^(−age/τ), τ = `RECENT_WORK_TAU_MS`,
+   * at clock time `now`: τ × the rate at which new tokens enter its KV cache and push old ones
+   * out.
+   */
+  ownRecentWork(now: number): number {
+    return this.#work * Math.exp(-Math.max(0, now - this.#workAt) / RECENT_WORK_TAU_MS);
+  }
+
+  /** `ownRecentWork` plus the peers' (load sync), both at `now`. */
+  recentWork(now: number): number {
+    const peers = this.peerRecentWork *
+      Math.exp(-Math.max(0, now - this.peerRecentWorkAt) / RECENT_WORK_TAU_MS);
+    return this.ownRecentWork(now) + peers;
+  }
+
+  /**
+   * Counts `tokens` in the prefill backlog, and at clock time `now` (when given) in the recent
+   * work; returns their discharge from the backlog (idempotent).
+   */
+  chargePrefill(tokens: number, now?: number): () => void {
     const n = Number.isFinite(tokens) && tokens > 0 ? tokens : 0;
     this.ownPrefillTokens += n;
+    if (now !== undefined && n > 0) {
+      this.#work = this.ownRecentWork(now) + n;
+      this.#workAt = now;
+    }
     let charged = true;
     return () => {
       if (!charged) return;

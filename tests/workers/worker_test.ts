@@ -133,3 +133,22 @@ Deno.test("worker: idle() resolves when the last request in flight ends, at once
   await p;
   assert.equal(idle, true);
 });
+
+Deno.test("worker: peers' load adds to what policies read; its own drains and recent work decay", () => {
+  const w = worker();
+  w.ownInFlight = 2;
+  w.chargePrefill(300, 1_000);
+  w.peerInFlight = 3;
+  w.peerPrefillTokens = 700;
+  assert.equal(w.inFlight, 5);
+  assert.equal(w.prefillTokens, 1_000);
+  assert.equal(w.ownInFlight, 2, "the ledger's count is its own");
+  // Recent work: e^(−age/30 s), the peers' from when they told.
+  assert.equal(w.ownRecentWork(1_000), 300);
+  assert.ok(Math.abs(w.ownRecentWork(31_000) - 300 / Math.E) < 1e-9);
+  w.peerRecentWork = 600;
+  w.peerRecentWorkAt = 31_000;
+  assert.ok(Math.abs(w.recentWork(31_000) - (300 / Math.E + 600)) < 1e-9);
+  w.chargePrefill(100); // no time given: the backlog only
+  assert.ok(Math.abs(w.ownRecentWork(31_000) - 300 / Math.E) < 1e-9);
+});

@@ -10,6 +10,7 @@
  * start empty together), lost or late rounds, and the wire's bytes.
  */
 
+import { RECENT_WORK_TAU_MS } from "../../../lib/core/types.ts";
 import type { TreeKind } from "../../../lib/policies/cache_aware/shared_paths.ts";
 import type { PolicyReplicas, TreeCorrection, TreeRole } from "../../../lib/policies/replicas.ts";
 import type { Worker } from "../../../lib/workers/worker.ts";
@@ -78,9 +79,9 @@ export function connectMesh(
 }
 
 /**
- * Every `ms` (each router offset by its share), router j's own in-flight requests and prefill
- * backlog per worker reach every other router, which holds each peer's last report and counts
- * their sum as the worker's peer load.
+ * Every `ms` (each router offset by its share), router j's own in-flight requests, prefill
+ * backlog and recent work per worker reach every other router, which holds each peer's last
+ * report and counts their sum as the worker's peer load (the recent work decayed since).
  */
 function shareLoads(
   workers: readonly (readonly Worker[])[],
@@ -89,23 +90,33 @@ function shareLoads(
   signal: AbortSignal,
 ): void {
   const n = workers.length;
-  // told[i][j][k]: what router j last told router i of worker k.
-  const told = workers.map(() => workers.map((own) => own.map(() => ({ inFlight: 0, tokens: 0 }))));
+  // told[i][j][k]: what router j last told router i of worker k, and when.
+  const told = workers.map(() =>
+    workers.map((own) => own.map(() => ({ inFlight: 0, tokens: 0, work: 0, at: 0 })))
+  );
   const report = (j: number) => {
     if (signal.aborted) return;
+    const now = clock.now();
     for (let i = 0; i < n; i++) {
       if (i === j) continue;
       workers[j].forEach((w, k) => {
-        told[i][j][k] = { inFlight: w.ownInFlight, tokens: w.ownPrefillTokens };
+        const work = w.ownRecentWork(now);
+        told[i][j][k] = { inFlight: w.ownInFlight, tokens: w.ownPrefillTokens, work, at: now };
         let inFlight = 0;
         let tokens = 0;
+        let recent = 0;
         for (let p = 0; p < n; p++) {
           if (p === i) continue;
-          inFlight += told[i][p][k].inFlight;
-          tokens += told[i][p][k].tokens;
+          const t = told[i][p][k];
+          inFlight += t.inFlight;
+          tokens += t.tokens;
+          recent += t.work * Math.exp(-(now - t.at) / RECENT_WORK_TAU_MS);
         }
-        workers[i][k].peerInFlight = inFlight;
-        workers[i][k].peerPrefillTokens = tokens;
+        const x = workers[i][k];
+        x.peerInFlight = inFlight;
+        x.peerPrefillTokens = tokens;
+        x.peerRecentWork = recent;
+        x.peerRecentWorkAt = now;
       });
     }
     clock.after(ms, () => report(j));

@@ -6,17 +6,21 @@
  * third as deep and noisier, and three meshed routers measured 1.45× one router's mean TTFT on
  * the Mooncake trace with the same cache hits (`bench:virtual`, BENCHMARKS.md).
  *
- * At most every `intervalMs` (`--mesh-load-sync-ms`, 50), when its load changed since it last
- * did, a router sends every open stream a `WORKER_LOADS` envelope: its own in-flight requests and
- * prefill backlog on each worker it has any on (by URL, as worker sync names them). A peer whose
- * stream opened since gets it even unchanged. A receiver keeps each peer's last report and sets
- * each worker's peer load (`Worker.peerInFlight`, `peerPrefillTokens`) to their sum; a peer whose
- * stream closes is forgotten. What policies read as a worker's load is then its own plus that
- * (`WorkerView.inFlight`, `prefillTokens`), at most one interval and one stream hop stale.
+ * At most every `intervalMs` (`--mesh-load-sync-ms`, 50), when its in-flight requests or prefill
+ * backlog changed since it last did, a router sends every open stream a `WORKER_LOADS` envelope:
+ * its own in-flight requests, prefill backlog and recent work (uncached tokens sent, decayed over
+ * 30 s: how fast the worker's cache turns over) on each worker it has any on (by URL, as worker
+ * sync names them). A peer whose stream opened since gets it even unchanged. A receiver keeps
+ * each peer's last report and sets each worker's peer load (`Worker.peerInFlight`,
+ * `peerPrefillTokens`, `peerRecentWork`, the last decayed from its arrival) to their sum; a peer
+ * whose stream closes is forgotten. What policies read as a worker's load is then its own plus
+ * that (`WorkerView.inFlight`, `prefillTokens`, `recentWork`), at most one interval and one
+ * stream hop stale.
  */
 
 import protobuf from "protobufjs";
 import type { Clock } from "../../core/clock.ts";
+import { RECENT_WORK_TAU_MS } from "../../core/types.ts";
 import type { Logger } from "../../core/log.ts";
 import type { StreamPort } from "../streams.ts";
 import { decode, type Decoded, safe } from "../store/store_codec.ts";
@@ -27,6 +31,8 @@ import type { EnvelopeType } from "../wire.ts";
 export interface Load {
   inFlight: number;
   prefillTokens: number;
+  /** Its recent work on the worker (`Worker.ownRecentWork`) when it sent the report. */
+  recentWork: number;
 }
 
 /** What load sync reads and writes of a worker. */
@@ -34,8 +40,11 @@ export interface LoadedWorker {
   readonly url: string;
   readonly ownInFlight: number;
   readonly ownPrefillTokens: number;
+  ownRecentWork(now: number): number;
   peerInFlight: number;
   peerPrefillTokens: number;
+  peerRecentWork: number;
+  peerRecentWorkAt: number;
 }
 
 /** What load sync counts. */
@@ -69,6 +78,7 @@ export function encodeLoads(loads: ReadonlyMap<string, Load>): Uint8Array {
     workers,
     in_flight: workers.map((u) => loads.get(u)!.inFlight),
     prefill_tokens: workers.map((u) => Math.round(loads.get(u)!.prefillTokens)),
+    recent_work: workers.map((u) => Math.round(loads.get(u)!.recentWork)),
   }).finish();
 }
 
@@ -78,15 +88,21 @@ export function decodeLoads(bytes: Uint8Array): Decoded<Map<string, Load>> {
     workers: string[];
     in_flight: number[];
     prefill_tokens: string[];
+    recent_work: string[];
   }) => {
     const { workers } = o;
-    if (workers.length !== o.in_flight.length || workers.length !== o.prefill_tokens.length) {
+    const work = o.recent_work.length === 0 ? null : o.recent_work;
+    if (
+      workers.length !== o.in_flight.length || workers.length !== o.prefill_tokens.length ||
+      (work !== null && work.length !== workers.length)
+    ) {
       throw new Error("workers and loads differ in length");
     }
     if (workers.length > MAX_WORKERS) throw new Error(`more than ${MAX_WORKERS} workers`);
     return new Map(workers.map((url, i) => [url, {
       inFlight: o.in_flight[i],
       prefillTokens: safe(o.prefill_tokens[i]),
+      recentWork: work === null ? 0 : safe(work[i]),
     }]));
   });
 }
@@ -95,12 +111,12 @@ export function decodeLoads(bytes: Uint8Array): Decoded<Map<string, Load>> {
 export class LoadSync {
   readonly #o: LoadSyncOptions;
   #port: StreamPort | null = null;
-  /** Each open peer's last report. */
-  readonly #told = new Map<string, Map<string, Load>>();
+  /** Each open peer's last report, and when it arrived (the clock's ms). */
+  readonly #told = new Map<string, { loads: Map<string, Load>; at: number }>();
   /** Peers whose stream opened since the last report went out. */
   readonly #fresh = new Set<string>();
-  /** The last report sent, encoded (unchanged loads are not sent again). */
-  #last: Uint8Array | null = null;
+  /** The in-flight requests and backlog last sent, as a key (unchanged, they are not sent again). */
+  #last: string | null = null;
   #cancel: () => void = () => {};
   #stopped = false;
 
@@ -135,7 +151,7 @@ export class LoadSync {
       return;
     }
     this.#o.count?.("received", 1);
-    this.#told.set(peer, d.value);
+    this.#told.set(peer, { loads: d.value, at: this.#o.clock.now() });
     this.#apply();
   }
 
@@ -147,22 +163,29 @@ export class LoadSync {
     this.#apply();
   }
 
-  /** Sets each worker's peer load to the sum of the peers' last reports. */
+  /**
+   * Sets each worker's peer load to the sum of the peers' last reports, their recent work
+   * decayed from each report's arrival to now.
+   */
   #apply(): void {
+    const now = this.#o.clock.now();
     const sums = new Map<string, Load>();
-    for (const report of this.#told.values()) {
-      for (const [url, l] of report) {
-        const s = sums.get(url);
-        if (s) {
-          s.inFlight += l.inFlight;
-          s.prefillTokens += l.prefillTokens;
-        } else sums.set(url, { ...l });
+    for (const { loads, at } of this.#told.values()) {
+      const decay = Math.exp(-Math.max(0, now - at) / RECENT_WORK_TAU_MS);
+      for (const [url, l] of loads) {
+        const s = sums.get(url) ?? { inFlight: 0, prefillTokens: 0, recentWork: 0 };
+        s.inFlight += l.inFlight;
+        s.prefillTokens += l.prefillTokens;
+        s.recentWork += l.recentWork * decay;
+        sums.set(url, s);
       }
     }
     for (const w of this.#o.workers()) {
       const s = sums.get(w.url);
       w.peerInFlight = s?.inFlight ?? 0;
       w.peerPrefillTokens = s?.prefillTokens ?? 0;
+      w.peerRecentWork = s?.recentWork ?? 0;
+      w.peerRecentWorkAt = now;
     }
   }
 
@@ -178,17 +201,27 @@ export class LoadSync {
   #report(): void {
     const port = this.#port;
     if (port === null) return;
+    const now = this.#o.clock.now();
     const own = new Map<string, Load>();
+    let key = "";
     for (const w of this.#o.workers()) {
-      if (w.ownInFlight > 0 || w.ownPrefillTokens > 0) {
-        own.set(w.url, { inFlight: w.ownInFlight, prefillTokens: w.ownPrefillTokens });
+      const recentWork = w.ownRecentWork(now);
+      // Recent work alone below a token is none: it decays for ever and need not be sent.
+      if (w.ownInFlight > 0 || w.ownPrefillTokens > 0 || recentWork >= 1) {
+        own.set(w.url, { inFlight: w.ownInFlight, prefillTokens: w.ownPrefillTokens, recentWork });
+        if (w.ownInFlight > 0 || w.ownPrefillTokens > 0) {
+          key += `${w.url} ${w.ownInFlight} ${Math.round(w.ownPrefillTokens)}\n`;
+        }
       }
     }
-    const bytes = encodeLoads(own);
-    const changed = this.#last === null || !sameBytes(bytes, this.#last);
+    // Recent work decays on its own (the receiver decays it too); only new work, which always
+    // comes with a change of backlog, makes a report worth sending.
+    const changed = key !== this.#last;
     const to = changed ? port.openPeers() : port.openPeers().filter((p) => this.#fresh.has(p));
     this.#fresh.clear();
-    this.#last = bytes;
+    this.#last = key;
+    if (to.length === 0) return;
+    const bytes = encodeLoads(own);
     for (const peer of to) {
       // A full queue: this peer is told on the next round, changed or not.
       if (!port.send(peer, "worker_loads", bytes)) {
@@ -199,10 +232,4 @@ export class LoadSync {
       this.#o.count?.("bytes_sent", bytes.length);
     }
   }
-}
-
-function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
 }

@@ -56,7 +56,7 @@ import type {
 } from "../replicas.ts";
 import { Balance } from "./balance.ts";
 import { cheapest } from "./cost.ts";
-import { accountMatch, ownDepth, remoteOf } from "./matches.ts";
+import { accountMatch, ownDepth, placementFresh, remoteOf } from "./matches.ts";
 import { headKeys } from "./hash_index.ts";
 import { keepWithin, type ModelTrees, ModelTreeSet } from "./model_trees.ts";
 import {
@@ -141,7 +141,10 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
       ? pathHashes(tokens ?? request.text, block)
       : NO_HASHES;
     const remote: PlacementMatch | null = places.size > 0
-      ? places.deepest(hashes, block, (t) => candidates.some((w) => w.url === t))
+      ? places.deepest(hashes, block, (t, at) => {
+        const w = candidates.find((w) => w.url === t);
+        return w !== undefined && placementFresh(w, at, now);
+      })
       : null;
     let branch: CacheAwareBranch = "miss";
     let uncached = promptTokens(request);
@@ -411,8 +414,9 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     const sink = this.#replicas?.deltaSink;
     if (!sink) return;
     const places = trees.placements[kind];
+    const now = this.#d.now();
     for (const i of ladder(hashes.length).reverse()) {
-      places.add(hashes[i], url);
+      places.add(hashes[i], url, now);
       sink(this.#role, model, kind, hashes[i], url);
     }
   }

@@ -184,7 +184,7 @@ export class ModelTreeSet implements SharedTrees {
 
   applyDelta(model: string, kind: TreeKind, hash: number, tenant: string): boolean {
     const t = this.#peerTrees(model);
-    return t === null ? false : t.placements[kind].add(hash, tenant);
+    return t === null ? false : t.placements[kind].add(hash, tenant, this.#now());
   }
 
   *exportTree(model: string, kind: TreeKind): Iterable<TreeEntry> {
@@ -218,7 +218,7 @@ export class ModelTreeSet implements SharedTrees {
       // Oldest holder first, so the most recent ends up first.
       for (let i = entry.tenants.length - 1; i >= 0; i--) {
         const x = entry.tenants[i];
-        if (stones.admits(entry.hash, x, now)) t.placements[kind].add(entry.hash, x);
+        if (stones.admits(entry.hash, x, now)) t.placements[kind].add(entry.hash, x, now);
       }
       return;
     }

@@ -78,9 +78,15 @@ export interface PlacementMatch {
   readonly tenants: readonly string[];
 }
 
+/** A worker placed at a path hash, and when (the clock's ms) it was placed there last. */
+interface Holder {
+  tenant: string;
+  at: number;
+}
+
 /** Path hash → workers, for one model and tree kind. */
 export class Placements {
-  readonly #map = new Map<number, string[]>();
+  readonly #map = new Map<number, Holder[]>();
   readonly #max: number;
 
   /** Keeps at most `max` hashes (least recently used dropped first). */
@@ -98,38 +104,39 @@ export class Placements {
     return this.#map.has(hash);
   }
 
-  /** Makes `tenant` the most recent holder of `hash`; returns whether the hash was known. */
-  add(hash: number, tenant: string): boolean {
+  /**
+   * Makes `tenant` the most recent holder of `hash`, placed at `at` (default 0); returns whether
+   * the hash was known.
+   */
+  add(hash: number, tenant: string, at = 0): boolean {
     const held = this.#map.get(hash);
     if (held === undefined) {
       if (this.#map.size >= this.#max) this.#map.delete(this.#map.keys().next().value!);
-      this.#map.set(hash, [tenant]);
+      this.#map.set(hash, [{ tenant, at }]);
       return false;
     }
-    const i = held.indexOf(tenant);
-    if (i !== 0) {
-      if (i > 0) held.splice(i, 1);
-      held.unshift(tenant);
-      if (held.length > MAX_PLACEMENT_HOLDERS) held.length = MAX_PLACEMENT_HOLDERS;
-    }
+    const i = held.findIndex((h) => h.tenant === tenant);
+    if (i >= 0) held.splice(i, 1);
+    held.unshift({ tenant, at });
+    if (held.length > MAX_PLACEMENT_HOLDERS) held.length = MAX_PLACEMENT_HOLDERS;
     this.#map.delete(hash);
     this.#map.set(hash, held);
     return true;
   }
 
   /**
-   * The deepest of `hashes` (as `pathHashes` returns them) with a holder `eligible` accepts;
-   * refreshes it. Null when none.
+   * The deepest of `hashes` (as `pathHashes` returns them) with a holder `eligible` accepts (given
+   * when it was placed there); refreshes it. Null when none.
    */
   deepest(
     hashes: readonly number[],
     block: number,
-    eligible: (tenant: string) => boolean,
+    eligible: (tenant: string, at: number) => boolean,
   ): PlacementMatch | null {
     for (let i = hashes.length - 1; i >= 0; i--) {
       const held = this.#map.get(hashes[i]);
       if (held === undefined) continue;
-      const tenants = held.filter(eligible);
+      const tenants = held.filter((h) => eligible(h.tenant, h.at)).map((h) => h.tenant);
       if (tenants.length === 0) continue;
       this.#map.delete(hashes[i]);
       this.#map.set(hashes[i], held);
@@ -141,7 +148,7 @@ export class Placements {
   /** Takes `tenant` off `hash`'s holders (a correction); returns whether it was one. */
   drop(hash: number, tenant: string): boolean {
     const held = this.#map.get(hash);
-    const i = held?.indexOf(tenant) ?? -1;
+    const i = held?.findIndex((h) => h.tenant === tenant) ?? -1;
     if (i < 0) return false;
     if (held!.length === 1) this.#map.delete(hash);
     else held!.splice(i, 1);
@@ -151,7 +158,7 @@ export class Placements {
   /** Forgets `tenant` everywhere. */
   removeTenant(tenant: string): void {
     for (const [h, held] of this.#map) {
-      const i = held.indexOf(tenant);
+      const i = held.findIndex((x) => x.tenant === tenant);
       if (i < 0) continue;
       if (held.length === 1) this.#map.delete(h);
       else held.splice(i, 1);
@@ -165,8 +172,8 @@ export class Placements {
    */
   *entries(): Iterable<{ hash: number; tenants: readonly string[] }> {
     for (const hash of [...this.#map.keys()]) {
-      const tenants = this.#map.get(hash);
-      if (tenants !== undefined) yield { hash, tenants: [...tenants] };
+      const held = this.#map.get(hash);
+      if (held !== undefined) yield { hash, tenants: held.map((h) => h.tenant) };
     }
   }
 }

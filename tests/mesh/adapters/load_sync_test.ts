@@ -19,8 +19,20 @@ import type { StreamPort } from "../../../lib/mesh/streams.ts";
 
 const URLS = ["http://w1:8000", "http://w2:8000"];
 
-function worker(url: string): LoadedWorker & { ownInFlight: number; ownPrefillTokens: number } {
-  return { url, ownInFlight: 0, ownPrefillTokens: 0, peerInFlight: 0, peerPrefillTokens: 0 };
+function worker(url: string) {
+  return {
+    url,
+    ownInFlight: 0,
+    ownPrefillTokens: 0,
+    work: 0,
+    ownRecentWork(_now: number) {
+      return this.work;
+    },
+    peerInFlight: 0,
+    peerPrefillTokens: 0,
+    peerRecentWork: 0,
+    peerRecentWorkAt: 0,
+  } satisfies LoadedWorker & { work: number };
 }
 
 /** Routers named `names`, each with its own records of the same workers, none linked yet. */
@@ -103,6 +115,26 @@ Deno.test("load sync: a router's load reaches its peers within an interval, summ
   assert.deepEqual(peer(c.workers[0]), [0, 0], "stopped: the peers' load is forgotten");
 });
 
+Deno.test("load sync: recent work is told with the load and decays at the receiver", () => {
+  const m = routers(["a", "b"]);
+  m.link("a", "b");
+  const [a, b] = ["a", "b"].map(m.node);
+  a.workers[0].ownInFlight = 1;
+  a.workers[0].work = 30_000;
+  m.clock.advance(50);
+  assert.equal(b.workers[0].peerRecentWork, 30_000);
+  assert.equal(b.workers[0].peerRecentWorkAt, 50);
+  // Decay alone changes nothing worth sending; the receiver decays what it holds itself.
+  a.workers[0].work = 20_000;
+  m.clock.advance(500);
+  assert.equal(a.counts.get("sent"), 1);
+  // A change of load sends the current figure.
+  a.workers[0].ownInFlight = 2;
+  m.clock.advance(50);
+  assert.equal(b.workers[0].peerRecentWork, 20_000);
+  m.stop();
+});
+
 Deno.test("load sync: unchanged load is not sent again, but a peer that connects hears it", () => {
   const m = routers(["a", "b", "c"]);
   m.link("a", "b");
@@ -141,8 +173,8 @@ Deno.test("load sync: a closed stream's load is dropped; a malformed report chan
 
 Deno.test("load sync: reports round-trip; lists of different lengths are refused", () => {
   const loads = new Map([
-    ["http://w1:8000", { inFlight: 7, prefillTokens: 123_456 }],
-    ["http://w2:8000", { inFlight: 0, prefillTokens: 9 }],
+    ["http://w1:8000", { inFlight: 7, prefillTokens: 123_456, recentWork: 5_000_000 }],
+    ["http://w2:8000", { inFlight: 0, prefillTokens: 9, recentWork: 0 }],
   ]);
   const d = decodeLoads(encodeLoads(loads));
   assert.ok(d.ok);

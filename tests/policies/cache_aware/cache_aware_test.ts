@@ -11,6 +11,7 @@ import { seededRandom } from "../../../lib/core/clock.ts";
 import { silentLogger } from "../../../lib/core/log.ts";
 import type { SelectionNote, WorkerView } from "../../../lib/core/types.ts";
 import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.ts";
+import { placementFresh } from "../../../lib/policies/cache_aware/matches.ts";
 import type { PolicyObserver } from "../../../lib/policies/policy.ts";
 import { load, request, view } from "../../support/policies.ts";
 
@@ -460,4 +461,26 @@ Deno.test("cache_aware: a decision on tokens the gateway made from the text is r
   const note: SelectionNote = { prefillTokens: 0, predictedCached: null };
   assert.equal(p.select(ws, request(text + " and a question", {}), note)!.id, first.id);
   assert.ok(note.predictedCached! > 1000, "its text was held where its tokens went");
+});
+
+Deno.test("cache_aware: a peer's placement is trusted until its worker's cache has turned over since", () => {
+  const fresh = (recent: number | null, capacity: number | null, age: number) =>
+    placementFresh(
+      {
+        ...view("u1"),
+        kvCapacity: capacity,
+        ...(recent === null ? {} : { recentWork: () => recent }),
+      },
+      1000,
+      1000 + age,
+    );
+  // 300k tokens of recent work: 10k tokens/s enter a 100k-token cache; 0.7 of it takes 7 s.
+  assert.equal(fresh(300_000, 100_000, 6_900), true);
+  assert.equal(fresh(300_000, 100_000, 7_100), false);
+  // Twice the work: half the time.
+  assert.equal(fresh(600_000, 100_000, 3_600), false);
+  // No capacity stated, or no work seen: nothing to go by, trusted.
+  assert.equal(fresh(300_000, null, 1e9), true);
+  assert.equal(fresh(null, 100_000, 1e9), true);
+  assert.equal(fresh(0, 100_000, 1e9), true);
 });

@@ -230,3 +230,18 @@ Deno.test("PolicyReplicas: resolves the model's policy through a sticky wrapper,
   assert.equal(r.treesFor("prefill", "m"), prefill);
   assert.equal(r.treesFor("decode", "m"), null);
 });
+
+Deno.test("Placements: a holder keeps the time it was placed; eligibility sees it", () => {
+  const p = new Placements();
+  p.add(1, "a", 100);
+  p.add(1, "b", 200);
+  p.add(1, "a", 300); // placed again: most recent, at its new time
+  const seen: [string, number][] = [];
+  const m = p.deepest([1], 4, (t, at) => {
+    seen.push([t, at]);
+    return t === "b";
+  });
+  assert.deepEqual(seen, [["a", 300], ["b", 200]]);
+  assert.deepEqual(m, { depth: 4, tenants: ["b"] });
+  assert.equal(p.deepest([1], 4, () => false), null);
+});
