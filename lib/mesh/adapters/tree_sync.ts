@@ -48,6 +48,12 @@ interface Group {
   model: string;
   kind: TreeKind;
   deltas: { hash: number; worker: string }[];
+  /**
+   * The (hash, worker) pairs among `deltas` since the group's last correction: a decision's
+   * ladder repeats its shallow rungs (a shared system prompt) for every request, and a pair
+   * already going out this round need not go twice.
+   */
+  seen: Map<number, string[]>;
   /** With the time each was published (its age grows until it is sent). */
   corrections: { after: number; correction: TreeCorrection; at: number }[];
 }
@@ -57,6 +63,8 @@ export class TreeSync {
   readonly #o: Required<TreeSyncOptions>;
   #port: StreamPort | null = null;
   readonly #buffer = new Map<string, Group>();
+  /** The group the last delta went to (a decision's ladder goes to one group). */
+  #last: Group | null = null;
   #buffered = 0;
   /** Corrections buffered, and the branch units they carry. */
   #corrections = 0;
@@ -134,8 +142,13 @@ export class TreeSync {
   }
 
   #publish(role: TreeRole, model: string, kind: TreeKind, hash: number, worker: string): void {
+    const g = this.#group(role, model, kind);
+    const seen = g.seen.get(hash);
+    if (seen?.includes(worker)) return;
     if (this.#buffered >= this.#o.maxDeltas) return this.#o.count("deltas_dropped", 1);
-    this.#group(role, model, kind).deltas.push({ hash, worker });
+    g.deltas.push({ hash, worker });
+    if (seen) seen.push(worker);
+    else g.seen.set(hash, [worker]);
     this.#buffered++;
   }
 
@@ -153,16 +166,23 @@ export class TreeSync {
     const g = this.#group(role, model, kind);
     const at = this.#o.clock.now();
     g.corrections.push({ after: g.deltas.length, correction: { ...c, id }, at });
+    // A delta after the correction may undo it: it goes out even if an earlier one matched.
+    g.seen.clear();
     this.#corrections++;
     this.#correctionUnits += units;
     return id;
   }
 
   #group(role: TreeRole, model: string, kind: TreeKind): Group {
+    const last = this.#last;
+    if (last && last.role === role && last.model === model && last.kind === kind) return last;
     const k = codec.groupKey(role, model, kind);
     let g = this.#buffer.get(k);
-    if (!g) this.#buffer.set(k, g = { role, model, kind, deltas: [], corrections: [] });
-    return g;
+    if (!g) {
+      g = { role, model, kind, deltas: [], seen: new Map(), corrections: [] };
+      this.#buffer.set(k, g);
+    }
+    return this.#last = g;
   }
 
   #schedule(): void {
@@ -208,6 +228,7 @@ export class TreeSync {
         }
       }
       this.#buffer.clear();
+      this.#last = null;
       this.#buffered = 0;
       this.#corrections = 0;
       this.#correctionUnits = 0;

@@ -118,10 +118,18 @@ const conversation = (i: number) =>
   `tenant ${i % 7} system prompt: be helpful and brief. `.repeat(3) + `question ${i}, `.repeat(8);
 const count = (n: Node, c: TreeCounter) => n.counts.get(c) ?? 0;
 
-/** The deltas routing conversations `from` … `from + n − 1` publishes: each path's `ladder`. */
-const rungs = (from: number, n: number) =>
-  Array.from({ length: n }, (_, k) => ladder(pathHashes(conversation(from + k), 64).length).length)
-    .reduce((a, b) => a + b, 0);
+/**
+ * The deltas a round carries for `picks` (conversation → worker): each path's `ladder`, a
+ * (hash, worker) pair once however many decisions repeat it (a shared system prompt's rungs).
+ */
+const rungs = (picks: ReadonlyMap<number, string>) => {
+  const pairs = new Set<string>();
+  for (const [i, url] of picks) {
+    const hashes = pathHashes(conversation(i), 64);
+    for (const r of ladder(hashes.length)) pairs.add(`${hashes[r]} ${url}`);
+  }
+  return pairs.size;
+};
 
 /** Routes `n` conversations through `node`, spreading load so workers differ. */
 function route(node: Node, from: number, n: number): Map<number, string> {
@@ -149,7 +157,7 @@ Deno.test("tree sync: one delta envelope per round reaches every open peer and r
   m.clock.advance(10);
   // One envelope per peer; b and c, which never copied a's tree, also ask for it (one page).
   assert.deepEqual(a.sent.filter((t) => t === "tree_deltas"), ["tree_deltas", "tree_deltas"]);
-  const deltas = rungs(0, 20);
+  const deltas = rungs(picks);
   assert.ok(deltas > 20 && deltas <= 20 * 4, `${deltas} deltas`);
   assert.equal(count(a, "deltas_sent"), 2 * deltas);
   for (const peer of ["b", "c"]) {
@@ -286,14 +294,14 @@ Deno.test("tree sync: PD legs share their trees by role; a role without cache_aw
   m.link("a", "b");
   const picks = route(a, 0, 5);
   m.clock.advance(1010);
-  assert.equal(count(b, "deltas_received"), rungs(0, 5));
+  assert.equal(count(b, "deltas_received"), rungs(picks));
   for (const [i, url] of picks) assert.equal(nextTurn(b, i), url);
   // b routes the model without cache_aware: the deltas are dropped.
   const m2 = mesh(["x", "y"], { notCacheAware: "y" });
   m2.link("x", "y");
-  route(m2.node("x"), 0, 3);
+  const picks2 = route(m2.node("x"), 0, 3);
   m2.clock.advance(1010);
-  assert.equal(count(m2.node("y"), "deltas_dropped"), rungs(0, 3));
+  assert.equal(count(m2.node("y"), "deltas_dropped"), rungs(picks2));
   assert.equal(count(m2.node("y"), "repairs_started"), 0);
   m.stop();
   m2.stop();
@@ -450,4 +458,52 @@ Deno.test("tree sync: a router that missed a correction applies it from a repair
     assert.ok(believed(n.policy, "m", turn("x"), W1.url) <= SYSTEM.length, n.name);
   }
   m.stop();
+});
+
+Deno.test("tree sync: a (hash, worker) pair goes once a round, and again after a correction", () => {
+  const clock = new FakeClock();
+  const replicas = new PolicyReplicas();
+  const sync = new TreeSync({
+    replicas,
+    clock,
+    log: silentLogger,
+    random: seededRandom(1),
+    name: "a",
+  });
+  const sent: Uint8Array[] = [];
+  sync.attach({
+    openPeers: () => ["b"],
+    send(_peer, type, payload) {
+      if (type === "tree_deltas") sent.push(payload);
+      return true;
+    },
+  });
+  sync.peerChanged("b", true);
+  const delta = (hash: number, worker: string) =>
+    replicas.deltaSink!("main", "m", "string", hash, worker);
+  delta(1, "u1");
+  delta(2, "u1");
+  delta(1, "u1"); // the same pair: once
+  delta(1, "u2"); // another worker: its own
+  replicas.correctionSink!("main", "m", "string", {
+    worker: "u1",
+    branch: "abc",
+    kept: 1,
+    hashes: [1],
+    ageMs: 0,
+  });
+  delta(1, "u1"); // after the correction that dropped it: again
+  clock.advance(1000);
+  assert.equal(sent.length, 1);
+  const d = codec.decodeDeltas(sent[0]);
+  assert.ok(d.ok);
+  const g = d.value.groups.find((x) => x.deltas.length > 0)!;
+  assert.deepEqual(g.deltas.map((x) => [x.hash, x.worker]), [
+    [1, "u1"],
+    [2, "u1"],
+    [1, "u2"],
+    [1, "u1"],
+  ]);
+  assert.deepEqual(g.corrections.map((c) => c.after), [3]);
+  sync.stop();
 });
