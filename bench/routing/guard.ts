@@ -268,7 +268,9 @@ async function main(args: string[]): Promise<number> {
     const now = baselineOf(mine);
     fresh[name] = now;
     const ref = against ? baselineOf(theirs) : baseline?.cells[name];
-    const at = against ? "" : ` against ${baseline?.commits?.[name] ?? baseline?.commit}`;
+    const at = against || !baseline?.cells[name]
+      ? ""
+      : ` against ${baseline.commits?.[name] ?? baseline.commit}`;
     console.log(`\n## ${name} (${cell.args.join(" ")})${at}\n`);
     console.log(`| figure | ${against ? "against" : "baseline"} | now | tolerance | verdict |`);
     console.log("| --- | ---: | ---: | ---: | --- |");
