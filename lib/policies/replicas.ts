@@ -125,9 +125,9 @@ export class PolicyReplicas {
   readonly #trees = new Map<Policy, { role: TreeRole; trees: SharedTrees }>();
   readonly #pins = new Map<PinScope, { owner: Policy; pins: SharedPins }[]>();
 
-  /** A cache-aware policy joins (at construction). */
-  addTrees(policy: Policy & SharedTrees, role: TreeRole): void {
-    this.#trees.set(policy, { role, trees: policy });
+  /** A cache-aware policy joins with its shared trees (at construction). */
+  addTrees(policy: Policy, trees: SharedTrees, role: TreeRole): void {
+    this.#trees.set(policy, { role, trees });
   }
 
   /** A pin map of policy `owner` joins (at construction). */

@@ -28,9 +28,10 @@
  * (`#corrector`); a worker's part of the tree is kept within its KV capacity (`keepWithin`).
  *
  * Tenants are worker URLs. With the mesh on (`deps.replicas` with a delta sink), each decision is
- * also published as a path hash, peers' decisions kept as placements consulted as matches
- * (`shared_paths.ts`), `exportTree`/`applyEntry` serve repairs, and corrections travel too
- * (`applyCorrection`, `corrections.ts`). `export` and `apply` copy trees between instances.
+ * also published as a ladder of path hashes, peers' decisions kept as placements consulted as
+ * matches (`shared_paths.ts`); the trees themselves (`shared`, a `ModelTreeSet`) apply deltas,
+ * serve and replay repairs and apply corrections (`corrections.ts`). `export` and `apply` copy
+ * trees between instances.
  */
 
 import type { CacheAwareConfig } from "../../config/config.ts";
@@ -46,14 +47,7 @@ import {
 } from "../expected_wait.ts";
 import type { Policy } from "../policy.ts";
 import type { PolicyDeps } from "../policy_deps.ts";
-import type {
-  NewCorrection,
-  PolicyReplicas,
-  SharedTrees,
-  TreeCorrection,
-  TreeEntry,
-  TreeRole,
-} from "../replicas.ts";
+import type { NewCorrection, PolicyReplicas, SharedTrees, TreeRole } from "../replicas.ts";
 import { Balance } from "./balance.ts";
 import { cheapest } from "./cost.ts";
 import { accountMatch, ownDepth, placementFresh, remoteOf } from "./matches.ts";
@@ -77,7 +71,7 @@ const NO_HASHES: number[] = [];
 const IN_FLIGHT_MS = 5000;
 
 /** The cache_aware policy. */
-export class CacheAwarePolicy implements Policy, SharedTrees {
+export class CacheAwarePolicy implements Policy {
   readonly name = "cache_aware";
   readonly needs;
   readonly #d: PolicyDeps;
@@ -107,7 +101,7 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     this.#nextEviction = deps.now() + deps.config.evictionIntervalSecs * 1000;
     this.#replicas = deps.replicas ?? null;
     this.#role = deps.role ?? "main";
-    this.#replicas?.addTrees(this, this.#role);
+    this.#replicas?.addTrees(this, this.#trees, this.#role);
   }
 
   select<W extends WorkerView>(
@@ -351,28 +345,9 @@ export class CacheAwarePolicy implements Policy, SharedTrees {
     this.#trees.apply(model, key, tenant);
   }
 
-  applyDelta(model: string, kind: TreeKind, hash: number, tenant: string): boolean {
-    return this.#trees.applyDelta(model, kind, hash, tenant);
-  }
-
-  exportTree(model: string, kind: TreeKind): Iterable<TreeEntry> {
-    return this.#trees.exportTree(model, kind);
-  }
-
-  heldTrees(): { model: string; kind: TreeKind }[] {
-    return this.#trees.heldTrees();
-  }
-
-  applyEntry(model: string, kind: TreeKind, entry: TreeEntry): void {
-    this.#trees.applyEntry(model, kind, entry);
-  }
-
-  applyCorrection(model: string, kind: TreeKind, c: TreeCorrection): NewCorrection | null {
-    return this.#trees.applyCorrection(model, kind, c);
-  }
-
-  corrections(model: string, kind: TreeKind): TreeCorrection[] {
-    return this.#trees.corrections(model, kind);
+  /** Its trees as the mesh shares them (`PolicyReplicas`). */
+  get shared(): SharedTrees {
+    return this.#trees;
   }
 
   #record(model: string, trees: ModelTrees, request: RouteRequest, w: WorkerView, now: number) {

@@ -151,7 +151,7 @@ Deno.test("tree cluster: the feedback trim over three routers: one router's corr
     const note = send(r, text);
     note.onReport!({ prompt: text.length / 4, cached: system(k).length / 8 });
   };
-  const believes = (r: typeof a, text: string) => believed(r.policy, "m", text, W.url);
+  const believes = (r: typeof a, text: string) => believed(r.policy.shared, "m", text, W.url);
   const all = [a, b, r2];
   // Conversations under two system prompts, through every router, all on W.
   send(a, turn(1, "x"));

@@ -230,7 +230,9 @@ Deno.test("tree sync: a repair without progress for 5 s is retried from its curs
   const [a, b, c] = ["a", "b", "c"].map(m.node);
   const picks = route(a, 0, 300);
   for (const n of [b]) {
-    for (const e of [...a.policy.exportTree("m", "string")]) n.policy.applyEntry("m", "string", e);
+    for (const e of [...a.policy.shared.exportTree("m", "string")]) {
+      n.policy.shared.applyEntry("m", "string", e);
+    }
   }
   m.link("a", "c");
   m.link("b", "c");
@@ -329,7 +331,7 @@ Deno.test("tree sync: a cursor skips exactly that many entries, however the work
     const [a] = ["a"].map(m.node);
     route(a, 0, 500);
     m.link("a", "b");
-    const all = [...a.policy.exportTree("m", "string")];
+    const all = [...a.policy.shared.exportTree("m", "string")];
     const pages = pagesSeen(m, "a");
     a.sync.onEnvelope("b", "tree_repair_request", request_("s1", 300));
     m.clock.advance(2000);
@@ -371,7 +373,7 @@ Deno.test("tree sync: a path too long to send is skipped and counted", () => {
   m.link("a", "b");
   m.clock.advanceUntil(() => count(b, "repairs_finished") === 1, 10_000);
   assert.equal(count(a, "entries_skipped"), 1);
-  const paths = [...b.policy.exportTree("m", "string")].filter((e) => "path" in e);
+  const paths = [...b.policy.shared.exportTree("m", "string")].filter((e) => "path" in e);
   assert.equal(paths.length, 1);
   m.stop();
 });
@@ -408,7 +410,7 @@ Deno.test("tree sync: a correction reaches the peers in its round, in order amon
   m.clock.advance(1000);
   for (const n of [a, b, c]) {
     for (const t of ["x", "y", "v"]) {
-      assert.ok(believed(n.policy, "m", turn(t), W1.url) > SYSTEM.length);
+      assert.ok(believed(n.policy.shared, "m", turn(t), W1.url) > SYSTEM.length);
     }
   }
   evicted(a, turn("z"));
@@ -421,10 +423,16 @@ Deno.test("tree sync: a correction reaches the peers in its round, in order amon
   assert.equal(count(c, "corrections_received"), 2, "a's and b's relay");
   for (const n of [a, b, c]) {
     for (const t of ["y", "v"]) {
-      assert.ok(believed(n.policy, "m", turn(t), W1.url) <= SYSTEM.length, `${n.name}: ${t}`);
+      assert.ok(
+        believed(n.policy.shared, "m", turn(t), W1.url) <= SYSTEM.length,
+        `${n.name}: ${t}`,
+      );
     }
     // The delta decided after the correction was applied after it.
-    assert.ok(believed(n.policy, "m", turn("x"), W1.url) > SYSTEM.length, `${n.name}: x again`);
+    assert.ok(
+      believed(n.policy.shared, "m", turn("x"), W1.url) > SYSTEM.length,
+      `${n.name}: x again`,
+    );
   }
   m.stop();
 });
@@ -442,8 +450,8 @@ Deno.test("tree sync: a router that missed a correction applies it from a repair
   m.clock.advance(1000);
   evicted(a, turn("z"));
   m.clock.advance(1000);
-  assert.ok(believed(b.policy, "m", turn("x"), W1.url) <= SYSTEM.length);
-  assert.ok(believed(c.policy, "m", turn("x"), W1.url) > SYSTEM.length, "c missed it");
+  assert.ok(believed(b.policy.shared, "m", turn("x"), W1.url) <= SYSTEM.length);
+  assert.ok(believed(c.policy.shared, "m", turn("x"), W1.url) > SYSTEM.length, "c missed it");
   // The streams reopen: each side copies the other's trees, c's pages carrying the stale x.
   m.link("a", "c");
   m.link("b", "c");
@@ -455,7 +463,7 @@ Deno.test("tree sync: a router that missed a correction applies it from a repair
   assert.ok(paths.length >= 1, "c's pages carried x");
   assert.ok(count(c, "corrections_received") >= 1);
   for (const n of [a, b, c]) {
-    assert.ok(believed(n.policy, "m", turn("x"), W1.url) <= SYSTEM.length, n.name);
+    assert.ok(believed(n.policy.shared, "m", turn("x"), W1.url) <= SYSTEM.length, n.name);
   }
   m.stop();
 });

@@ -62,7 +62,7 @@ Deno.test("corrections: the router that saw the report forgets the worker's stal
   const a = router("a");
   a.send(X);
   a.send(Y);
-  assert.equal(believed(a.p, "m", Y, W.url), Y.length);
+  assert.equal(believed(a.p.shared, "m", Y, W.url), Y.length);
   clock.t = 5000;
   const note = a.send(Z);
   clock.t = 6000;
@@ -80,10 +80,10 @@ Deno.test("corrections: the router that saw the report forgets the worker's stal
   for (const h of hx.slice(Math.ceil(S.length / 64))) assert.ok(c.hashes.includes(h), "x's");
   assert.ok(c.hashes.every((h) => !hz.has(h)), "nothing of the request's own path: it was re-sent");
   // Its own placements no longer name the worker for x or y; z stays whole.
-  assert.equal(believed(a.p, "m", X, W.url), S.length);
-  assert.equal(believed(a.p, "m", Y, W.url), S.length);
-  assert.equal(believed(a.p, "m", Z, W.url), Z.length);
-  assert.equal(a.p.corrections("m", "string").length, 1);
+  assert.equal(believed(a.p.shared, "m", X, W.url), S.length);
+  assert.equal(believed(a.p.shared, "m", Y, W.url), S.length);
+  assert.equal(believed(a.p.shared, "m", Z, W.url), Z.length);
+  assert.equal(a.p.shared.corrections("m", "string").length, 1);
 });
 
 Deno.test("corrections: a peer forgets its record of the branch from before the request, drops the placements and relays its own", () => {
@@ -94,14 +94,16 @@ Deno.test("corrections: a peer forgets its record of the branch from before the 
   a.send(X);
   // b copies a's tree (a repair) and hears its decision; c only hears it.
   clock.t = 1000;
-  const snapshot: TreeEntry[] = [...a.p.exportTree("m", "string")];
-  for (const e of snapshot) b.p.applyEntry("m", "string", e);
-  for (const d of a.deltas) for (const r of [b, c]) r.p.applyDelta("m", "string", d.hash, d.tenant);
+  const snapshot: TreeEntry[] = [...a.p.shared.exportTree("m", "string")];
+  for (const e of snapshot) b.p.shared.applyEntry("m", "string", e);
+  for (const d of a.deltas) {
+    for (const r of [b, c]) r.p.shared.applyDelta("m", "string", d.hash, d.tenant);
+  }
   clock.t = 2000;
   b.send(Y); // b's own decision under S, before a's request
-  for (const d of b.deltas) c.p.applyDelta("m", "string", d.hash, d.tenant);
-  assert.equal(believed(b.p, "m", X, W.url), X.length, "b: a's path");
-  assert.equal(believed(c.p, "m", X, W.url), X.length - X.length % 64, "c: a's placement");
+  for (const d of b.deltas) c.p.shared.applyDelta("m", "string", d.hash, d.tenant);
+  assert.equal(believed(b.p.shared, "m", X, W.url), X.length, "b: a's path");
+  assert.equal(believed(c.p.shared, "m", X, W.url), X.length - X.length % 64, "c: a's placement");
   clock.t = 5000;
   const note = a.send(Z);
   clock.t = 6000;
@@ -110,27 +112,32 @@ Deno.test("corrections: a peer forgets its record of the branch from before the 
   const half = Math.floor(S.length / 2);
   note.onReport!({ prompt: Z.length / 4, cached: half / 4 });
   const [correction] = a.published;
-  const relay = b.p.applyCorrection("m", "string", correction);
+  const relay = b.p.shared.applyCorrection("m", "string", correction);
   assert.ok(relay !== null && relay.branch === null, "b forgot a path of its own: y");
   const hy = pathHashes(Y, 64);
   assert.ok(relay.hashes.includes(hy[hy.length - 1]));
-  assert.ok(RELAY_FREE(c.p.applyCorrection("m", "string", correction)), "c has no paths of w1");
-  c.p.applyCorrection("m", "string", { ...relay, id: "b/1" });
+  assert.ok(
+    RELAY_FREE(c.p.shared.applyCorrection("m", "string", correction)),
+    "c has no paths of w1",
+  );
+  c.p.shared.applyCorrection("m", "string", { ...relay, id: "b/1" });
   for (const r of [a, b, c]) {
-    assert.ok(believed(r.p, "m", X, W.url) <= S.length, "x: forgotten everywhere");
-    assert.ok(believed(r.p, "m", Y, W.url) <= S.length, "y: forgotten everywhere");
+    assert.ok(believed(r.p.shared, "m", X, W.url) <= S.length, "x: forgotten everywhere");
+    assert.ok(believed(r.p.shared, "m", Y, W.url) <= S.length, "y: forgotten everywhere");
   }
   const later = S + "later turn, after a's request, sent to w1 and held by it";
-  assert.equal(believed(b.p, "m", later, W.url), later.length, "b's decision since is kept");
+  assert.equal(believed(b.p.shared, "m", later, W.url), later.length, "b's decision since is kept");
   // A repair from a peer that never applied it (the snapshot) brings nothing of the branch back.
-  for (const e of snapshot) b.p.applyEntry("m", "string", e);
-  for (const e of [...a.p.exportTree("m", "string")]) c.p.applyEntry("m", "string", e);
-  assert.ok(believed(b.p, "m", X, W.url) <= S.length);
-  assert.ok(believed(c.p, "m", X, W.url) <= S.length);
+  for (const e of snapshot) b.p.shared.applyEntry("m", "string", e);
+  for (const e of [...a.p.shared.exportTree("m", "string")]) {
+    c.p.shared.applyEntry("m", "string", e);
+  }
+  assert.ok(believed(b.p.shared, "m", X, W.url) <= S.length);
+  assert.ok(believed(c.p.shared, "m", X, W.url) <= S.length);
   // Applied once: again, it forgets nothing more.
-  assert.equal(b.p.applyCorrection("m", "string", correction), null);
-  assert.equal(believed(b.p, "m", later, W.url), later.length);
-  const [remembered] = b.p.corrections("m", "string");
+  assert.equal(b.p.shared.applyCorrection("m", "string", correction), null);
+  assert.equal(believed(b.p.shared, "m", later, W.url), later.length);
+  const [remembered] = b.p.shared.corrections("m", "string");
   assert.equal(remembered.id, "a/1");
   assert.ok(hy.slice(-1).every((h) => remembered.hashes.includes(h)), "with b's own placements");
 });

@@ -107,8 +107,8 @@ Deno.test("shared trees: a conversation's next turn on another router goes to th
   );
   const d = a.deltas[a.deltas.length - 1];
   assert.deepEqual([d.role, d.model, d.kind, d.tenant], ["main", "m", "string", pick.url]);
-  assert.equal(b.p.applyDelta(d.model, "string", d.hash, d.tenant), false, "unknown on b");
-  assert.equal(b.p.applyDelta(d.model, "string", d.hash, d.tenant), true, "known after");
+  assert.equal(b.p.shared.applyDelta(d.model, "string", d.hash, d.tenant), false, "unknown on b");
+  assert.equal(b.p.shared.applyDelta(d.model, "string", d.hash, d.tenant), true, "known after");
   // On b, u1 is now the busier worker: without the placement b would pick u2.
   const turn2 = turn1 + " assistant: it shipped. user: when does it arrive?";
   assert.equal(b.p.select([w("u1", 2), w("u2")], request(turn2))?.id, "u1");
@@ -128,10 +128,10 @@ Deno.test("shared trees: a next turn that does not extend the last one's tail st
   assert.ok(pathHashes(turn1, 64).length - pathHashes(shared, 64).length >= 3);
   a.p.select([w("u1"), w("u2", 1)], request(turn1));
   const deepest = a.deltas[a.deltas.length - 1];
-  b.p.applyDelta("m", "string", deepest.hash, deepest.tenant);
+  b.p.shared.applyDelta("m", "string", deepest.hash, deepest.tenant);
   assert.equal(b.p.select([w("u1", 2), w("u2")], request(turn2))?.id, "u2", "the deepest alone");
   const c = router();
-  for (const x of a.deltas) c.p.applyDelta(x.model, "string", x.hash, x.tenant);
+  for (const x of a.deltas) c.p.shared.applyDelta(x.model, "string", x.hash, x.tenant);
   assert.equal(c.p.select([w("u1", 2), w("u2")], request(turn2))?.id, "u1", "the ladder");
 });
 
@@ -140,7 +140,7 @@ Deno.test("shared trees: a placement is ignored when its worker is not a candida
   const b = router();
   const turn1 = SYSTEM + "user: hi";
   a.p.select([w("u1"), w("u2", 1)], request(turn1));
-  for (const d of a.deltas) b.p.applyDelta(d.model, "string", d.hash, d.tenant);
+  for (const d of a.deltas) b.p.shared.applyDelta(d.model, "string", d.hash, d.tenant);
   assert.equal(b.p.select([w("u2", 3), w("u3")], request(turn1 + " more"))?.id, "u3");
 });
 
@@ -151,7 +151,7 @@ Deno.test("shared trees: the deeper of the local match and the placement wins", 
   b.p.select([w("u2"), w("u1", 1)], request(SYSTEM + "user: other question"));
   const turn1 = SYSTEM + "user: where is my order? ".repeat(3);
   a.p.select([w("u1"), w("u2", 1)], request(turn1));
-  for (const d of a.deltas) b.p.applyDelta(d.model, "string", d.hash, d.tenant);
+  for (const d of a.deltas) b.p.shared.applyDelta(d.model, "string", d.hash, d.tenant);
   assert.equal(b.p.select([w("u1"), w("u2")], request(turn1 + "and then?"))?.id, "u1");
 });
 
@@ -163,7 +163,7 @@ Deno.test("shared trees: no sink, no hashing and no placements; short prompts pu
     config: defaultConfig(),
   });
   p.select([w("u1")], request(SYSTEM));
-  assert.deepEqual([...p.exportTree("m", "string")].filter((e) => "hash" in e), []);
+  assert.deepEqual([...p.shared.exportTree("m", "string")].filter((e) => "hash" in e), []);
   const a = router();
   a.p.select([w("u1")], request("short"));
   assert.equal(a.deltas.length, 0);
@@ -182,7 +182,7 @@ Deno.test("shared trees: token requests publish page hashes to the token tree", 
     pathHashes(tokens, 16)[0],
     pathHashes(tokens, 16)[1],
   ]);
-  for (const d of a.deltas) b.p.applyDelta(d.model, "token", d.hash, d.tenant);
+  for (const d of a.deltas) b.p.shared.applyDelta(d.model, "token", d.hash, d.tenant);
   const next = [...tokens, 41, 42, 43];
   assert.equal(b.p.select([w("u1", 2), w("u2")], request("", { tokens: next }))?.id, "u1");
 });
@@ -192,13 +192,13 @@ Deno.test("shared trees: a repair's entries rebuild the tree and placements else
   const c = router();
   const turn1 = SYSTEM + "user: refund please";
   a.p.select([w("u1"), w("u2", 1)], request(turn1));
-  a.p.applyDelta("m", "string", 12345, "http://u9:8000");
-  const entries = [...a.p.exportTree("m", "string")];
+  a.p.shared.applyDelta("m", "string", 12345, "http://u9:8000");
+  const entries = [...a.p.shared.exportTree("m", "string")];
   assert.equal(entries.filter((e) => "path" in e).length, 1);
   const rungs = ladder(pathHashes(turn1, 64).length).length;
   assert.equal(entries.filter((e) => "hash" in e).length, rungs + 1);
-  for (const e of entries) c.p.applyEntry("m", "string", e);
-  assert.deepEqual([...c.p.exportTree("m", "string")], entries);
+  for (const e of entries) c.p.shared.applyEntry("m", "string", e);
+  assert.deepEqual([...c.p.shared.exportTree("m", "string")], entries);
   assert.equal(c.p.select([w("u1", 3), w("u2")], request(turn1 + " now"))?.id, "u1");
 });
 
@@ -208,10 +208,10 @@ Deno.test("shared trees: a removed worker leaves the placements", () => {
   const turn1 = SYSTEM + "user: hello";
   const u1 = w("u1");
   a.p.select([u1, w("u2", 1)], request(turn1));
-  for (const d of a.deltas) b.p.applyDelta(d.model, "string", d.hash, d.tenant);
+  for (const d of a.deltas) b.p.shared.applyDelta(d.model, "string", d.hash, d.tenant);
   b.p.select([u1], request("x".repeat(10))); // b learns u1's id
   b.p.onWorkerRemoved(u1.id);
-  assert.deepEqual([...b.p.exportTree("m", "string")].filter((e) => "hash" in e), []);
+  assert.deepEqual([...b.p.shared.exportTree("m", "string")].filter((e) => "hash" in e), []);
 });
 
 Deno.test("PolicyReplicas: resolves the model's policy through a sticky wrapper, and PD legs by role", () => {
@@ -226,8 +226,8 @@ Deno.test("PolicyReplicas: resolves the model's policy through a sticky wrapper,
   const main = new CacheAwarePolicy(deps);
   const prefill = new CacheAwarePolicy({ ...deps, role: "prefill" });
   r.mainFor = () => ({ inner: main } as never);
-  assert.equal(r.treesFor("main", "m"), main);
-  assert.equal(r.treesFor("prefill", "m"), prefill);
+  assert.equal(r.treesFor("main", "m"), main.shared);
+  assert.equal(r.treesFor("prefill", "m"), prefill.shared);
   assert.equal(r.treesFor("decode", "m"), null);
 });
 
