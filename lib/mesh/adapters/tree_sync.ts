@@ -49,11 +49,12 @@ interface Group {
   kind: TreeKind;
   deltas: { hash: number; worker: string }[];
   /**
-   * The (hash, worker) pairs among `deltas` since the group's last correction: a decision's
-   * ladder repeats its shallow rungs (a shared system prompt) for every request, and a pair
-   * already going out this round need not go twice.
+   * Each hash's last worker among `deltas` since the group's last correction: a decision's ladder
+   * repeats its shallow rungs (a shared system prompt) for every request, and a pair that is
+   * already its hash's latest this round need not go again (the receiver's order of holders
+   * stays the same).
    */
-  seen: Map<number, string[]>;
+  seen: Map<number, string>;
   /** With the time each was published (its age grows until it is sent). */
   corrections: { after: number; correction: TreeCorrection; at: number }[];
 }
@@ -143,12 +144,10 @@ export class TreeSync {
 
   #publish(role: TreeRole, model: string, kind: TreeKind, hash: number, worker: string): void {
     const g = this.#group(role, model, kind);
-    const seen = g.seen.get(hash);
-    if (seen?.includes(worker)) return;
+    if (g.seen.get(hash) === worker) return;
     if (this.#buffered >= this.#o.maxDeltas) return this.#o.count("deltas_dropped", 1);
     g.deltas.push({ hash, worker });
-    if (seen) seen.push(worker);
-    else g.seen.set(hash, [worker]);
+    g.seen.set(hash, worker);
     this.#buffered++;
   }
 

@@ -468,7 +468,7 @@ Deno.test("tree sync: a router that missed a correction applies it from a repair
   m.stop();
 });
 
-Deno.test("tree sync: a (hash, worker) pair goes once a round, and again after a correction", () => {
+Deno.test("tree sync: a pair already its hash's latest in the round is not sent again", () => {
   const clock = new FakeClock();
   const replicas = new PolicyReplicas();
   const sync = new TreeSync({
@@ -491,8 +491,11 @@ Deno.test("tree sync: a (hash, worker) pair goes once a round, and again after a
     replicas.deltaSink!("main", "m", "string", hash, worker);
   delta(1, "u1");
   delta(2, "u1");
-  delta(1, "u1"); // the same pair: once
+  delta(1, "u1"); // still hash 1's latest: once
   delta(1, "u2"); // another worker: its own
+  delta(3, "u1");
+  delta(3, "u2");
+  delta(3, "u1"); // u1 again after u2: sent, so that the peer holds u1 as the most recent
   replicas.correctionSink!("main", "m", "string", {
     worker: "u1",
     branch: "abc",
@@ -510,8 +513,11 @@ Deno.test("tree sync: a (hash, worker) pair goes once a round, and again after a
     [1, "u1"],
     [2, "u1"],
     [1, "u2"],
+    [3, "u1"],
+    [3, "u2"],
+    [3, "u1"],
     [1, "u1"],
   ]);
-  assert.deepEqual(g.corrections.map((c) => c.after), [3]);
+  assert.deepEqual(g.corrections.map((c) => c.after), [6]);
   sync.stop();
 });
