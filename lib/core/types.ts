@@ -54,12 +54,6 @@ export interface LoadSnapshot {
   details: unknown;
 }
 
-/**
- * The time constant of a worker's recent work (`WorkerView.recentWork`), ms: long enough to
- * average a bursty trace, short against the minutes a large KV cache takes to turn over.
- */
-export const RECENT_WORK_TAU_MS = 30_000;
-
 /** What a policy may read about a candidate worker. */
 export interface WorkerView {
   /** Registry id (UUID). */
@@ -94,7 +88,7 @@ export interface WorkerView {
   readonly kvCapacity?: number | null;
   /**
    * Uncached prompt tokens sent to it recently, this gateway's and on a mesh its peers', each
-   * weighed e^(−age/τ) at clock time `now` (τ = `RECENT_WORK_TAU_MS`): τ × the rate at which new
+   * weighed e^(−age/τ) at clock time `now` (`recent_work.ts`): τ × the rate at which new
    * tokens enter its KV cache. Absent where not tracked.
    */
   recentWork?(now: number): number;

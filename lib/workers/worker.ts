@@ -4,14 +4,14 @@
  * The API key is kept private: it is sent to the worker, never shown.
  */
 
-import {
-  type ConnectionMode,
-  type LoadSnapshot,
-  RECENT_WORK_TAU_MS,
-  type WorkerStatus,
-  type WorkerType,
-  type WorkerView,
+import type {
+  ConnectionMode,
+  LoadSnapshot,
+  WorkerStatus,
+  WorkerType,
+  WorkerView,
 } from "../core/types.ts";
+import { decayed } from "../core/recent_work.ts";
 import { RatioEstimate } from "../core/chars_per_token.ts";
 import { BREAKER_GAUGE, CircuitBreaker } from "./circuit_breaker.ts";
 import type { HealthCounters } from "./health_state.ts";
@@ -204,19 +204,17 @@ export class Worker implements WorkerView {
   }
 
   /**
-   * Uncached prompt tokens this gateway sent it, each weighed e^(−age/τ), τ = `RECENT_WORK_TAU_MS`,
-   * at clock time `now`: τ × the rate at which new tokens enter its KV cache and push old ones
-   * out.
+   * Uncached prompt tokens this gateway sent it, decayed to clock time `now`
+   * (`lib/core/recent_work.ts`): τ × the rate at which new tokens enter its KV cache and push
+   * old ones out.
    */
   ownRecentWork(now: number): number {
-    return this.#work * Math.exp(-Math.max(0, now - this.#workAt) / RECENT_WORK_TAU_MS);
+    return decayed(this.#work, now - this.#workAt);
   }
 
   /** `ownRecentWork` plus the peers' (load sync), both at `now`. */
   recentWork(now: number): number {
-    const peers = this.peerRecentWork *
-      Math.exp(-Math.max(0, now - this.peerRecentWorkAt) / RECENT_WORK_TAU_MS);
-    return this.ownRecentWork(now) + peers;
+    return this.ownRecentWork(now) + decayed(this.peerRecentWork, now - this.peerRecentWorkAt);
   }
 
   /**

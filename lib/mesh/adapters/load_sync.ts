@@ -20,7 +20,7 @@
 
 import protobuf from "protobufjs";
 import type { Clock } from "../../core/clock.ts";
-import { RECENT_WORK_TAU_MS } from "../../core/types.ts";
+import { decayed } from "../../core/recent_work.ts";
 import type { Logger } from "../../core/log.ts";
 import type { StreamPort } from "../streams.ts";
 import { decode, type Decoded, safe } from "../store/store_codec.ts";
@@ -171,12 +171,11 @@ export class LoadSync {
     const now = this.#o.clock.now();
     const sums = new Map<string, Load>();
     for (const { loads, at } of this.#told.values()) {
-      const decay = Math.exp(-Math.max(0, now - at) / RECENT_WORK_TAU_MS);
       for (const [url, l] of loads) {
         const s = sums.get(url) ?? { inFlight: 0, prefillTokens: 0, recentWork: 0 };
         s.inFlight += l.inFlight;
         s.prefillTokens += l.prefillTokens;
-        s.recentWork += l.recentWork * decay;
+        s.recentWork += decayed(l.recentWork, now - at);
         sums.set(url, s);
       }
     }

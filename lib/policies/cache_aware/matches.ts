@@ -5,7 +5,8 @@
  * (`accountMatch`).
  */
 
-import { RECENT_WORK_TAU_MS, type WorkerView } from "../../core/types.ts";
+import { RECENT_WORK_TAU_MS } from "../../core/recent_work.ts";
+import type { WorkerView } from "../../core/types.ts";
 import type { CacheIndexView } from "../policy_deps.ts";
 import type { PlacementMatch } from "./shared_paths.ts";
 import { MAX_MATCHED_TENANTS, type PrefixMatch } from "./tree_types.ts";
