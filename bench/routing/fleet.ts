@@ -42,6 +42,12 @@ export interface WorkerCounters {
   generationTokens: number;
   /** `sglang:num_requests_total`. */
   requests: number;
+  /**
+   * `sglang:time_to_first_token_seconds` sum (simulated seconds, from arrival at the worker) and
+   * count; 0 from a worker that does not export them (an older sim-worker).
+   */
+  ttftSeconds: number;
+  firstTokens: number;
 }
 
 const COUNTERS: Record<keyof WorkerCounters, string> = {
@@ -49,7 +55,11 @@ const COUNTERS: Record<keyof WorkerCounters, string> = {
   cachedTokens: "sglang:cached_tokens_total",
   generationTokens: "sglang:generation_tokens_total",
   requests: "sglang:num_requests_total",
+  ttftSeconds: "sglang:time_to_first_token_seconds_sum",
+  firstTokens: "sglang:time_to_first_token_seconds_count",
 };
+/** Counters an older sim-worker lacks: read as 0. */
+const OPTIONAL = new Set<keyof WorkerCounters>(["ttftSeconds", "firstTokens"]);
 
 /** The sim-worker command line (without host and port), for the report. */
 export function simWorkerArgs(root: string, knobs: string[], modelPath?: string): string[] {
@@ -161,7 +171,7 @@ export function parseCounters(text: string): WorkerCounters {
   }
   const out = {} as WorkerCounters;
   for (const [key, name] of Object.entries(COUNTERS) as [keyof WorkerCounters, string][]) {
-    const v = sums.get(name);
+    const v = sums.get(name) ?? (OPTIONAL.has(key) ? 0 : undefined);
     if (v === undefined) throw new Error(`no ${name} in the worker's /metrics`);
     out[key] = v;
   }
@@ -180,10 +190,9 @@ export function readCounters(urls: string[]): Promise<WorkerCounters[]> {
 
 /** `after - before`, counter by counter. */
 export function delta(before: WorkerCounters, after: WorkerCounters): WorkerCounters {
-  return {
-    promptTokens: after.promptTokens - before.promptTokens,
-    cachedTokens: after.cachedTokens - before.cachedTokens,
-    generationTokens: after.generationTokens - before.generationTokens,
-    requests: after.requests - before.requests,
-  };
+  const out = {} as WorkerCounters;
+  for (const key of Object.keys(COUNTERS) as (keyof WorkerCounters)[]) {
+    out[key] = after[key] - before[key];
+  }
+  return out;
 }

@@ -33,6 +33,13 @@ export interface Summary {
   ttftMeanMs: number | null;
   ttftP50Ms: number | null;
   ttftP99Ms: number | null;
+  /**
+   * The workers' own mean time to first token, wall ms from a request's arrival at its worker
+   * (queue and prefill): the client's mean minus this is what the way there and back cost (the
+   * front, the gateway, the sockets), which routing quality does not explain. Null without the
+   * workers' counters.
+   */
+  engineTtftMeanMs?: number | null;
   /** Client-side end-to-end time, ms, over ok requests. */
   e2eP50Ms: number | null;
   e2eP99Ms: number | null;
@@ -124,6 +131,18 @@ export function ttftFloorMs(
   return round((meanPromptTokens * (1 - bound)) / (tps / scale) * 1000, 0);
 }
 
+/**
+ * `Summary.engineTtftMeanMs`: Σ of the workers' first-token seconds ÷ their count, in wall ms
+ * (simulated seconds × `--time-scale`, the last in `simArgs`); null when no first token was counted.
+ */
+export function engineTtftMs(workers: readonly WorkerCounters[], simArgs: readonly string[]) {
+  const n = workers.reduce((a, w) => a + w.firstTokens, 0);
+  const i = simArgs.lastIndexOf("--time-scale");
+  const scale = i < 0 ? 1 : Number(simArgs[i + 1]);
+  if (n <= 0 || !(scale >= 0)) return null;
+  return round(workers.reduce((a, w) => a + w.ttftSeconds, 0) / n * 1000 * scale, 1);
+}
+
 /** The `q` quantile of `xs` (nearest rank), or null when empty. */
 export function percentile(xs: number[], q: number): number | null {
   if (xs.length === 0) return null;
@@ -213,6 +232,7 @@ export function markdown(point: string, rows: Summary[]): string {
     "TTFT mean ms",
     "TTFT p50 ms",
     "TTFT p99 ms",
+    "engine TTFT ms",
     "E2E p50 ms",
     "E2E p99 ms",
     "cache hit",
@@ -255,6 +275,7 @@ export function markdown(point: string, rows: Summary[]): string {
           fmt(s.ttftMeanMs),
           fmt(s.ttftP50Ms),
           fmt(s.ttftP99Ms),
+          fmt(s.engineTtftMeanMs ?? null),
           fmt(s.e2eP50Ms),
           fmt(s.e2eP99Ms),
           pct(s.cacheHitRate),

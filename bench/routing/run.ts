@@ -52,6 +52,7 @@ import { haproxyConfig, nginxConfig } from "./peers.ts";
 import { oracleAssignment, upperBoundKnobs } from "./references.ts";
 import { replayPlan } from "./replay.ts";
 import {
+  engineTtftMs,
   markdown,
   predictionMarkdown,
   routersMarkdown,
@@ -222,9 +223,11 @@ async function main(args: string[]): Promise<number> {
           tag,
         );
         const bound = replay?.facts.points.find((p) => p.label === point.label)?.bound;
+        const engineTtftMeanMs = engineTtftMs(s.workers, simKnobs);
         rows.push(
-          bound === undefined ? s : {
+          bound === undefined ? { ...s, engineTtftMeanMs } : {
             ...s,
+            engineTtftMeanMs,
             cacheBound: bound,
             ttftFloorMs: ttftFloorMs(s.meanPromptTokens, bound, simKnobs),
           },

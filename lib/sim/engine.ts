@@ -56,7 +56,15 @@ export class SimEngine {
   #closer = new AbortController();
   #throughput = new RateMeter();
   #hitRate: number | null = null;
-  #totals = { requests: 0, promptTokens: 0, cachedTokens: 0, generatedTokens: 0, aborted: 0 };
+  #totals = {
+    requests: 0,
+    promptTokens: 0,
+    cachedTokens: 0,
+    generatedTokens: 0,
+    aborted: 0,
+    firstTokens: 0,
+    ttftMs: 0,
+  };
   readonly #finished = new Set<() => void>();
   /** The engine's settings (a copy). */
   get config(): EngineConfig {
@@ -264,17 +272,25 @@ export class SimEngine {
     s.pinned = reached;
   }
 
+  /** Stamps `s`'s first token (once) and adds its time to first token to the totals. */
+  #firstToken(s: Sequence): void {
+    if (s.firstTokenAt !== null) return;
+    s.firstTokenAt = this.#pacer.simNow();
+    this.#totals.firstTokens++;
+    this.#totals.ttftMs += s.firstTokenAt - s.submitAt;
+  }
+
   /** Emits the next token of `s` and finishes it if that was the last; returns tokens emitted. */
   #emit(s: Sequence): number {
     const index = s.out.length;
     if (index >= s.maxNew) {
-      s.firstTokenAt ??= this.#pacer.simNow();
+      this.#firstToken(s);
       this.#finish(s, "length");
       return 0;
     }
     const { id, piece } = s.next();
     s.out.push(id);
-    s.firstTokenAt ??= this.#pacer.simNow();
+    this.#firstToken(s);
     this.#totals.generatedTokens++;
     try {
       s.onToken(id, index, piece);

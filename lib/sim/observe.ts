@@ -77,5 +77,13 @@ export function metricsText(s: EngineStats, model: string): string {
     "Requests aborted by their client",
     s.totals.aborted,
   );
+  // sglang's is a histogram; its sum and count are what a mean needs (simulated seconds).
+  const ttft = "sglang:time_to_first_token_seconds";
+  lines.push(
+    `# HELP ${ttft} Time from arrival to the first token (simulated seconds)`,
+    `# TYPE ${ttft} summary`,
+    `${ttft}_sum${l} ${s.totals.ttftMs / 1000}`,
+    `${ttft}_count${l} ${s.totals.firstTokens}`,
+  );
   return lines.join("\n") + "\n";
 }

@@ -93,5 +93,9 @@ export interface EngineStats {
     generatedTokens: number;
     /** Requests aborted by their client. */
     aborted: number;
+    /** Requests that got their first token. */
+    firstTokens: number;
+    /** Σ simulated ms from submit to the first token over those requests. */
+    ttftMs: number;
   };
 }

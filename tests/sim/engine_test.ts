@@ -127,6 +127,8 @@ Deno.test("engine: abort frees the batch slot at once; a queued abort never runs
     cachedTokens: 0,
     generatedTokens: 5,
     aborted: 3,
+    firstTokens: 2,
+    ttftMs: ra.result.ttftMs! + rb.result.ttftMs!,
   });
   // Nothing running: all that is left is the whole blocks A (80 + 2) and B (80 + 1) computed.
   assert.equal(s.running, 0);
@@ -195,7 +197,7 @@ Deno.test("engine: stats agree with the batch, the queue and the KV pool", async
     run(sim, prompt(2, 200), 50),
     run(sim, prompt(3, 300), 5),
   ];
-  await Promise.all(runs);
+  const done = await Promise.all(runs);
   const s = mid!;
   assert.equal(s.running, 2);
   assert.equal(s.waiting, 1);
@@ -216,6 +218,8 @@ Deno.test("engine: stats agree with the batch, the queue and the KV pool", async
     cachedTokens: 0,
     generatedTokens: 105,
     aborted: 0,
+    firstTokens: 3,
+    ttftMs: done.reduce((a, r) => a + r.result.ttftMs!, 0),
   });
   assert.equal(end.residentTokens % 16, 0, "only whole cached blocks remain");
   assert.ok(end.residentTokens > 0);

@@ -202,6 +202,8 @@ Deno.test("sim server: load endpoints and metrics agree with the engine", async 
     assert.equal(value("num_requests_total"), 2);
     assert.ok(value("cached_tokens_total") > 0);
     assert.ok(value("prompt_tokens_total") > value("cached_tokens_total"));
+    assert.equal(value("time_to_first_token_seconds_count"), 2);
+    assert.ok(value("time_to_first_token_seconds_sum") > 0);
     const legacy = await (await s.handle(new Request("http://sim/get_load"))).json();
     assert.equal(legacy[0].num_reqs, 0);
     const models = await (await s.handle(new Request("http://sim/v1/models"))).json();

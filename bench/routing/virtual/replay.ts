@@ -199,5 +199,13 @@ export async function replayVirtual(input: ReplayInput): Promise<ReplayResult> {
 }
 
 function zero(): Totals {
-  return { requests: 0, promptTokens: 0, cachedTokens: 0, generatedTokens: 0, aborted: 0 };
+  return {
+    requests: 0,
+    promptTokens: 0,
+    cachedTokens: 0,
+    generatedTokens: 0,
+    aborted: 0,
+    firstTokens: 0,
+    ttftMs: 0,
+  };
 }

@@ -1,8 +1,9 @@
-/** The routing benchmark's report: the mean TTFT floor of a trace window. */
+/** The routing benchmark's report: the mean TTFT floor of a trace window, the workers' own TTFT. */
 
 import assert from "node:assert/strict";
 import type { RequestRecord } from "../../../bench/routing/client.ts";
-import { followUpHit, ttftFloorMs } from "../../../bench/routing/report.ts";
+import { parseCounters } from "../../../bench/routing/fleet.ts";
+import { engineTtftMs, followUpHit, ttftFloorMs } from "../../../bench/routing/report.ts";
 
 Deno.test("report: the TTFT floor is the uncached share of the mean prompt at the wall-clock prefill speed", () => {
   const sim = ["--prefill-tps", "8000", "--time-scale", "2", "--prefill-tps", "48000"];
@@ -48,4 +49,23 @@ Deno.test("report: the follow-ups' hit counts requests of a conversation sent be
   // Follow-ups: a at 30 (90 of 100) and b at 40 (50 of 100).
   assert.equal(followUpHit(records), 0.7);
   assert.equal(followUpHit([rec("a", 0, 10), rec("b", 1, 20)]), null, "no follow-up");
+});
+
+Deno.test("report: the workers' own TTFT is their summed first-token seconds over their count, in wall ms", () => {
+  const text = (sum: number, count: number) =>
+    [
+      'sglang:prompt_tokens_total{model_name="m"} 100',
+      'sglang:cached_tokens_total{model_name="m"} 40',
+      'sglang:generation_tokens_total{model_name="m"} 9',
+      'sglang:num_requests_total{model_name="m"} 3',
+      "# TYPE sglang:time_to_first_token_seconds summary",
+      `sglang:time_to_first_token_seconds_sum{model_name="m"} ${sum}`,
+      `sglang:time_to_first_token_seconds_count{model_name="m"} ${count}`,
+    ].join("\n");
+  const workers = [parseCounters(text(0.3, 2)), parseCounters(text(0.5, 2))];
+  assert.equal(engineTtftMs(workers, []), 200, "(0.3 + 0.5) s ÷ 4");
+  assert.equal(engineTtftMs(workers, ["--time-scale", "4", "--time-scale", "0.5"]), 100);
+  const old = parseCounters(text(0, 0).split("\n").slice(0, 4).join("\n"));
+  assert.equal(old.firstTokens, 0, "an older worker without the counters reads as none");
+  assert.equal(engineTtftMs([old], []), null);
 });
