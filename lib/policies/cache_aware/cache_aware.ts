@@ -25,7 +25,7 @@
  * that encode at once (`RouteRequest.tokenizedText`; the rest route on their text), and records
  * those decisions in the text tree too. Tree feedback: an answer reporting clearly
  * fewer cached tokens than believed makes the tree forget the worker's stale branches
- * (`#corrector`); a worker's part of the tree is kept within its KV capacity (`keepWithin`).
+ * (`feedback.ts`); a worker's part of the tree is kept within its KV capacity (`keepWithin`).
  *
  * Tenants are worker URLs. With the mesh on (`deps.replicas` with a delta sink), each decision is
  * also published as a ladder of path hashes, peers' decisions kept as placements consulted as
@@ -49,9 +49,10 @@ import type { Policy } from "../policy.ts";
 import type { PolicyDeps } from "../policy_deps.ts";
 import type { NewCorrection, PolicyReplicas, SharedTrees, TreeRole } from "../replicas.ts";
 import { Balance } from "./balance.ts";
+import { corrector, type FeedbackDeps } from "./feedback.ts";
 import { cheapest } from "./cost.ts";
 import { accountMatch, ownDepth, placementFresh, remoteOf } from "./matches.ts";
-import { headKeys } from "./hash_index.ts";
+import { headKeys, pickHolder } from "./hash_index.ts";
 import { keepWithin, type ModelTrees, ModelTreeSet } from "./model_trees.ts";
 import {
   blockUnits,
@@ -83,6 +84,7 @@ export class CacheAwarePolicy implements Policy {
   readonly #replicas: PolicyReplicas | null;
   readonly #role: TreeRole;
   readonly #steady = new SteadyRatios();
+  readonly #feedback: FeedbackDeps;
   #nextEviction: number;
 
   /** Reads `deps.config.cacheAware`, least_load's tuning and the boundaries. */
@@ -102,6 +104,15 @@ export class CacheAwarePolicy implements Policy {
     this.#replicas = deps.replicas ?? null;
     this.#role = deps.role ?? "main";
     this.#replicas?.addTrees(this, this.#trees, this.#role);
+    this.#feedback = {
+      trees: this.#trees,
+      now: deps.now,
+      publisher: (model, kind) => {
+        const sink = this.#replicas?.correctionSink ?? null;
+        return sink && ((c: NewCorrection) => sink(this.#role, model, kind, c));
+      },
+      forgot: (model, kind, n) => deps.observer?.treeCorrection?.(model, kind, n),
+    };
   }
 
   select<W extends WorkerView>(
@@ -215,43 +226,18 @@ export class CacheAwarePolicy implements Policy {
     if (url !== null && sink !== null) this.#publish(model, trees, kind, hashes, url);
     if (note && url !== null && believed > 0 && this.#c.treeFeedback === "on") {
       const units = tokens ?? request.text;
-      note.onReport = this.#corrector(model, trees, units, url, believed, engineBlock, now);
+      note.onReport = corrector(
+        this.#feedback,
+        model,
+        trees,
+        units,
+        url,
+        believed,
+        engineBlock,
+        now,
+      );
     }
     return this.#decide(url === null ? "fallback" : branch, chosen, uncached, cached, note);
-  }
-
-  /**
-   * What to do with the pick's report of the prompt (`SelectionNote.onReport`): where the worker
-   * held clearly less of `units` than the tree's `believed` depth for it (by more than a block
-   * and 5 % of the prompt), it lost the rest to eviction, and with it every branch of its below
-   * that point that it was sent before this request: the tree forgets them (`forgetBeyond`), and
-   * with the mesh on, the peers are told (`ModelTreeSet.correct`). On text, the reported tokens
-   * count as the same share of the characters.
-   */
-  #corrector(
-    model: string,
-    trees: ModelTrees,
-    units: string | readonly number[],
-    url: string,
-    believed: number,
-    block: number,
-    routedAt: number,
-  ): (reported: { prompt: number; cached: number }) => void {
-    const kind: TreeKind = typeof units === "string" ? "string" : "token";
-    const stamp = kind === "string" ? trees.text.stamp : trees.tokens.stamp;
-    const slack = Math.max(block, Math.ceil(0.05 * units.length));
-    return ({ prompt, cached }) => {
-      if (prompt <= 0) return;
-      const held = kind === "token"
-        ? cached
-        : Math.floor(Math.min(1, cached / prompt) * units.length);
-      if (believed - held <= slack) return;
-      const sink = this.#replicas?.correctionSink ?? null;
-      const publish = sink && ((c: NewCorrection) => sink(this.#role, model, kind, c));
-      const age = this.#d.now() - routedAt;
-      const forgotten = this.#trees.correct(trees, units, url, held, stamp, age, publish);
-      if (forgotten > 0) this.#d.observer?.treeCorrection?.(model, kind, forgotten);
-    };
   }
 
   /**
@@ -303,20 +289,12 @@ export class CacheAwarePolicy implements Policy {
     const units = request.tokens && request.tokens.length > 0 ? request.tokens : request.text;
     const steady = this.#steady.of(request.model ?? "unknown", request.charsPerToken);
     const keys = headKeys(units, this.#boundaries, steady);
-    const byUrl = new Map(candidates.map((w) => [w.url, w]));
-    const found = trees.hash.lookup(keys, now, (urls) => {
-      const live = urls.map((u) => byUrl.get(u)).filter((w): w is W => w !== undefined);
-      return live.length > 0 ? this.#balance.leastBusy(live, now, units.length).url : null;
-    });
-    let pick = found ? byUrl.get(found.id)! : null;
-    let branch: CacheAwareBranch = pick ? "hit" : "miss";
-    if (pick && this.#balance.gated(pick, candidates)) {
-      pick = null;
-      branch = "spill";
-    }
-    pick ??= candidates[argminUniform(waits(), this.#d.random)];
-    trees.hash.record(keys, pick.url, now);
-    return this.#decide(branch, pick, branch === "hit" ? 0 : promptTokens(request), null, note);
+    const gated = (w: W) => this.#balance.gated(w, candidates);
+    const busy = (live: W[]) => this.#balance.leastBusy(live, now, units.length);
+    const { pick, branch } = pickHolder(trees.hash, keys, candidates, now, busy, gated);
+    const w = pick ?? candidates[argminUniform(waits(), this.#d.random)];
+    trees.hash.record(keys, w.url, now);
+    return this.#decide(branch, w, branch === "hit" ? 0 : promptTokens(request), null, note);
   }
 
   /** Drops a removed worker from every tree and index. */

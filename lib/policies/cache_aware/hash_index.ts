@@ -130,3 +130,26 @@ export class HashIndex {
     return live;
   }
 }
+
+/**
+ * The hash mode's pick among `candidates`: the least busy (`leastBusy`) live holder of the
+ * deepest of `keys` that has one (`hit`); none when the balance gate vetoes it (`spill`) or no
+ * key has a live holder (`miss`), and the caller falls back to the lowest expected wait.
+ */
+export function pickHolder<W extends { url: string }>(
+  index: HashIndex,
+  keys: readonly HeadKey[],
+  candidates: readonly W[],
+  now: number,
+  leastBusy: (live: W[]) => W,
+  gated: (w: W) => boolean,
+): { pick: W | null; branch: "hit" | "spill" | "miss" } {
+  const byUrl = new Map(candidates.map((w) => [w.url, w]));
+  const found = index.lookup(keys, now, (urls) => {
+    const live = urls.map((u) => byUrl.get(u)).filter((w): w is W => w !== undefined);
+    return live.length > 0 ? leastBusy(live).url : null;
+  });
+  const pick = found ? byUrl.get(found.id)! : null;
+  if (pick === null) return { pick, branch: "miss" };
+  return gated(pick) ? { pick: null, branch: "spill" } : { pick, branch: "hit" };
+}
