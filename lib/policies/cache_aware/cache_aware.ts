@@ -59,6 +59,8 @@ import {
   ladder,
   pathHashes,
   type PlacementMatch,
+  RecentPairs,
+  REPUBLISH_MS,
   type TreeKind,
 } from "./shared_paths.ts";
 import type { PrefixMatch } from "./tree_types.ts";
@@ -85,6 +87,7 @@ export class CacheAwarePolicy implements Policy {
   readonly #role: TreeRole;
   readonly #steady = new SteadyRatios();
   readonly #feedback: FeedbackDeps;
+  readonly #published = new RecentPairs(REPUBLISH_MS);
   #nextEviction: number;
 
   /** Reads `deps.config.cacheAware`, least_load's tuning and the boundaries. */
@@ -356,7 +359,10 @@ export class CacheAwarePolicy implements Policy {
     this.#publish(model, trees, kind, pathHashes(key, blockUnits(kind, this.#c.blockSize)), url);
   }
 
-  /** Places `url` at the `ladder` of `hashes` (a request's boundary hashes) here and at the peers. */
+  /**
+   * Places `url` at the `ladder` of `hashes` (a request's boundary hashes) here and at the peers,
+   * unless this path went to `url` within `REPUBLISH_MS` and is still placed there (a hot prompt).
+   */
   #publish(
     model: string,
     trees: ModelTrees,
@@ -365,9 +371,11 @@ export class CacheAwarePolicy implements Policy {
     url: string,
   ): void {
     const sink = this.#replicas?.deltaSink;
-    if (!sink) return;
-    const places = trees.placements[kind];
+    if (!sink || hashes.length === 0) return;
     const now = this.#d.now();
+    const places = trees.placements[kind];
+    const deepest = hashes[hashes.length - 1];
+    if (!this.#published.first(deepest, url, now) && places.holds(deepest, url)) return;
     for (const i of ladder(hashes.length).reverse()) {
       places.add(hashes[i], url, now);
       sink(this.#role, model, kind, hashes[i], url);

@@ -15,6 +15,7 @@ import {
   ladder,
   pathHashes,
   Placements,
+  RecentPairs,
 } from "../../../lib/policies/cache_aware/shared_paths.ts";
 import { PolicyReplicas, type TreeRole } from "../../../lib/policies/replicas.ts";
 import { request, view } from "../../support/policies.ts";
@@ -91,6 +92,24 @@ Deno.test("Placements: most recent holder first, at most four, LRU-bounded, purg
   p.removeTenant("y");
   assert.equal(p.has(3), false);
   assert.deepEqual(p.deepest([9, 1], 4, (t) => t === "c"), { depth: 8, tenants: ["c"] });
+});
+
+Deno.test("Placements: at the bound, the least recent sixteenth goes at once; RecentPairs", () => {
+  const p = new Placements(64);
+  for (let h = 0; h < 64; h++) p.add(h, "a");
+  p.deepest([0], 4, () => true); // 0 is now the most recent
+  p.add(64, "a");
+  const held = [...p.entries()].map((e) => e.hash);
+  assert.equal(held.length, 61, "64 − 4 + 1");
+  assert.deepEqual(held.slice(0, 2), [5, 6]);
+  assert.deepEqual(held.slice(-2), [0, 64]);
+  assert.ok(p.holds(0, "a") && !p.holds(0, "b") && !p.holds(1, "a"));
+  const r = new RecentPairs(1000);
+  assert.equal(r.first(7, "a", 0), true);
+  assert.equal(r.first(7, "a", 999), false, "again within the window");
+  assert.equal(r.first(7, "b", 999), true, "another worker");
+  assert.equal(r.first(7, "b", 999), false);
+  assert.equal(r.first(7, "a", 1000), true, "the window is over");
 });
 
 Deno.test("shared trees: a conversation's next turn on another router goes to the same worker", () => {
