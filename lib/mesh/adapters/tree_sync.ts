@@ -2,7 +2,8 @@
  * Cache-aware tree sync in three steps over the sync streams.
  *
  * 1. Publish: every shared tree's decision (`PolicyReplicas.deltaSink`: role, model, kind, path
- *    hash, worker URL) is buffered; once per round (`roundMs`, the gossip interval) the buffer
+ *    hash, worker URL) is buffered, each (hash, worker) pair once at its last decision (the
+ *    receiver's holders end the same as with every decision); once per round (`roundMs`, the gossip interval) the buffer
  *    goes to every open stream as one `TREE_DELTAS` envelope, then is cleared. Not resent, not
  *    relayed: a peer that misses a round catches up by repair. Each envelope carries its
  *    stream's round number, so the receiver sees a round that went missing. The first round on
@@ -47,14 +48,16 @@ interface Group {
   role: TreeRole;
   model: string;
   kind: TreeKind;
+  /** Deltas decided before the group's last correction this round, in order. */
   deltas: { hash: number; worker: string }[];
   /**
-   * Each hash's last worker among `deltas` since the group's last correction: a decision's ladder
-   * repeats its shallow rungs (a shared system prompt) for every request, and a pair that is
-   * already its hash's latest this round need not go again (the receiver's order of holders
-   * stays the same).
+   * Since then, each hash's workers in the order of their last decision: a worker decided again
+   * moves to the end instead of going twice. A decision's ladder repeats its shallow rungs (a
+   * shared system prompt) for every request, alternating between the prompt's holders; the
+   * receiver keeps a hash's holders most recent first, so its holders end the same as if every
+   * decision had been sent (`flush`).
    */
-  seen: Map<number, string>;
+  pending: Map<number, string[]>;
   /** With the time each was published (its age grows until it is sent). */
   corrections: { after: number; correction: TreeCorrection; at: number }[];
 }
@@ -144,10 +147,17 @@ export class TreeSync {
 
   #publish(role: TreeRole, model: string, kind: TreeKind, hash: number, worker: string): void {
     const g = this.#group(role, model, kind);
-    if (g.seen.get(hash) === worker) return;
+    const workers = g.pending.get(hash);
+    if (workers !== undefined && workers[workers.length - 1] === worker) return;
+    const i = workers?.indexOf(worker) ?? -1;
+    if (i >= 0) {
+      workers!.splice(i, 1);
+      workers!.push(worker);
+      return;
+    }
     if (this.#buffered >= this.#o.maxDeltas) return this.#o.count("deltas_dropped", 1);
-    g.deltas.push({ hash, worker });
-    g.seen.set(hash, worker);
+    if (workers === undefined) g.pending.set(hash, [worker]);
+    else workers.push(worker);
     this.#buffered++;
   }
 
@@ -164,9 +174,9 @@ export class TreeSync {
     }
     const g = this.#group(role, model, kind);
     const at = this.#o.clock.now();
-    g.corrections.push({ after: g.deltas.length, correction: { ...c, id }, at });
     // A delta after the correction may undo it: it goes out even if an earlier one matched.
-    g.seen.clear();
+    flush(g);
+    g.corrections.push({ after: g.deltas.length, correction: { ...c, id }, at });
     this.#corrections++;
     this.#correctionUnits += units;
     return id;
@@ -178,7 +188,7 @@ export class TreeSync {
     const k = codec.groupKey(role, model, kind);
     let g = this.#buffer.get(k);
     if (!g) {
-      g = { role, model, kind, deltas: [], seen: new Map(), corrections: [] };
+      g = { role, model, kind, deltas: [], pending: new Map(), corrections: [] };
       this.#buffer.set(k, g);
     }
     return this.#last = g;
@@ -199,6 +209,7 @@ export class TreeSync {
     this.#announce.clear();
     if (this.#buffered > 0 || this.#corrections > 0 || fresh.length > 0) {
       const now = this.#o.clock.now();
+      for (const g of this.#buffer.values()) flush(g);
       const groups = [...this.#buffer.values()].map((g) => ({
         ...g,
         corrections: g.corrections.map(({ after, correction: c, at }) => ({
@@ -320,4 +331,12 @@ export class TreeSync {
       this.#publishCorrection(role, model, kind, relay);
     }
   }
+}
+
+/** Moves `g`'s pending decisions to its deltas, hash by hash, each hash's in decision order. */
+function flush(g: Group): void {
+  for (const [hash, workers] of g.pending) {
+    for (const worker of workers) g.deltas.push({ hash, worker });
+  }
+  g.pending.clear();
 }

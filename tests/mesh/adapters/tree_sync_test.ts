@@ -17,7 +17,7 @@ import { FakeClock } from "../../../lib/core/clock.ts";
 import type { EnvelopeType } from "../../../lib/mesh/wire.ts";
 import * as codec from "../../../lib/mesh/adapters/tree_codec.ts";
 import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.ts";
-import { ladder, pathHashes } from "../../../lib/policies/cache_aware/shared_paths.ts";
+import { ladder, pathHashes, Placements } from "../../../lib/policies/cache_aware/shared_paths.ts";
 import { PolicyReplicas, type TreeRole } from "../../../lib/policies/replicas.ts";
 import { believed } from "../../support/beliefs.ts";
 import { request, view } from "../../support/policies.ts";
@@ -468,7 +468,8 @@ Deno.test("tree sync: a router that missed a correction applies it from a repair
   m.stop();
 });
 
-Deno.test("tree sync: a pair already its hash's latest in the round is not sent again", () => {
+/** A TreeSync of router "a" with one open peer, and the tree_deltas envelopes it sends. */
+function lonePublisher() {
   const clock = new FakeClock();
   const replicas = new PolicyReplicas();
   const sync = new TreeSync({
@@ -489,13 +490,25 @@ Deno.test("tree sync: a pair already its hash's latest in the round is not sent 
   sync.peerChanged("b", true);
   const delta = (hash: number, worker: string) =>
     replicas.deltaSink!("main", "m", "string", hash, worker);
+  /** The deltas of the rounds sent so far, in order. */
+  const deltas = () =>
+    sent.flatMap((b) => {
+      const d = codec.decodeDeltas(b);
+      assert.ok(d.ok);
+      return d.value.groups.flatMap((g) => g.deltas);
+    });
+  return { clock, replicas, sync, sent, delta, deltas };
+}
+
+Deno.test("tree sync: a round sends each (hash, worker) pair once, at its last decision", () => {
+  const { clock, replicas, sync, sent, delta } = lonePublisher();
   delta(1, "u1");
   delta(2, "u1");
   delta(1, "u1"); // still hash 1's latest: once
   delta(1, "u2"); // another worker: its own
   delta(3, "u1");
   delta(3, "u2");
-  delta(3, "u1"); // u1 again after u2: sent, so that the peer holds u1 as the most recent
+  delta(3, "u1"); // u1 again after u2: it moves behind u2, so the peer holds u1 as the most recent
   replicas.correctionSink!("main", "m", "string", {
     worker: "u1",
     branch: "abc",
@@ -511,13 +524,36 @@ Deno.test("tree sync: a pair already its hash's latest in the round is not sent 
   const g = d.value.groups.find((x) => x.deltas.length > 0)!;
   assert.deepEqual(g.deltas.map((x) => [x.hash, x.worker]), [
     [1, "u1"],
-    [2, "u1"],
     [1, "u2"],
-    [3, "u1"],
+    [2, "u1"],
     [3, "u2"],
     [3, "u1"],
     [1, "u1"],
   ]);
-  assert.deepEqual(g.corrections.map((c) => c.after), [6]);
+  assert.deepEqual(g.corrections.map((c) => c.after), [5]);
+  sync.stop();
+});
+
+Deno.test("tree sync: the peer's placements end as if every decision had been sent", () => {
+  const { clock, sync, delta, deltas } = lonePublisher();
+  const random = seededRandom(7);
+  const every = new Placements();
+  let decisions = 0;
+  for (let round = 0; round < 5; round++) {
+    // A hot prefix alternating between its holders, and more workers than a hash keeps.
+    for (let i = 0; i < 300; i++, decisions++) {
+      const hash = Math.floor(random() * 6);
+      const worker = `u${Math.floor(random() * (hash === 0 ? 2 : 7))}`;
+      every.add(hash, worker);
+      delta(hash, worker);
+    }
+    clock.advance(1000);
+  }
+  const sent = deltas();
+  const peer = new Placements();
+  for (const x of sent) peer.add(x.hash, x.worker);
+  const holders = (p: Placements) => new Map([...p.entries()].map((e) => [e.hash, e.tenants]));
+  assert.deepEqual(holders(peer), holders(every));
+  assert.ok(sent.length < decisions / 5, `${sent.length} deltas for ${decisions} decisions`);
   sync.stop();
 });
