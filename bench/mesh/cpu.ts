@@ -7,7 +7,11 @@
  * published. The request carries a 2,000-character prompt (a small system prompt), so the path
  * hashing is paid in full.
  *
- *   deno task bench:mesh-cpu [--duration 8] [--warmup 2] [--conns 1,64] [--rounds 3]
+ * With `--distinct`, each request's prompt starts with its own number, so every request is a new
+ * path (a miss, its whole ladder published); without it every request repeats one prompt (a hot
+ * prompt: the tree matches it whole and its ladder goes out once a second).
+ *
+ *   deno task bench:mesh-cpu [--duration 8] [--warmup 2] [--conns 1,64] [--rounds 3] [--distinct]
  */
 
 import { measure, type Row, type Target } from "../overhead/measure.ts";
@@ -42,12 +46,28 @@ function routerArgs(port: number, promPort: number, workers: string[], mesh: str
   ]).map((a) => (a.startsWith("--allow-env=") ? "--allow-env" : a));
 }
 
+/** A wrk script whose every request's prompt starts with its own number (a new path each). */
+function distinctScript(): string {
+  const [head, tail] = BODY.split(PROMPT);
+  return [
+    `local head, tail = '${head}', '${PROMPT}${tail}'`,
+    "local n = 0",
+    "request = function()",
+    "  n = n + 1",
+    '  return wrk.format("POST", nil, { ["Content-Type"] = "application/json" }, head .. n .. ": " .. tail)',
+    "end",
+    "",
+  ].join("\n");
+}
+
 async function main(): Promise<number> {
-  const o = parseOptions(Deno.args);
+  const distinct = Deno.args.includes("--distinct");
+  const o = parseOptions(Deno.args.filter((a) => a !== "--distinct"));
   const clkTck = Number(await run("getconf", ["CLK_TCK"])) || 100;
   const dir = await Deno.makeTempDir({ prefix: "smg-mesh-cpu-" });
   const script = `${dir}/post.lua`;
-  await writeWrkScript(script, BODY);
+  if (distinct) await Deno.writeTextFile(script, distinctScript());
+  else await writeWrkScript(script, BODY);
   const [w1, w2, offPort, offProm, onPort, onProm, peerPort, peerProm, onMesh, peerMesh] =
     freePorts(10);
   const deno = Deno.execPath();
