@@ -15,7 +15,7 @@ import { formatReport, runFamily } from "../tests/support/fuzz/driver.ts";
 import { FAMILIES } from "../tests/support/fuzz/families.ts";
 
 const { values: v } = parseArgs({
-  args: Deno.args,
+  args: Deno.args.filter((a) => a !== "--"), // `deno task ... -- ...` passes it on
   options: {
     seed: { type: "string", default: "1" },
     inputs: { type: "string", default: "25000" },

@@ -19,7 +19,7 @@ import { freePorts, HOST, killAll, spawn, stop, waitFor } from "./overhead/proce
 const ROOT = new URL("../", import.meta.url).pathname;
 
 const { values: v } = parseArgs({
-  args: Deno.args,
+  args: Deno.args.filter((a) => a !== "--"), // `deno task ... -- ...` passes it on
   options: {
     threads: { type: "string", default: "0,1,2" },
     rounds: { type: "string", default: "3" },

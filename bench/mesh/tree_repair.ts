@@ -22,7 +22,7 @@ import { PolicyReplicas } from "../../lib/policies/replicas.ts";
 import { request, view } from "../../tests/support/policies.ts";
 
 const { values: v } = parseArgs({
-  args: Deno.args,
+  args: Deno.args.filter((a) => a !== "--"), // `deno task bench:mesh-repair -- ...` passes it on
   options: {
     entries: { type: "string", default: "100000" },
     tenants: { type: "string", default: "50" },
