@@ -56,15 +56,7 @@ export class SimEngine {
   #closer = new AbortController();
   #throughput = new RateMeter();
   #hitRate: number | null = null;
-  #totals = {
-    requests: 0,
-    promptTokens: 0,
-    cachedTokens: 0,
-    generatedTokens: 0,
-    aborted: 0,
-    firstTokens: 0,
-    ttftMs: 0,
-  };
+  #totals = noTotals();
   readonly #finished = new Set<() => void>();
   /** The engine's settings (a copy). */
   get config(): EngineConfig {
@@ -331,6 +323,19 @@ export class SimEngine {
     });
     for (const l of this.#finished) l();
   }
+}
+
+/** An engine's cumulative counters before its first request. */
+export function noTotals(): EngineStats["totals"] {
+  return {
+    requests: 0,
+    promptTokens: 0,
+    cachedTokens: 0,
+    generatedTokens: 0,
+    aborted: 0,
+    firstTokens: 0,
+    ttftMs: 0,
+  };
 }
 
 /** Appends `[s, n]` to `plan` and returns `n`. */

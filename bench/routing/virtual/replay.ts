@@ -19,7 +19,7 @@
 import type { GatewayConfig } from "../../../lib/config/config.ts";
 import { seededRandom } from "../../../lib/core/clock.ts";
 import { PolicyReplicas } from "../../../lib/policies/replicas.ts";
-import { SimEngine } from "../../../lib/sim/engine.ts";
+import { noTotals, SimEngine } from "../../../lib/sim/engine.ts";
 import { renderChat } from "../../../lib/sim/chat_template.ts";
 import type { SimTokenizer } from "../../../lib/sim/tokenizer.ts";
 import type { EngineConfig, EngineStats } from "../../../lib/sim/types.ts";
@@ -188,24 +188,12 @@ export async function replayVirtual(input: ReplayInput): Promise<ReplayResult> {
   if (stats.reason !== "done") throw new Error(`the replay stalled (${stats.reason})`);
   return {
     records,
-    before: window.before ?? after.map(() => zero()),
+    before: window.before ?? after.map(() => noTotals()),
     after,
     cut,
     events: probe.events + stats.events,
     rounds: probe.rounds + stats.rounds,
     virtualMs: clock.now(),
     wallMs: performance.now() - started,
-  };
-}
-
-function zero(): Totals {
-  return {
-    requests: 0,
-    promptTokens: 0,
-    cachedTokens: 0,
-    generatedTokens: 0,
-    aborted: 0,
-    firstTokens: 0,
-    ttftMs: 0,
   };
 }
