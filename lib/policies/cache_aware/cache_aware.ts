@@ -60,7 +60,6 @@ import {
   pathHashes,
   type PlacementMatch,
   RecentPairs,
-  REPUBLISH_MS,
   type TreeKind,
 } from "./shared_paths.ts";
 import type { PrefixMatch } from "./tree_types.ts";
@@ -87,7 +86,7 @@ export class CacheAwarePolicy implements Policy {
   readonly #role: TreeRole;
   readonly #steady = new SteadyRatios();
   readonly #feedback: FeedbackDeps;
-  readonly #published = new RecentPairs(REPUBLISH_MS);
+  readonly #published = new RecentPairs();
   #nextEviction: number;
 
   /** Reads `deps.config.cacheAware`, least_load's tuning and the boundaries. */

@@ -87,7 +87,7 @@ export class RecentPairs {
   readonly #windowMs: number;
   readonly #paths = new Map<number, { since: number; workers: string[] }>();
 
-  constructor(windowMs: number) {
+  constructor(windowMs = REPUBLISH_MS) {
     this.#windowMs = windowMs;
   }
 
