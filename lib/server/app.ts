@@ -196,16 +196,6 @@ export class Gateway {
       circuitBreaker: config.circuitBreaker,
       clock,
       log: log.child({ module: "workers" }),
-      onAdded: () => this.checker.poke(),
-      onRemoved: (w) => {
-        grpcWorkers.forget(w.url);
-        policies.workerRemoved(w.id);
-        metrics.workerActive.with(w.url).set(0);
-      },
-      onBreakerTransition: (w, from, to) => {
-        metrics.cbTransitions.with(w.url, from, to).inc();
-        log.warn("circuit breaker changed", { module: "breaker", worker: w.url, from, to });
-      },
     });
     const rl = config.tenantRateLimit;
     const limits = this.limits = createLimiter(config, clock, metrics); // null when off
@@ -230,6 +220,17 @@ export class Gateway {
       })
       : null;
     registry.subscribe((e) => {
+      if (e.kind === "added") this.checker.poke();
+      if (e.kind === "removed") {
+        grpcWorkers.forget(e.worker.url);
+        policies.workerRemoved(e.worker.id);
+        metrics.workerActive.with(e.worker.url).set(0);
+      }
+      if (e.kind === "breaker") {
+        const { worker: w, from, to } = e;
+        metrics.cbTransitions.with(w.url, from, to).inc();
+        log.warn("circuit breaker changed", { module: "breaker", worker: w.url, from, to });
+      }
       if (e.kind === "status" && e.to === "failed" && config.health.removeUnhealthy) {
         // A mesh import is its owner's to remove (it would be imported again anyway).
         if (e.worker.origin === "local") this.manager.remove(e.worker.id);

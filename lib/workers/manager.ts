@@ -13,7 +13,7 @@ import type { EgressPolicy } from "../core/egress.ts";
 import { ConfigError, invalidRequest } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { WorkerType } from "../core/types.ts";
-import { type BreakerState, CircuitBreaker } from "./circuit_breaker.ts";
+import { CircuitBreaker } from "./circuit_breaker.ts";
 import type { WorkerRegistry } from "./registry.ts";
 import { Worker, type WorkerSpec } from "./worker.ts";
 
@@ -29,12 +29,6 @@ export interface WorkerManagerDeps {
   clock: Clock;
   /** Logger (module `workers`). */
   log: Logger;
-  /** Called after a worker is added, e.g. to probe it at once. */
-  onAdded?: (w: Worker) => void;
-  /** Called after a worker left the registry, e.g. to drop policy state. */
-  onRemoved?: (w: Worker) => void;
-  /** Hears breaker transitions, for metrics. */
-  onBreakerTransition?: (w: Worker, from: BreakerState, to: BreakerState) => void;
   /**
    * Which hosts a worker may be registered at (`--worker-host-allowlist`, link-local and own
    * ports); default: every host.
@@ -155,7 +149,6 @@ export class WorkerManager {
       // Registering a URL here claims it: this router's own worker replaces a peer's copy.
       d.registry.remove(imported.id);
       d.log.info("worker claimed from a mesh peer", { worker: imported.url });
-      d.onRemoved?.(imported);
     }
     const cb = d.circuitBreaker;
     const id = d.newId?.() ?? crypto.randomUUID();
@@ -167,7 +160,7 @@ export class WorkerManager {
       windowMs: cb.windowSecs * 1000,
       disabled: cb.disabled,
     }, (from, to) => {
-      if (worker) d.onBreakerTransition?.(worker, from, to);
+      if (worker) d.registry.breakerChanged(worker, from, to);
     });
     const status = from?.status ?? "pending";
     worker = new Worker(id, spec, breaker, status, d.clock.now(), d.registry.statusChanged);
@@ -177,7 +170,6 @@ export class WorkerManager {
     }
     d.registry.add(worker);
     d.log.info("worker registered", { worker: worker.url, id });
-    d.onAdded?.(worker);
     return worker;
   }
 
@@ -207,7 +199,6 @@ export class WorkerManager {
     }
     if (d.registry.remove(w.id)) {
       d.log.info("worker removed", { worker: w.url, id: w.id });
-      d.onRemoved?.(w);
     }
   }
 

@@ -1,10 +1,12 @@
 /**
  * The worker registry: workers by id and by URL in registration order, the candidate list for a
- * model (cached until membership or model lists change), and change events for metrics,
- * readiness and policies.
+ * model (cached until membership or model lists change), and the one stream of worker lifecycle
+ * events (added, removed, models, status, breaker) every consumer subscribes to: health probes,
+ * policies, metrics, readiness, the mesh, KV events.
  */
 
 import type { WorkerStatus, WorkerType } from "../core/types.ts";
+import type { BreakerState } from "./circuit_breaker.ts";
 import type { Worker } from "./worker.ts";
 
 /** A registry change. */
@@ -12,7 +14,8 @@ export type RegistryEvent =
   | { kind: "added"; worker: Worker }
   | { kind: "removed"; worker: Worker }
   | { kind: "models"; worker: Worker }
-  | { kind: "status"; worker: Worker; from: WorkerStatus; to: WorkerStatus };
+  | { kind: "status"; worker: Worker; from: WorkerStatus; to: WorkerStatus }
+  | { kind: "breaker"; worker: Worker; from: BreakerState; to: BreakerState };
 
 /** Thrown when a URL is registered twice. */
 export class DuplicateWorkerError extends Error {
@@ -107,6 +110,11 @@ export class WorkerRegistry {
   readonly statusChanged = (worker: Worker, from: WorkerStatus, to: WorkerStatus): void => {
     this.#emit({ kind: "status", worker, from, to });
   };
+
+  /** Reports a worker's circuit-breaker transition (its breaker calls this). */
+  breakerChanged(worker: Worker, from: BreakerState, to: BreakerState): void {
+    this.#emit({ kind: "breaker", worker, from, to });
+  }
 
   /** Subscribes to changes; returns the unsubscribe function. */
   subscribe(listener: (e: RegistryEvent) => void): () => void {

@@ -66,7 +66,9 @@ function manager(drainSettleSecs: number, clock = new FakeClock()) {
   const removed: string[] = [];
   const { registry, manager: m } = workerSetup(clock, {
     health: { ...defaultConfig().health, drainSettleSecs },
-    onRemoved: (w) => removed.push(w.url),
+  });
+  registry.subscribe((e) => {
+    if (e.kind === "removed") removed.push(e.worker.url);
   });
   /** Resolves once the registry holds `n` workers. */
   const size = (n: number) =>
