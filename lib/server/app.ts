@@ -29,21 +29,23 @@ import { WorkerRegistry } from "../workers/registry.ts";
 import { refreshWorkerGauges } from "./gauges.ts";
 import * as info from "./info_api.ts";
 import { policyObserver } from "./observers.ts";
-import { createPdPolicies } from "./pd_setup.ts";
+import { createPdPolicies } from "../policies/pd.ts";
 import { createEntry, type Entry } from "./routes.ts";
 import { mainRoutes } from "./main_routes.ts";
 import { RequestInbound, toResponse } from "./inbound.ts";
 import * as workersApi from "./workers_api.ts";
-import { createMesh, type Mesh, meshStatus } from "./mesh_setup.ts";
-import { createDiscovery, type Discovery } from "./discovery_setup.ts";
-import type { GrpcClientFactory } from "./grpc_workers.ts";
-import { grpcBackend, workerClients } from "./worker_clients.ts";
-import { KvEvents } from "./kv_setup.ts";
+import { createMesh, type Mesh } from "../mesh/feature.ts";
+import { createDiscovery, type Discovery } from "../discovery/feature.ts";
+import type { GrpcClientFactory } from "../grpc/workers.ts";
+import { grpcBackend, workerClients } from "../upstream/worker_clients.ts";
+import { createKvIndexes, KvEvents } from "../kv/feature.ts";
+import { type Feature, loopFeature } from "../core/feature.ts";
+import { meshStatus } from "./mesh_status.ts";
 import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
 import { NO_TLS, type TlsMaterial, wantsTls } from "../tls/pem.ts";
 import type { TenantLimiter } from "../limits/limiter.ts";
-import { createLimiter, createTenants } from "./limits_setup.ts";
-import { createDashboard, type Dashboard } from "./dashboard_setup.ts";
+import { createLimiter, createTenants } from "../limits/feature.ts";
+import { createDashboard, type Dashboard } from "../dashboard/feature.ts";
 import { metricsPortHandler } from "./metrics_port.ts";
 import { TextRatios } from "../workers/text_ratios.ts";
 
@@ -119,7 +121,7 @@ export class Gateway {
   readonly tls: TlsMaterial;
   readonly #log: Logger;
   readonly #loops = new AbortController();
-  #tasks: Promise<void>[] = [];
+  readonly #features: Feature[];
   #draining = false;
   readonly #closeClient: () => void;
   readonly #proxy: InferenceProxy;
@@ -154,7 +156,11 @@ export class Gateway {
     const registry = this.registry;
 
     const replicas = new PolicyReplicas();
-    let kv: KvEvents | null = null;
+    const kvLog = log.child({ module: "kv" });
+    // KV-event mode's indexes come before the policies that read them; `KvEvents` fills them.
+    const kvIndexes = config.cacheAware.kvEvents === "auto"
+      ? createKvIndexes({ config, metrics, log: kvLog, clock })
+      : null;
     const policyDeps = {
       random,
       now: () => clock.now(),
@@ -162,7 +168,7 @@ export class Gateway {
       config,
       observer: policyObserver(metrics),
       replicas,
-      cacheIndex: (model: string) => kv?.monitor.view(model) ?? null,
+      cacheIndex: (model: string) => kvIndexes?.view(model) ?? null,
     };
     this.policy = createPolicy(config.policy, policyDeps);
     const policies = this.policies = new PolicyRegistry(
@@ -241,14 +247,15 @@ export class Gateway {
     });
 
     const pd = createPdPolicies(config, policyDeps, registry);
-    kv = this.kv = config.cacheAware.kvEvents === "auto"
+    const kv = this.kv = kvIndexes
       ? new KvEvents({
+        monitor: kvIndexes,
         config,
         registry,
         grpc: opts.grpc ? grpcWorkers : null,
         cacheAware: (model) => policies.forModel(model).name === "cache_aware",
         metrics,
-        log: log.child({ module: "kv" }),
+        log: kvLog,
         clock,
       })
       : null;
@@ -267,7 +274,7 @@ export class Gateway {
       grpc: opts.grpc
         ? grpcBackend(grpcWorkers, opts.grpc.tokenizer, config.tokenizerThreads, log, clock)
         : undefined,
-      routesOnTokens: kv ? (model) => kv!.routesOnTokens(model) : undefined,
+      routesOnTokens: kv ? (model) => kv.routesOnTokens(model) : undefined,
       ratios: this.ratios,
     });
     const draining = () => this.#draining;
@@ -300,7 +307,7 @@ export class Gateway {
       inference: (inb, endpoint, ctx) => proxy.handle(inb, endpoint, ctx),
       info: infoDeps,
       workers: wDeps,
-      meshStatus: () => meshStatus(this.mesh),
+      meshStatus: () => meshStatus(mesh),
       dashboard: this.dashboard,
     });
     this.entry = createEntry({
@@ -315,6 +322,15 @@ export class Gateway {
       metrics,
       clock,
     });
+    // The optional parts, in dependency order: started first to last, stopped last to first.
+    this.#features = [
+      loopFeature("health", this.checker),
+      loopFeature("loads", this.monitor),
+      this.dashboard,
+      mesh,
+      this.discovery,
+      kv,
+    ].filter((f) => f !== null);
   }
 
   /** The main port's handler over fetch's types (`Deno.serve`, tests), with the client's IP. */
@@ -324,8 +340,11 @@ export class Gateway {
     remote?: string,
   ): Promise<Response> => toResponse(await this.entry(new RequestInbound(req, remote), completed));
 
-  /** Registers the start-up workers and starts the health and load loops. */
-  start(): void {
+  /**
+   * Registers the start-up workers and starts the features; settles once every feature serves
+   * (the mesh bound, or failed softly: `mesh.failure`).
+   */
+  start(): Promise<void> {
     const c = this.config;
     const common = { apiKey: c.apiKey, disableHealthCheck: c.health.disabled };
     try {
@@ -345,20 +364,13 @@ export class Gateway {
       throw e;
     }
     const signal = this.#loops.signal;
-    this.#tasks = [this.checker, this.monitor, this.dashboard.history].map((l) => l.run(signal));
-    if (this.mesh) {
-      this.meshStarted = this.mesh.start();
-      this.#tasks.push(this.meshStarted);
-    }
-    if (this.discovery) this.discoveryStarted = this.discovery.start();
-    this.kv?.start();
+    return Promise.all(this.#features.map((f) => f.start?.(signal))).then(() => {});
   }
 
-  /** Settles once discovery watches, or stayed off without a Kubernetes configuration. */
-  discoveryStarted: Promise<void> = Promise.resolve();
-
-  /** Settles once the mesh has started, or stayed off after a bind failure (logged, counted). */
-  meshStarted: Promise<void> = Promise.resolve();
+  /** The names of the features this gateway runs, in start order. */
+  get features(): string[] {
+    return this.#features.map((f) => f.name);
+  }
 
   /** Announces LEAVING to the mesh and waits for the acks (no-op without a mesh). */
   async leaveMesh(): Promise<void> {
@@ -391,11 +403,8 @@ export class Gateway {
   /** Stops the background loops and pending removals. */
   async stop(): Promise<void> {
     this.#loops.abort();
-    await this.discoveryStarted;
-    await this.discovery?.stop();
-    await Promise.all([...this.#tasks, this.manager.stop()]);
-    await this.mesh?.stop();
-    await this.kv?.stop();
+    for (const f of this.#features.toReversed()) await f.stop?.();
+    await this.manager.stop();
     await this.#proxy.close();
     this.#closeClient();
   }
@@ -403,7 +412,7 @@ export class Gateway {
   /** Refreshes the per-worker gauges and renders the Prometheus text. */
   renderMetrics(): Promise<string> {
     refreshWorkerGauges(this.metrics, this.registry, this.clock.now(), this.ratios);
-    this.kv?.gauges();
+    for (const f of this.#features) f.gauges?.();
     return this.metrics.render();
   }
 }

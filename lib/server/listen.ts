@@ -93,8 +93,7 @@ export async function listenGateway(
       : []),
     { role: "metrics", host: metricsServer.addr.hostname, port: metricsServer.addr.port },
   ]);
-  gw.start();
-  await gw.meshStarted;
+  await gw.start();
   const meshFailure = gw.mesh?.failure ?? null;
   if (meshFailure !== null) {
     // Asked for the mesh, a router that served without it would route alone, unseen by its

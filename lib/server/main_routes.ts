@@ -11,7 +11,7 @@ import type { Inbound, Reply } from "../core/http.ts";
 import { type Endpoint, ENDPOINT_PATHS } from "../core/types.ts";
 import type { RequestContext } from "../proxy/types.ts";
 import * as info from "./info_api.ts";
-import type { Dashboard } from "./dashboard_setup.ts";
+import type { Dashboard } from "../dashboard/feature.ts";
 import type { Route } from "./routes.ts";
 import * as workersApi from "./workers_api.ts";
 

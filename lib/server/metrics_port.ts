@@ -4,7 +4,7 @@
  */
 
 import type { Metrics } from "../metrics/metrics.ts";
-import type { Dashboard } from "./dashboard_setup.ts";
+import type { Dashboard } from "../dashboard/feature.ts";
 
 /** What the metrics port answers from (the `Gateway`). */
 export interface MetricsPortDeps {

@@ -13,7 +13,7 @@ import { validateConfig } from "../../lib/config/validate.ts";
 import { KUBE_VERBS } from "../../lib/discovery/kube.ts";
 import { MeshMetrics } from "../../lib/mesh/mesh_metrics.ts";
 import { Metrics } from "../../lib/metrics/metrics.ts";
-import { DiscoveryMetrics } from "../../lib/server/discovery_setup.ts";
+import { DiscoveryMetrics } from "../../lib/discovery/feature.ts";
 
 const DEPLOY = new URL("../../deploy/", import.meta.url);
 const read = (path: string) => Deno.readTextFileSync(new URL(path, DEPLOY));

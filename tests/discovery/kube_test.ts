@@ -105,7 +105,7 @@ Deno.test({
       g.registry.subscribe(() => w.poke());
       const urls = () =>
         g.registry.all().filter((x) => x.status !== "draining").map((x) => x.url).sort();
-      g.start();
+      await g.start();
       try {
         await w.wait(() => urls().length === 1, "a registered");
         assert.deepEqual(urls(), ["http://127.0.0.11:18000"]);

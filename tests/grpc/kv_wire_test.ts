@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { seededRandom } from "../../lib/core/clock.ts";
 import { decodeKvEventBatch } from "../../lib/grpc/kv_wire.ts";
 import { METHODS } from "../../lib/grpc/sglang_proto.ts";
-import { fromPb } from "../../lib/server/kv_setup.ts";
+import { fromPb } from "../../lib/kv/feature.ts";
 
 const TYPE = METHODS.subscribeKvEvents.response;
 

@@ -1,5 +1,5 @@
 /**
- * The status page's part of the composition root: the routing history (sampled on the
+ * The status page as a feature of the gateway: the routing history (sampled on the
  * gateway's clock while the gateway runs), the snapshot's inputs read from the registry, the
  * metrics and the mesh, and the two answers both ports serve. The metrics port serves them as
  * openly as `/metrics`; the main port serves the page openly (it holds no data) and the snapshot
@@ -7,13 +7,14 @@
  */
 
 import type { Clock } from "../core/clock.ts";
-import { dashboardPage, dashboardSnapshot } from "../dashboard/http.ts";
-import { RoutingHistory } from "../dashboard/history.ts";
-import type { DashboardMesh, SnapshotDeps } from "../dashboard/snapshot.ts";
+import { type Feature, loopFeature } from "../core/feature.ts";
+import { dashboardPage, dashboardSnapshot } from "./http.ts";
+import { RoutingHistory } from "./history.ts";
+import type { DashboardMesh, SnapshotDeps } from "./snapshot.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { TextRatios } from "../workers/text_ratios.ts";
-import type { Mesh } from "./mesh_setup.ts";
+import type { Mesh } from "../mesh/feature.ts";
 
 /** What the status page reads. */
 export interface DashboardInputs {
@@ -33,9 +34,9 @@ export interface DashboardInputs {
   ratios: TextRatios;
 }
 
-/** The status page of one gateway. */
-export interface Dashboard {
-  /** The routing history; `run(signal)` samples it until the gateway stops. */
+/** The status page of one gateway, as a feature: started, it samples the routing history. */
+export interface Dashboard extends Feature {
+  /** The routing history, sampled on the gateway's clock between `start` and `stop`. */
   history: RoutingHistory;
   /** `GET /dashboard`. */
   page(): Response;
@@ -62,7 +63,9 @@ export function createDashboard(d: DashboardInputs): Dashboard {
     mesh: () => (mesh ? meshView(mesh) : null),
     models: () => d.ratios.models(),
   };
+  const sampling = loopFeature("dashboard", history);
   return {
+    ...sampling,
     history,
     page: dashboardPage,
     snapshot: (url) => dashboardSnapshot(deps, url),

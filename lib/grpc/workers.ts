@@ -9,7 +9,7 @@
  */
 
 import { isGrpcUrl } from "../config/validate.ts";
-import type { SglangClient, WorkerTlsPem } from "../grpc/sglang_client.ts";
+import type { SglangClient, WorkerTlsPem } from "./sglang_client.ts";
 import type { FetchFn } from "../workers/http.ts";
 
 /**

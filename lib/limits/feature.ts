@@ -7,10 +7,10 @@
 
 import type { GatewayConfig } from "../config/config.ts";
 import type { Clock } from "../core/clock.ts";
-import { loadLimits } from "../limits/config.ts";
-import { TenantLimiter } from "../limits/limiter.ts";
-import { PolicySet } from "../limits/policy.ts";
-import { Tenants } from "../limits/tenants.ts";
+import { loadLimits } from "./config.ts";
+import { TenantLimiter } from "./limiter.ts";
+import { PolicySet } from "./policy.ts";
+import { Tenants } from "./tenants.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 
 /** The client keys and tenant resolution of `config`. */

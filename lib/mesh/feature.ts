@@ -8,30 +8,31 @@
 
 import type { MeshConfig } from "../config/config.ts";
 import { ConfigError } from "../core/errors.ts";
+import type { Feature } from "../core/feature.ts";
 import type { Logger } from "../core/log.ts";
-import { MeshMetrics } from "../mesh/mesh_metrics.ts";
-import { MeshNode } from "../mesh/node.ts";
-import { swimConfigOf } from "../mesh/swim_config.ts";
-import type { MeshTls } from "../mesh/transport/grpc.ts";
+import { MeshMetrics } from "./mesh_metrics.ts";
+import { MeshNode } from "./node.ts";
+import { swimConfigOf } from "./swim_config.ts";
+import type { MeshTls } from "./transport/grpc.ts";
 import type {
   FrameConn,
   MeshTransport,
   ReplyCallback,
   TransportHandlers,
-} from "../mesh/transport/transport.ts";
-import type { MeshRequest } from "../mesh/wire.ts";
+} from "./transport/transport.ts";
+import type { MeshRequest } from "./wire.ts";
 import type { Metrics } from "../metrics/metrics.ts";
-import { WORKERS_NS, WorkerSync } from "../mesh/adapters/worker_sync.ts";
-import { type TreeCounter, TreeSync } from "../mesh/adapters/tree_sync.ts";
-import { PINS_NS, PinSync } from "../mesh/adapters/pin_sync.ts";
-import { RATE_LIMIT_NS, RateLimitSync } from "../mesh/adapters/rate_limit_sync.ts";
-import { RATIO_NS, RatioSync } from "../mesh/adapters/ratio_sync.ts";
-import { LoadSync } from "../mesh/adapters/load_sync.ts";
+import { WORKERS_NS, WorkerSync } from "./adapters/worker_sync.ts";
+import { type TreeCounter, TreeSync } from "./adapters/tree_sync.ts";
+import { PINS_NS, PinSync } from "./adapters/pin_sync.ts";
+import { RATE_LIMIT_NS, RateLimitSync } from "./adapters/rate_limit_sync.ts";
+import { RATIO_NS, RatioSync } from "./adapters/ratio_sync.ts";
+import { LoadSync } from "./adapters/load_sync.ts";
 import type { TextRatios } from "../workers/text_ratios.ts";
 import type { TenantLimiter } from "../limits/limiter.ts";
 import type { PolicyReplicas } from "../policies/replicas.ts";
-import { LwwStore } from "../mesh/store/lww_store.ts";
-import { StoreSync } from "../mesh/store/store_sync.ts";
+import { LwwStore } from "./store/lww_store.ts";
+import { StoreSync } from "./store/store_sync.ts";
 import { type Clock, seededRandom } from "../core/clock.ts";
 import type { WorkerManager } from "../workers/manager.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
@@ -95,8 +96,8 @@ class DeferredTransport implements MeshTransport {
   }
 }
 
-/** A router's mesh, built but not started. */
-export interface Mesh {
+/** A router's mesh as a feature, built but not started. */
+export interface Mesh extends Feature {
   /** The router. */
   node: MeshNode;
   /** Why the mesh is off although enabled (its port could not be bound), else null. */
@@ -107,7 +108,7 @@ export interface Mesh {
   trees: TreeSync;
   /** The mesh's metrics (the status page reads the replication lag). */
   metrics: MeshMetrics;
-  /** Stops the adapters, the replication and the router. */
+  /** Stops the adapters, the replication and the router (once a start under way is over). */
   stop(): Promise<void>;
   /** Starts serving and gossiping; a bind failure is logged and counted, not thrown. */
   start(): Promise<void>;
@@ -162,7 +163,7 @@ export function createMesh(
   const mlog = log.child({ module: "mesh", name });
   const tls = meshTls(m);
   const transport = new DeferredTransport(async () => {
-    const { GrpcTransport } = await import("../mesh/transport/grpc.ts");
+    const { GrpcTransport } = await import("./transport/grpc.ts");
     return new GrpcTransport({ host: m.host, port: m.port, tls });
   });
   const node = new MeshNode({
@@ -269,13 +270,16 @@ export function createMesh(
       log: mlog,
     })
     : null;
+  let started: Promise<void> = Promise.resolve();
   const mesh: Mesh = {
+    name: "mesh",
     node,
     failure: null,
     store,
     trees,
     metrics: mm,
     async stop() {
+      await started;
       workers.stop();
       trees.stop();
       loads?.stop();
@@ -285,71 +289,35 @@ export function createMesh(
       storeSync.stop();
       await node.stop();
     },
-    async start() {
-      try {
-        await node.start();
-        storeSync.attach(node.streams);
-        trees.attach(node.streams);
-        loads?.attach(node.streams);
-        workers.start();
-        pins.start();
-        limits?.start();
-        ratios?.start();
-        mlog.info("mesh listening", {
-          bind: `${m.host}:${m.port}`,
-          advertise: address,
-          peers: m.peerUrls.join(" "),
-          tls: m.tlsCaCert !== null,
-        });
-      } catch (e) {
-        mm.rejected.with("bind").inc();
-        mesh.failure = `mesh server failed on ${m.host}:${m.port}: ${(e as Error).message}`;
-        mlog.error("mesh server failed; the router stops", {
-          bind: `${m.host}:${m.port}`,
-          err: (e as Error).message,
-        });
-        await node.stop();
-      }
+    start() {
+      return started = serve();
     },
   };
+  const serve = async () => {
+    try {
+      await node.start();
+      storeSync.attach(node.streams);
+      trees.attach(node.streams);
+      loads?.attach(node.streams);
+      workers.start();
+      pins.start();
+      limits?.start();
+      ratios?.start();
+      mlog.info("mesh listening", {
+        bind: `${m.host}:${m.port}`,
+        advertise: address,
+        peers: m.peerUrls.join(" "),
+        tls: m.tlsCaCert !== null,
+      });
+    } catch (e) {
+      mm.rejected.with("bind").inc();
+      mesh.failure = `mesh server failed on ${m.host}:${m.port}: ${(e as Error).message}`;
+      mlog.error("mesh server failed; the router stops", {
+        bind: `${m.host}:${m.port}`,
+        err: (e as Error).message,
+      });
+      await node.stop();
+    }
+  };
   return mesh;
-}
-
-/** `GET /mesh/status`: this router's name and every member, itself included. */
-export function meshStatus(mesh: Mesh | null): Response {
-  if (!mesh) {
-    return Response.json({
-      error: {
-        message: "the mesh is off; start with --enable-mesh",
-        type: "Not Found",
-        code: "mesh_disabled",
-        param: null,
-      },
-    }, { status: 404, headers: { "x-smg-error-code": "mesh_disabled" } });
-  }
-  if (mesh.failure) {
-    return Response.json({
-      error: {
-        message: mesh.failure,
-        type: "Service Unavailable",
-        code: "mesh_unavailable",
-        param: null,
-      },
-    }, { status: 503, headers: { "x-smg-error-code": "mesh_unavailable" } });
-  }
-  const n = mesh.node;
-  const store = Object.fromEntries(mesh.store.counts());
-  return Response.json({
-    name: n.name,
-    status: n.status,
-    local_health: n.localHealth,
-    members: n.members(),
-    store: {
-      [WORKERS_NS]: { live: 0, tombstones: 0 },
-      [PINS_NS]: { live: 0, tombstones: 0 },
-      [RATE_LIMIT_NS]: { live: 0, tombstones: 0 },
-      [RATIO_NS]: { live: 0, tombstones: 0 },
-      ...store,
-    },
-  });
 }

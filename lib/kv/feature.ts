@@ -4,7 +4,8 @@
  * `SubscribeKvEvents` (`CursorSubscriber`), an HTTP worker labelled `kv_events` (its engine's
  * ZMQ PUB endpoint, `tcp://host:port`; `kv_events_replay` its replay endpoint) through
  * `ZmqSubscriber`, once its model is known; a removed worker is detached. The events feed a
- * `KvMonitor`'s per-model indexes, which cache_aware reads (`PolicyDeps.cacheIndex`). Counts go to
+ * `KvMonitor`'s per-model indexes (`createKvIndexes`), which cache_aware reads
+ * (`PolicyDeps.cacheIndex`). Counts go to
  * SMG's `smg_kv_event_subscription_failures_total` and ours. The indexes are pruned every 30 s.
  *
  * Only models routed by cache_aware are subscribed (no other policy reads the index).
@@ -12,27 +13,66 @@
 
 import type { GatewayConfig } from "../config/config.ts";
 import { type Clock, every } from "../core/clock.ts";
+import type { Feature } from "../core/feature.ts";
 import type { Logger } from "../core/log.ts";
 import type { KvEventBatchPb } from "../grpc/sglang_proto.ts";
-import type { KvEvent, KvEventBatch } from "../kv/events.ts";
+import type { KvEvent, KvEventBatch } from "./events.ts";
 import {
   type CursorSource,
   CursorSubscriber,
   KvMonitor,
   type StartStream,
   ZmqSubscriber,
-} from "../kv/mod.ts";
+} from "./mod.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { Worker } from "../workers/worker.ts";
-import type { GrpcWorkers } from "./grpc_workers.ts";
+import type { GrpcWorkers } from "../grpc/workers.ts";
 
 /** How often the indexes' TTL and capacity are applied. */
 const PRUNE_MS = 30_000;
 
-/** What KV-event mode is built from. */
-export interface KvSetupDeps {
+/** What the per-model indexes are built from. */
+export interface KvIndexDeps {
   config: GatewayConfig;
+  metrics: Metrics;
+  log: Logger;
+  clock: Clock;
+}
+
+/**
+ * The per-model indexes of `--kv-events auto`, counted into the metrics. Built before the
+ * policies (cache_aware reads them, `PolicyDeps.cacheIndex`); `KvEvents` fills them.
+ */
+export function createKvIndexes(d: KvIndexDeps): KvMonitor {
+  const m = d.metrics;
+  return new KvMonitor({
+    clock: d.clock,
+    ttlMs: d.config.cacheAware.kvIndexerTtlSecs * 1000,
+    maxEntries: d.config.cacheAware.kvIndexerMaxEntries,
+    observer: {
+      batch: (w) => m.kvBatches.with(w).inc(),
+      refused: (w, reason) => m.kvFailures.with(w, reason).inc(),
+      reset: (w, reason) => {
+        m.kvFailures.with(w, reason === "gap" ? "gap_unrecoverable" : "publisher_restarted")
+          .inc();
+        d.log.warn("KV-event index reset for a worker", { worker: w, reason });
+      },
+      status: (w, s) => {
+        if (
+          s.kind === "connect_failed" || s.kind === "disconnected" || s.kind === "bad_message"
+        ) {
+          m.kvFailures.with(w, s.kind).inc();
+        }
+      },
+    },
+  });
+}
+
+/** What KV-event mode is built from. */
+export interface KvSetupDeps extends KvIndexDeps {
+  /** The indexes to fill (`createKvIndexes`). */
+  monitor: KvMonitor;
   registry: WorkerRegistry;
   /**
    * gRPC workers' clients and the gateway's tokenizer (`--model-path`): null without them, and
@@ -41,13 +81,11 @@ export interface KvSetupDeps {
   grpc: GrpcWorkers | null;
   /** Whether `model` is routed by cache_aware. */
   cacheAware: (model: string) => boolean;
-  metrics: Metrics;
-  log: Logger;
-  clock: Clock;
 }
 
-/** KV-event mode: the monitor and the registry subscription that drives it. */
-export class KvEvents {
+/** KV-event mode as a feature: the registry subscription that feeds the indexes. */
+export class KvEvents implements Feature {
+  readonly name = "kv_events";
   /** The per-model indexes. */
   readonly monitor: KvMonitor;
   readonly #d: KvSetupDeps;
@@ -56,28 +94,7 @@ export class KvEvents {
 
   constructor(d: KvSetupDeps) {
     this.#d = d;
-    const m = d.metrics;
-    this.monitor = new KvMonitor({
-      clock: d.clock,
-      ttlMs: d.config.cacheAware.kvIndexerTtlSecs * 1000,
-      maxEntries: d.config.cacheAware.kvIndexerMaxEntries,
-      observer: {
-        batch: (w) => m.kvBatches.with(w).inc(),
-        refused: (w, reason) => m.kvFailures.with(w, reason).inc(),
-        reset: (w, reason) => {
-          m.kvFailures.with(w, reason === "gap" ? "gap_unrecoverable" : "publisher_restarted")
-            .inc();
-          d.log.warn("KV-event index reset for a worker", { worker: w, reason });
-        },
-        status: (w, s) => {
-          if (
-            s.kind === "connect_failed" || s.kind === "disconnected" || s.kind === "bad_message"
-          ) {
-            m.kvFailures.with(w, s.kind).inc();
-          }
-        },
-      },
-    });
+    this.monitor = d.monitor;
   }
 
   /** Subscribes to the registry's workers (those there now, and those to come). */

@@ -10,12 +10,13 @@
 import type { GatewayConfig } from "../config/config.ts";
 import { type Clock, every } from "../core/clock.ts";
 import { ConfigError } from "../core/errors.ts";
+import type { Feature } from "../core/feature.ts";
 import type { Logger } from "../core/log.ts";
-import { connectPods, type PodApi } from "../discovery/kube.ts";
-import { type Pod, selectorQuery } from "../discovery/pods.ts";
-import { PodWatch } from "../discovery/watch.ts";
-import { WorkerDiscovery } from "../discovery/worker_discovery.ts";
-import { RouterDiscovery, type RouterSink } from "../discovery/router_discovery.ts";
+import { connectPods, type PodApi } from "./kube.ts";
+import { type Pod, selectorQuery } from "./pods.ts";
+import { PodWatch } from "./watch.ts";
+import { WorkerDiscovery } from "./worker_discovery.ts";
+import { RouterDiscovery, type RouterSink } from "./router_discovery.ts";
 import { FastCounter, FastGauge, FastHistogram } from "../metrics/fast.ts";
 import { DURATION_BUCKETS, type Metrics } from "../metrics/metrics.ts";
 import type { WorkerManager } from "../workers/manager.ts";
@@ -60,11 +61,14 @@ export class DiscoveryMetrics {
   }
 }
 
-/** Discovery, built but not started. */
-export interface Discovery {
-  /** Connects and starts watching (a failure to connect is logged, not thrown). */
-  start(): Promise<void>;
-  /** Stops watching; discovered workers stay registered until shutdown. */
+/** Discovery as a feature, built but not started. */
+export interface Discovery extends Feature {
+  /**
+   * Connects and starts watching in the background (loading the Kubernetes client takes a
+   * while; the gateway serves meanwhile); a failure to connect is logged, not thrown.
+   */
+  start(): void;
+  /** Stops watching, once connecting is over; discovered workers stay registered. */
   stop(): Promise<void>;
 }
 
@@ -121,70 +125,76 @@ export function createDiscovery(
   const routers = state.routers && Object.keys(d.routerSelector).length > 0
     ? new RouterDiscovery(state.routers, c.mesh.port)
     : null;
-  return {
-    async start() {
-      try {
-        api = await connectPods(d.namespace);
-      } catch (e) {
-        dlog.error("service discovery is off: no Kubernetes configuration", { err: String(e) });
-        return;
-      }
-      dlog.info("watching Kubernetes pods", {
-        server: api.server,
-        config: api.origin,
-        namespace: d.namespace ?? "(all)",
-        selectors: selectors.map(selectorQuery).join(" | "),
-        routers: routers ? selectorQuery(d.routerSelector) : "",
+  const connect = async () => {
+    try {
+      api = await connectPods(d.namespace);
+    } catch (e) {
+      dlog.error("service discovery is off: no Kubernetes configuration", { err: String(e) });
+      return;
+    }
+    dlog.info("watching Kubernetes pods", {
+      server: api.server,
+      config: api.origin,
+      namespace: d.namespace ?? "(all)",
+      selectors: selectors.map(selectorQuery).join(" | "),
+      routers: routers ? selectorQuery(d.routerSelector) : "",
+    });
+    if (routers) {
+      const w = new PodWatch({
+        name: `router pods ${selectorQuery(d.routerSelector)}`,
+        source: api.source(selectorQuery(d.routerSelector)),
+        log: dlog,
+        clock: state.clock,
+        handlers: {
+          onList: (list) => routers.onList(list),
+          onEvent: (type, p) => routers.onEvent(type, p),
+        },
       });
-      if (routers) {
-        const w = new PodWatch({
-          name: `router pods ${selectorQuery(d.routerSelector)}`,
-          source: api.source(selectorQuery(d.routerSelector)),
-          log: dlog,
-          clock: state.clock,
-          handlers: {
-            onList: (list) => routers.onList(list),
-            onEvent: (type, p) => routers.onEvent(type, p),
+      watches.push(w);
+      w.start();
+    }
+    for (const sel of selectors) {
+      const pods = new Map<string, Pod>();
+      const w = new PodWatch({
+        name: `pods ${selectorQuery(sel)}`,
+        source: api.source(selectorQuery(sel)),
+        log: dlog,
+        clock: state.clock,
+        handlers: {
+          onList: (list) => {
+            pods.clear();
+            for (const p of list) if (p.metadata?.uid) pods.set(p.metadata.uid, p);
+            reconciler.onList(allPods());
           },
-        });
-        watches.push(w);
-        w.start();
-      }
-      for (const sel of selectors) {
-        const pods = new Map<string, Pod>();
-        const w = new PodWatch({
-          name: `pods ${selectorQuery(sel)}`,
-          source: api.source(selectorQuery(sel)),
-          log: dlog,
-          clock: state.clock,
-          handlers: {
-            onList: (list) => {
-              pods.clear();
-              for (const p of list) if (p.metadata?.uid) pods.set(p.metadata.uid, p);
-              reconciler.onList(allPods());
-            },
-            onEvent: (type, p) => {
-              const uid = p.metadata?.uid;
-              if (uid) {
-                if (type === "DELETED") pods.delete(uid);
-                else pods.set(uid, p);
-              }
-              // PD: a pod that left this leg's selector may now be in the other leg's.
-              const other = type === "DELETED" && uid
-                ? legs.find((m) => m !== pods && m.has(uid))?.get(uid)
-                : undefined;
-              if (other) reconciler.onEvent("MODIFIED", other);
-              else reconciler.onEvent(type, p);
-            },
+          onEvent: (type, p) => {
+            const uid = p.metadata?.uid;
+            if (uid) {
+              if (type === "DELETED") pods.delete(uid);
+              else pods.set(uid, p);
+            }
+            // PD: a pod that left this leg's selector may now be in the other leg's.
+            const other = type === "DELETED" && uid
+              ? legs.find((m) => m !== pods && m.has(uid))?.get(uid)
+              : undefined;
+            if (other) reconciler.onEvent("MODIFIED", other);
+            else reconciler.onEvent(type, p);
           },
-        });
-        legs.push(pods);
-        watches.push(w);
-        w.start();
-      }
-      if (selectors.length > 0) stopResync = every(state.clock, 10_000, () => reconciler.resync());
+        },
+      });
+      legs.push(pods);
+      watches.push(w);
+      w.start();
+    }
+    if (selectors.length > 0) stopResync = every(state.clock, 10_000, () => reconciler.resync());
+  };
+  let started: Promise<void> = Promise.resolve();
+  return {
+    name: "discovery",
+    start() {
+      started = connect();
     },
     async stop() {
+      await started;
       stopResync();
       await Promise.all(watches.map((w) => w.stop()));
       api?.close();

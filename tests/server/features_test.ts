@@ -1,0 +1,37 @@
+/**
+ * The composition root's feature list: which optional parts a configuration runs, in start
+ * order, and that a gateway built, started and stopped on fake time leaves nothing running.
+ */
+
+import assert from "node:assert/strict";
+import { FakeClock } from "../../lib/core/clock.ts";
+import { silentLogger } from "../../lib/core/log.ts";
+import { Gateway } from "../../lib/server/app.ts";
+import { check } from "../support/config.ts";
+
+/** The features of a gateway built from `args` (then stopped: it holds a pool toward workers). */
+async function features(args: string[]): Promise<string[]> {
+  const gw = new Gateway({ config: check(args), log: silentLogger, clock: new FakeClock() });
+  const names = gw.features;
+  await gw.stop();
+  return names;
+}
+
+Deno.test("features: the loops and the status page always; KV events only where asked", async () => {
+  assert.deepEqual(await features(["--kv-events", "off"]), ["health", "loads", "dashboard"]);
+  assert.deepEqual(await features([]), ["health", "loads", "dashboard", "kv_events"]);
+});
+
+Deno.test("features: the mesh starts after the status page that reads it, before KV events", async () => {
+  const mesh = ["--enable-mesh", "--mesh-host", "127.0.0.1", "--mesh-port", "1"];
+  assert.deepEqual(await features(mesh), ["health", "loads", "dashboard", "mesh", "kv_events"]);
+});
+
+Deno.test("features: started and stopped on fake time, a gateway leaves no timer behind", async () => {
+  const clock = new FakeClock();
+  const gw = new Gateway({ config: check([]), log: silentLogger, clock });
+  await gw.start();
+  assert.ok(clock.pending > 0, "the loops wait on the clock");
+  await gw.stop();
+  assert.equal(clock.pending, 0);
+});
