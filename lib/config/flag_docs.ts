@@ -100,7 +100,7 @@ const GROUPS: Record<Group, { title: string; about: string }> = {
   mesh: {
     title: "HA mesh",
     // SMG hard-codes the SWIM timing; the defaults are its documented ones (memberlist's LAN).
-    about: "See [High availability](operations.md#high-availability); SWIM timing as SMG's docs.",
+    about: "See [High availability](high-availability.md); SWIM timing as SMG's docs.",
   },
   discovery: {
     title: "Kubernetes discovery",
