@@ -114,10 +114,16 @@ Deno.test("docs: every relative link reaches a file, and its anchor a heading th
   }
 });
 
-Deno.test("docs: README stays a front page", async () => {
-  const readme = (await Deno.stat(new URL("README.md", ROOT))).size;
+Deno.test("docs: README stays a front page and BENCHMARKS.md a summary", async () => {
+  const size = async (f: string) => (await Deno.stat(new URL(f, ROOT))).size;
+  const readme = await size("README.md");
   assert.ok(
     readme < 40 * 1024,
     `README.md is ${readme} bytes; keep it under 40 KB (move to docs/)`,
+  );
+  const bench = await size("BENCHMARKS.md");
+  assert.ok(
+    bench < 60 * 1024,
+    `BENCHMARKS.md is ${bench} bytes; keep it under 60 KB (move older runs to BENCHMARKS-archive.md)`,
   );
 });
