@@ -1,7 +1,7 @@
 /**
- * The README's picture of the status page: loads a running gateway's `/dashboard` in headless
- * Chromium (puppeteer-core, the system's browser), waits for two updates, and writes a PNG of the
- * whole page. Taken during the routing benchmark: start
+ * docs/operations.md's picture of the status page (docs/dashboard.png): loads a running gateway's
+ * `/dashboard` in headless Chromium (puppeteer-core, the system's browser), waits for two updates,
+ * and writes a PNG of the whole page. Taken during the routing benchmark: start
  *
  *   deno task bench:routing --targets smg:cache_aware --rate 16 --warmup 60 --duration 120
  *

@@ -1,8 +1,8 @@
 /**
- * Several of our routers as one routing-benchmark target (`smg:<policy>#N`, `#N-mesh`): N
- * gateways with the same flags, on a mesh if asked (the first the seed of the others, as the
- * README's HA example wires them), behind an HAProxy front that sends each request to the next
- * router in turn, as a load balancer or a Kubernetes Service spreads a conversation's turns.
+ * Several of our routers as one routing-benchmark target (`smg:<policy>#N`, `#N-mesh`): N gateways
+ * with the same flags, on a mesh if asked (the first the seed of the others, as the example in
+ * docs/high-availability.md wires them), behind an HAProxy front that sends each request to the
+ * next router in turn, as a load balancer or a Kubernetes Service spreads a conversation's turns.
  * Ready when every router counts every worker healthy and, on a mesh, sees its peers with their
  * streams open (`bench/mesh/routers.ts`), and the front answers.
  */

@@ -21,6 +21,9 @@ import { bootstrapPort } from "./kinds.ts";
 import { closest } from "./suggest.ts";
 import type { GatewayConfig, PrefillSpec } from "./types.ts";
 
+/** `--config`'s --help line (the flag is read before commander parses: see `takeConfigFlag`). */
+export const CONFIG_FLAG_HELP = "read flags from a YAML or JSON file; flags given here win";
+
 const ARGUMENT = { nothing: "", value: " <value>", values: " <values...>" } as const;
 
 /** The --help text of a flag: its help, and its default unless null, false or empty. */
@@ -57,9 +60,7 @@ export function buildProgram(version: string): Command {
       getErrHasColors: () => false,
     });
   // Read before commander parses (see `takeConfigFlag`); declared here for --help.
-  program.addOption(
-    new Option("--config <file>", "read flags from a YAML or JSON file; flags given here win"),
-  );
+  program.addOption(new Option("--config <file>", CONFIG_FLAG_HELP));
   for (const { setting: f } of ENTRIES) {
     if (!isFlag(f)) continue;
     if (f.shorthand) program.addOption(new Option(`--${f.shorthand.name}`, f.shorthand.help));

@@ -19,7 +19,11 @@ export type Kind<V> =
     /** Every value up to the next flag, over all repeats. */
     | { takes: "values"; parse: (flag: string, raw: string[]) => V }
   )
-  & { show: (v: V) => string };
+  & {
+    show: (v: V) => string;
+    /** The values a choices flag accepts, for docs/configuration.md; absent for other kinds. */
+    allowed?: readonly string[];
+  };
 
 /**
  * A start-up check of a value the config holds (never of null): throws a one-line `ConfigError`

@@ -65,6 +65,7 @@ export function choices<T extends string>(values: readonly T[]): Kind<T> {
       return found;
     },
     show: String,
+    allowed: values,
   };
 }
 

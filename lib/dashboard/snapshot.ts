@@ -1,7 +1,7 @@
 /**
- * The status page's JSON snapshot (`GET /dashboard/snapshot`), a stable contract that scripts
- * may read too (README "Status page"): the workers as they are now, the routing samples newer
- * than the page's last (`?since=`), and the mesh when it is on. Field names are snake_case; a
+ * The status page's JSON snapshot (`GET /dashboard/snapshot`), a stable contract that scripts may
+ * read too (docs/http-api.md, "Status snapshot"): the workers as they are now, the routing samples
+ * newer than the page's last (`?since=`), and the mesh when it is on. Field names are snake_case; a
  * field is only ever added, and `schema` changes if one is removed or changes meaning.
  *
  * In: the registry, the history, the gateway-level facts and a view of the mesh; out: a plain

@@ -21,7 +21,8 @@ export interface DeadlineEntry {
 export class Deadlines {
   // A dense array with each entry's index in it (removal swaps in the last one), not a `Set`:
   // a Set churned by every request kept ~3 MB of dead requests alive through each young-generation
-  // GC, which made those GCs ten times slower (BENCHMARKS.md, "Gateway overhead").
+  // GC, which made those GCs ten times slower (BENCHMARKS-archive.md, "Gateway overhead", "What
+  // it took").
   readonly #entries: DeadlineEntry[] = [];
   readonly #clock: Clock;
   readonly #tickMs: number;

@@ -1,6 +1,7 @@
 /**
- * README's gRPC command lines, as processes: `smg sim-worker --grpc-port P --model-path DIR` (a
- * simulated sglang scheduler over gRPC, its words as Qwen3 ids) and
+ * The gRPC command lines of docs/operations.md, as processes:
+ * `smg sim-worker --grpc-port P --model-path DIR` (a simulated sglang scheduler over gRPC, its
+ * words as Qwen3 ids) and
  * `smg --policy least_load --worker-urls grpc://... --model-path DIR` in front of it, used by
  * the `openai` client; the same with a prefill and a decode worker (`--pd-disaggregation`); an
  * unloadable `--model-path` fails at start with one line and exit 2.

@@ -1,5 +1,5 @@
 /**
- * `smg sim-worker` as a process with README's KV-event flags: `--kv-events-port`,
+ * `smg sim-worker` as a process with docs/routing.md's KV-event flags: `--kv-events-port`,
  * `--kv-events-replay-port` and `--model-path` log the endpoints to label the worker with, and a
  * chat sent to it comes out of its PUB as the gateway's subscriber decodes it, its blocks holding
  * the ids the gateway's tokenizer gives the prompt; the replay ROUTER answers too. Bad port flags

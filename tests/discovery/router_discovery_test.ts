@@ -1,7 +1,8 @@
 /**
- * Router pods as membership hints, row by row of SMG's pod-to-member mapping (README, "Kubernetes
- * discovery"): Running and Ready is ready at the pod IP and the mesh-port annotation (else our
- * own port); not ready is not_ready; deleted, terminating or missing from a relist is gone.
+ * Router pods as membership hints, row by row of SMG's pod-to-member mapping (docs/operations.md,
+ * "Kubernetes discovery"): Running and Ready is ready at the pod IP and the mesh-port annotation
+ * (else our own port); not ready is not_ready; deleted, terminating or missing from a relist is
+ * gone.
  */
 
 import assert from "node:assert/strict";

@@ -1,7 +1,7 @@
 /**
- * Real routers on loopback: three gateway processes meshed as in the README's example (a
- * bootstrap router, the others joining it), a SIGKILL (SUSPECTED, then DOWN on the survivors,
- * streams closed), a restart under the same name (ALIVE everywhere again) and a SIGTERM
+ * Real routers on loopback: three gateway processes meshed as in docs/high-availability.md's
+ * example (a bootstrap router, the others joining it), a SIGKILL (SUSPECTED, then DOWN on the
+ * survivors, streams closed), a restart under the same name (ALIVE everywhere again) and a SIGTERM
  * (LEAVING, nobody suspects it). Waits on the routers' `Status:` log lines, never on fixed sleeps.
  */
 

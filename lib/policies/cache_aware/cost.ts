@@ -17,8 +17,9 @@
  * tokens goes where recent work is lightest once the holder's recent work exceeds the lightest's
  * by 20 S (at weight 0.1), while a conversation stays until the excess reaches 20 times its
  * whole history.
- * Measured in BENCHMARKS.md ("Routing where the cache is small"): without it, a conversation
- * trace piled 2.4× the mean work on one worker and hit less than plain conversation affinity.
+ * Measured in BENCHMARKS.md ("Routing where tokens are not 4 characters long and caches are
+ * small"): without it, a conversation trace piled 2.4× the mean work on one worker and hit less
+ * than plain conversation affinity.
  *
  * The cheapest wins (exact ties uniformly). A worker holding the prompt keeps it unless its
  * backlog and recent work exceed twice the work a cold prefill elsewhere would add, so hot

@@ -1,4 +1,4 @@
-/** Worker registry sync: each rule README's "High availability" states for it, as a scenario. */
+/** Worker registry sync: each rule docs/high-availability.md states for it, as a scenario. */
 
 import assert from "node:assert/strict";
 import { defaultConfig } from "../../../lib/config/config.ts";
