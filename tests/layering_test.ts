@@ -2,7 +2,8 @@
  * Dependencies point one way: the bottom (core, config, metrics) imports nothing above it;
  * policies and workers import only the bottom; requests only core; proxy uses those; the HTTP/1.1
  * parsing (http1) sits under both the worker client (upstream) and the front; discovery turns
- * pods into workers; the status page (dashboard) reads metrics and workers; only server wires
+ * pods into workers; the status page (dashboard) reads metrics and workers; a folder's
+ * `feature.ts` builds its optional part of the gateway from the layers below; only server wires
  * the gateway; the simulator (sim) stands apart on core and the engines' wire formats (grpc, kv);
  * commands sit on top. And no two files under lib/ import each other, directly or around a loop.
  * Read from `deno info --json`; type-only imports count.
@@ -53,7 +54,27 @@ const ALLOWED: Record<string, string[]> = {
   // The status page: its HTML and script, the routing history read from the metrics and the
   // snapshot of the workers; the composition root hands it the mesh as plain data.
   dashboard: ["core", "metrics", "workers", "dashboard"],
+  // A folder's `feature.ts` builds that folder's optional part of the gateway (a `Feature`)
+  // from its slice of the config and the services the composition root hands it: it may import
+  // any layer below the root, other features' types; only the root imports it.
+  feature: [
+    "core",
+    "config",
+    "metrics",
+    "policies",
+    "workers",
+    "limits",
+    "proxy",
+    "grpc",
+    "kv",
+    "dashboard",
+    "discovery",
+    "mesh",
+    "mesh/adapters",
+    "feature",
+  ],
   server: [
+    "feature",
     "core",
     "config",
     "metrics",
@@ -161,9 +182,10 @@ async function addGraph(g: Map<string, string[]>, entry: string): Promise<void> 
   }
 }
 
-/** The layer of a file relative to lib/: its folder, or `mesh/adapters`. */
+/** The layer of a file relative to lib/: its folder, `mesh/adapters`, or `feature`. */
 function layer(file: string): string {
   const parts = file.split("/");
+  if (parts.length === 2 && parts[1] === "feature.ts") return "feature";
   return parts[0] === "mesh" && parts[1] === "adapters" ? "mesh/adapters" : parts[0];
 }
 

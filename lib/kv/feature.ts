@@ -27,7 +27,7 @@ import {
 import type { Metrics } from "../metrics/metrics.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { Worker } from "../workers/worker.ts";
-import type { GrpcWorkers } from "../grpc/workers.ts";
+import type { GrpcWorkers } from "../proxy/grpc/workers.ts";
 
 /** How often the indexes' TTL and capacity are applied. */
 const PRUNE_MS = 30_000;

@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import type { SglangClient } from "../../lib/grpc/sglang_client.ts";
-import { GrpcWorkers } from "../../lib/grpc/workers.ts";
+import { GrpcWorkers } from "../../lib/proxy/grpc/workers.ts";
 
 Deno.test("grpc clients: the KV-event stream gets its own channel; forget and close end both", async () => {
   const made: { url: string; closed: boolean }[] = [];

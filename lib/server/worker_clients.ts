@@ -12,11 +12,11 @@ import type { GrpcBackend } from "../proxy/types.ts";
 import { CachedEncoder } from "../tokenizer/cache.ts";
 import { TokenizerPool } from "../tokenizer/pool.ts";
 import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
-import { FetchUpstream } from "./fetch_upstream.ts";
-import { Http1Client } from "./http1.ts";
-import type { Upstream } from "./types.ts";
+import { FetchUpstream } from "../upstream/fetch_upstream.ts";
+import { Http1Client } from "../upstream/http1.ts";
+import type { Upstream } from "../upstream/types.ts";
 import type { FetchFn } from "../workers/http.ts";
-import { type GrpcClientFactory, GrpcWorkers } from "../grpc/workers.ts";
+import { type GrpcClientFactory, GrpcWorkers } from "../proxy/grpc/workers.ts";
 import type { WorkerTls } from "../tls/pem.ts";
 
 /** What `workerClients` builds from; `fetch`, `upstream` and `grpc` are tests' or optional. */

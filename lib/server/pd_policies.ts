@@ -4,8 +4,8 @@
  */
 
 import type { GatewayConfig } from "../config/config.ts";
-import { createPolicy } from "./mod.ts";
-import type { PolicyDeps } from "./policy_deps.ts";
+import { createPolicy } from "../policies/mod.ts";
+import type { PolicyDeps } from "../policies/policy_deps.ts";
 import type { PdPolicies } from "../proxy/proxy.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 

@@ -8,9 +8,9 @@
  * both kinds of worker. Other URLs go to the HTTP `FetchFn`.
  */
 
-import { isGrpcUrl } from "../config/validate.ts";
-import type { SglangClient, WorkerTlsPem } from "./sglang_client.ts";
-import type { FetchFn } from "../workers/http.ts";
+import { isGrpcUrl } from "../../config/validate.ts";
+import type { SglangClient, WorkerTlsPem } from "../../grpc/sglang_client.ts";
+import type { FetchFn } from "../../workers/http.ts";
 
 /**
  * Makes the client of one worker URL (`new SglangClient`, imported only when gRPC is on), with
