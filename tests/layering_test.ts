@@ -114,6 +114,7 @@ const ALLOWED: Record<string, string[]> = {
   discovery: ["core", "config", "workers", "discovery"],
   launch: ["core", "config", "sim", "launch"],
   commands: [
+    "workers",
     "core",
     "config",
     "policies",

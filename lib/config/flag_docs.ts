@@ -2,8 +2,8 @@
  * docs/configuration.md's flag reference, rendered from the flag declarations (`flags.ts`), the
  * source --help is built from too: one table per group of flags, in --help order, with each
  * flag's argument, default, aliases, allowed values and help line. The page's prose around it is
- * hand-written; the rendered part sits between two marker lines, which `spliceFlagDocs` replaces.
- * `deno task docs` runs this module to rewrite the page; tests/config/flag_docs_test.ts fails when
+ * hand-written; the rendered part sits between two marker lines, which `deno task docs`
+ * (`lib/commands/docs.ts`) replaces; tests/config/flag_docs_test.ts fails when
  * the page differs from what would be rendered. Known gap: `--prefill`/`--decode` take an
  * optional second value that commander cannot read, so their row is written here, not declared.
  */
@@ -203,23 +203,5 @@ export function renderFlagDocs(): string {
   return out.join("\n");
 }
 
-/** `page` with its rendered reference replaced by `rendered`; throws when a marker is missing. */
-export function spliceFlagDocs(page: string, rendered: string): string {
-  const begin = page.indexOf(BEGIN_MARKER);
-  const end = page.indexOf(END_MARKER);
-  if (begin < 0 || end < begin) {
-    throw new Error(
-      `docs/configuration.md: the lines ${BEGIN_MARKER} and ${END_MARKER} are missing`,
-    );
-  }
-  return page.slice(0, begin) + rendered + page.slice(end + END_MARKER.length);
-}
-
 /** The page `deno task docs` rewrites. */
 export const CONFIGURATION_PAGE = new URL("../../docs/configuration.md", import.meta.url);
-
-if (import.meta.main) {
-  const page = await Deno.readTextFile(CONFIGURATION_PAGE);
-  await Deno.writeTextFile(CONFIGURATION_PAGE, spliceFlagDocs(page, renderFlagDocs()));
-  console.log(`wrote ${CONFIGURATION_PAGE.pathname}`);
-}

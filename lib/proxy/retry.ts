@@ -1,18 +1,11 @@
 /**
- * Retry arithmetic: which worker statuses are worth another worker, and the jittered
- * exponential delay before retry k (0-based): min(initial × multiplier^k, max) × a random
- * factor in [1 − jitter, 1 + jitter].
+ * Retry arithmetic: the jittered exponential delay before retry k (0-based): min(initial ×
+ * multiplier^k, max) × a random factor in [1 − jitter, 1 + jitter]. Which answers are retried is
+ * `lib/workers/failures.ts`'s.
  */
 
 import type { Random } from "../core/clock.ts";
 import type { RetryConfig } from "../config/config.ts";
-
-const RETRYABLE = new Set([408, 429, 500, 502, 503, 504]);
-
-/** Whether a worker status is retried on another worker. */
-export function isRetryableStatus(status: number): boolean {
-  return RETRYABLE.has(status);
-}
 
 /** Delay in ms before retry `k` (0 = the first retry). */
 export function backoffMs(k: number, cfg: RetryConfig, random: Random): number {

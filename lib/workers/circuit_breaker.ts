@@ -30,17 +30,6 @@ export interface BreakerOptions {
   disabled: boolean;
 }
 
-/**
- * Classifies an attempt: connect errors, timeouts and 5xx are failures; 408 and 429 say the
- * worker is busy, not broken (neutral); everything else, other 4xx included, is a success.
- */
-export function classifyStatus(status: number | "transport" | "timeout"): Outcome {
-  if (status === "transport" || status === "timeout") return "failure";
-  if (status >= 500) return "failure";
-  if (status === 408 || status === 429) return "neutral";
-  return "success";
-}
-
 /** One worker's breaker. */
 export class CircuitBreaker {
   readonly #o: BreakerOptions;

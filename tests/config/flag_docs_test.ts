@@ -9,8 +9,8 @@ import {
   CONFIGURATION_PAGE,
   END_MARKER,
   renderFlagDocs,
-  spliceFlagDocs,
 } from "../../lib/config/flag_docs.ts";
+import { splice } from "../../lib/commands/docs.ts";
 import { ENTRIES, isFlag } from "../../lib/config/flags.ts";
 
 Deno.test("flag docs: docs/configuration.md holds the reference the declarations render", async () => {
@@ -49,8 +49,8 @@ Deno.test("flag docs: every flag, alias and shorthand has its row, in --help ord
 Deno.test("flag docs: splicing replaces only what lies between the markers", () => {
   const page = `# Title\n\nprose\n\n${BEGIN_MARKER}\nold\n${END_MARKER}\n\nafter\n`;
   assert.equal(
-    spliceFlagDocs(page, `${BEGIN_MARKER}\nnew\n${END_MARKER}`),
+    splice(page, BEGIN_MARKER, END_MARKER, `${BEGIN_MARKER}\nnew\n${END_MARKER}`),
     `# Title\n\nprose\n\n${BEGIN_MARKER}\nnew\n${END_MARKER}\n\nafter\n`,
   );
-  assert.throws(() => spliceFlagDocs("# no markers\n", "x"), /flags:begin/);
+  assert.throws(() => splice("# no markers\n", BEGIN_MARKER, END_MARKER, "x"), /flags:begin/);
 });

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import type { RetryConfig } from "../../lib/config/config.ts";
 import { defaultConfig } from "../../lib/config/config.ts";
 import { seededRandom } from "../../lib/core/clock.ts";
-import { backoffMs, isRetryableStatus, maxAttempts } from "../../lib/proxy/retry.ts";
+import { backoffMs, maxAttempts } from "../../lib/proxy/retry.ts";
 
 const CFG: RetryConfig = {
   maxAttempts: 5,
@@ -61,14 +61,6 @@ Deno.test("backoffMs: the same seed gives the same delays", () => {
   const da = [0, 1, 2, 3].map((k) => backoffMs(k, cfg, a));
   const db = [0, 1, 2, 3].map((k) => backoffMs(k, cfg, b));
   assert.deepEqual(da, db);
-});
-
-Deno.test("isRetryableStatus: 408, 429 and 500/502/503/504 only", () => {
-  const retryable = [408, 429, 500, 502, 503, 504];
-  for (const s of retryable) assert.equal(isRetryableStatus(s), true, `${s}`);
-  for (const s of [200, 201, 204, 301, 400, 401, 403, 404, 413, 422, 499, 501, 505]) {
-    assert.equal(isRetryableStatus(s), false, `${s}`);
-  }
 });
 
 Deno.test("maxAttempts: the configured total, or 1 when retries are disabled", () => {

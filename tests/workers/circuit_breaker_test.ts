@@ -5,9 +5,9 @@ import {
   type BreakerOptions,
   type BreakerState,
   CircuitBreaker,
-  classifyStatus,
   type Outcome,
 } from "../../lib/workers/circuit_breaker.ts";
+import { classifyStatus } from "../../lib/workers/failures.ts";
 
 const OPTS: BreakerOptions = {
   failureThreshold: 3,
@@ -22,26 +22,6 @@ function breaker(o: Partial<BreakerOptions> = {}) {
   const cb = new CircuitBreaker({ ...OPTS, ...o }, (from, to) => transitions.push([from, to]));
   return { cb, transitions, clock: new FakeClock(0) };
 }
-
-Deno.test("classifyStatus: which worker answers count against it", () => {
-  const table: [number | "transport" | "timeout", Outcome][] = [
-    ["transport", "failure"],
-    ["timeout", "failure"],
-    [500, "failure"],
-    [502, "failure"],
-    [503, "failure"],
-    [504, "failure"],
-    [429, "neutral"],
-    [408, "neutral"],
-    [200, "success"],
-    [204, "success"],
-    [400, "success"],
-    [401, "success"],
-    [404, "success"],
-    [422, "success"],
-  ];
-  for (const [status, want] of table) assert.equal(classifyStatus(status), want, `${status}`);
-});
 
 Deno.test("breaker: opens after N consecutive failures, not before", () => {
   const { cb, transitions, clock } = breaker();

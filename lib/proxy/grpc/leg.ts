@@ -21,10 +21,9 @@ import type {
 } from "../../grpc/sglang_proto.ts";
 import { StopMatcher } from "../../tokenizer/detokenize.ts";
 import type { Cancel } from "../../core/cancel.ts";
-import { classifyStatus } from "../../workers/circuit_breaker.ts";
+import { classifyStatus, isRetryableStatus } from "../../workers/failures.ts";
 import type { Worker } from "../../workers/worker.ts";
 import { clientClosed, type Slot, type WorkerLedger } from "../ledger.ts";
-import { isRetryableStatus } from "../retry.ts";
 import type {
   Attempt,
   AttemptResult,

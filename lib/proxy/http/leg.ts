@@ -15,11 +15,10 @@ import { ENDPOINT_PATHS } from "../../core/types.ts";
 import type { ReplyBody } from "../../core/http.ts";
 import { readAll, type UpstreamBody, type UpstreamResponse } from "../../upstream/types.ts";
 import type { Cancel } from "../../core/cancel.ts";
-import { classifyStatus } from "../../workers/circuit_breaker.ts";
+import { classifyStatus, isRetryableStatus } from "../../workers/failures.ts";
 import type { Worker } from "../../workers/worker.ts";
 import { usageIn } from "../cache_prediction.ts";
 import { clientClosed, type Slot, type WorkerLedger } from "../ledger.ts";
-import { isRetryableStatus } from "../retry.ts";
 import type {
   Attempt,
   AttemptResult,
