@@ -113,7 +113,12 @@ export class InferenceProxy {
     return this.#tasks.close();
   }
 
-  /** Handles one inference request on `endpoint`. */
+  /**
+   * Handles one inference request on `endpoint`, in named stages: admit (an admission slot),
+   * read (the body, once, into routing inputs), tokenize (where routing needs the tokens),
+   * reserve (the tenant's limits), attempt (route and try, `attempts.ts`), observe (metrics and
+   * the debug line); any refusal on the way is answered in the error envelope.
+   */
   async handle(inb: Inbound, endpoint: Endpoint, ctx: RequestContext): Promise<Reply> {
     const d = this.#d;
     const start = d.clock.now();
@@ -125,33 +130,14 @@ export class InferenceProxy {
       holds.add(slot instanceof Promise ? await slot : slot);
       const bytes = await inb.bytes(d.config.maxPayloadSize);
       const body = parseJson(bytes);
-      let rr = extractRouteRequest(endpoint, body, inb.headers, this.#extract);
-      // The request as gRPC workers take it is prepared at most once: now, for a model served
-      // only by gRPC workers (policies then route on its exact tokens), or by its first gRPC
-      // attempt.
-      const tok = d.grpc?.tokenizer;
-      const prepareGrpc = tok
-        ? () => grpcInput(endpoint, body as Record<string, unknown>, tok, rr.model ?? "default")
-        : null;
-      let grpc: GrpcInput | null = null;
-      const grpcOnly = prepareGrpc !== null && this.#servesGrpc(rr.model);
-      if (grpcOnly) {
-        grpc = await prepareGrpc();
-        if (rr.tokens === null) rr = { ...rr, tokens: grpc.ids };
-      } else if (
-        prepareGrpc && rr.tokens === null && d.routesOnTokens?.(rr.model ?? "unknown") &&
-        this.#encodesQuickly(endpoint, body as Record<string, unknown>)
-      ) {
-        // HTTP workers publishing KV events: route on the prompt's tokens, as the engine holds
-        // them, where they come at once; a body the gRPC form refuses still goes, on its text.
-        try {
-          grpc = await prepareGrpc();
-          rr = { ...rr, tokens: grpc.ids, tokenizedText: true };
-        } catch { /* routed on text */ }
-      }
+      const t = await this.#tokenize(
+        endpoint,
+        body,
+        extractRouteRequest(endpoint, body, inb.headers, this.#extract),
+      );
+      const { rr, grpc } = t;
       const plan = this.#plan;
-      const connection: ConnectionMode = grpcOnly ? "grpc" : "http";
-      series = plan.series(this.#pm, rr, connection);
+      series = plan.series(this.#pm, rr, t.connection);
       series.requests[rr.stream ? 1 : 0].inc();
       const meter = d.limits ? this.#reserve(ctx, rr, grpc, holds) : null;
       const call = new Call({
@@ -166,7 +152,7 @@ export class InferenceProxy {
         at: start + this.#timeoutMs,
         deadlines: this.#deadlines,
         grpc,
-        prepareGrpc,
+        prepareGrpc: t.prepare,
         tasks: this.#tasks,
         meter,
       });
@@ -178,37 +164,100 @@ export class InferenceProxy {
         call,
         plan as AttemptPlan<unknown, unknown>,
       );
-      const ms = d.clock.now() - start;
-      if (res.status < 400) series.duration.observe(ms / 1000);
-      else this.#pm.error(series, res.status);
-      if (d.log.enabled("debug")) {
-        d.log.debug("request routed", {
-          request_id: ctx.requestId,
-          endpoint,
-          model: rr.model,
-          stream: rr.stream,
-          status: res.status,
-          worker: replyHeader(res.headers, "x-smg-routed-worker-id") ?? undefined,
-          head_ms: Math.round(ms * 10) / 10,
-        });
-      }
+      this.#observe(endpoint, ctx, rr, series, res, start);
       return res;
     } catch (e) {
-      const err = e instanceof GatewayError
-        ? e
-        : new GatewayError(500, "internal_error", String(e));
-      if (err.status === 500) d.log.error("request failed", { request_id: ctx.requestId, err });
-      else if (d.log.enabled("debug")) {
-        d.log.debug("request refused", {
-          request_id: ctx.requestId,
-          endpoint,
-          status: err.status,
-          code: err.code,
-        });
-      }
-      if (series) this.#pm.error(series, err.status);
-      return errorReply(err, ctx.requestId);
+      return this.#refused(endpoint, ctx, series, e);
     }
+  }
+
+  /**
+   * The tokenize stage. The request as gRPC workers take it (its token ids) is prepared at most
+   * once: now, for a model served only by gRPC workers (policies then route on its exact
+   * tokens), or for HTTP workers publishing KV events when it encodes quickly, or by its first
+   * gRPC attempt (`prepare`).
+   */
+  async #tokenize(endpoint: Endpoint, body: unknown, rr: RouteRequest): Promise<Tokenized> {
+    const d = this.#d;
+    const tok = d.grpc?.tokenizer;
+    const prepare = tok
+      ? () => grpcInput(endpoint, body as Record<string, unknown>, tok, rr.model ?? "default")
+      : null;
+    if (prepare === null) return { rr, grpc: null, prepare, connection: "http" };
+    if (this.#servesGrpc(rr.model)) {
+      const grpc = await prepare();
+      return {
+        rr: rr.tokens === null ? { ...rr, tokens: grpc.ids } : rr,
+        grpc,
+        prepare,
+        connection: "grpc",
+      };
+    }
+    if (
+      rr.tokens === null && d.routesOnTokens?.(rr.model ?? "unknown") &&
+      this.#encodesQuickly(endpoint, body as Record<string, unknown>)
+    ) {
+      // HTTP workers publishing KV events: route on the prompt's tokens, as the engine holds
+      // them, where they come at once; a body the gRPC form refuses still goes, on its text.
+      try {
+        const grpc = await prepare();
+        return {
+          rr: { ...rr, tokens: grpc.ids, tokenizedText: true },
+          grpc,
+          prepare,
+          connection: "http",
+        };
+      } catch { /* routed on text */ }
+    }
+    return { rr, grpc: null, prepare, connection: "http" };
+  }
+
+  /** The observe stage: the route's duration or error, and the debug line. */
+  #observe(
+    endpoint: Endpoint,
+    ctx: RequestContext,
+    rr: RouteRequest,
+    series: RouteSeries,
+    res: Reply,
+    start: number,
+  ): void {
+    const d = this.#d;
+    const ms = d.clock.now() - start;
+    if (res.status < 400) series.duration.observe(ms / 1000);
+    else this.#pm.error(series, res.status);
+    if (d.log.enabled("debug")) {
+      d.log.debug("request routed", {
+        request_id: ctx.requestId,
+        endpoint,
+        model: rr.model,
+        stream: rr.stream,
+        status: res.status,
+        worker: replyHeader(res.headers, "x-smg-routed-worker-id") ?? undefined,
+        head_ms: Math.round(ms * 10) / 10,
+      });
+    }
+  }
+
+  /** A refusal or failure on the way, in the error envelope (a 500 logged as an error). */
+  #refused(
+    endpoint: Endpoint,
+    ctx: RequestContext,
+    series: RouteSeries | null,
+    e: unknown,
+  ): Reply {
+    const d = this.#d;
+    const err = e instanceof GatewayError ? e : new GatewayError(500, "internal_error", String(e));
+    if (err.status === 500) d.log.error("request failed", { request_id: ctx.requestId, err });
+    else if (d.log.enabled("debug")) {
+      d.log.debug("request refused", {
+        request_id: ctx.requestId,
+        endpoint,
+        status: err.status,
+        code: err.code,
+      });
+    }
+    if (series) this.#pm.error(series, err.status);
+    return errorReply(err, ctx.requestId);
   }
 
   /**
@@ -263,4 +312,16 @@ export class InferenceProxy {
     if (!this.#d.pd) return allGrpc(r.forModel(model));
     return allGrpc(r.forModel(model, "prefill")) && allGrpc(r.forModel(model, "decode"));
   }
+}
+
+/** What the tokenize stage gives the rest of the request. */
+interface Tokenized {
+  /** The routing inputs, with the prompt's token ids where they were prepared. */
+  rr: RouteRequest;
+  /** The request as gRPC workers take it, when prepared now. */
+  grpc: GrpcInput | null;
+  /** Prepares it (at most once, by the first gRPC attempt), or null without a tokenizer. */
+  prepare: (() => Promise<GrpcInput>) | null;
+  /** Where the metrics count the request. */
+  connection: ConnectionMode;
 }

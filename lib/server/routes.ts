@@ -1,9 +1,10 @@
 /**
- * The main port's route table and request entry: answer CORS preflights and add CORS headers
- * (`cors.ts`, outermost, as SMG), match method and path, check the keys of protected routes
- * (`auth.ts`: 401/403 in the error envelope, with `www-authenticate`), resolve an inference
- * request's tenant, attach the request id, count SMG's `smg_http_*` metrics, and log
- * control-plane use when control-plane keys are configured. Unknown paths get SMG's empty 404; a
+ * The main port's route table and request entry, a pipeline of named stages: CORS preflights
+ * answered and CORS headers added (`cors.ts`, outermost, as SMG); match (method and path);
+ * authorize (the keys of protected routes, `auth.ts`: 401/403 in the error envelope, with
+ * `www-authenticate`); dispatch (an inference request's tenant resolved, the handler called);
+ * the request id stamped; audit (control-plane use, when control-plane keys are configured);
+ * count (SMG's `smg_http_*` metrics). Unknown paths get SMG's empty 404; a
  * known path with another method gets 405. Keys as SMG: with `--api-key` or `--tenant-api-key`
  * configured, inference routes take any of them; control-plane routes take the control-plane
  * keys, else `--api-key`, and refuse every request when only tenant keys are configured.
@@ -125,12 +126,8 @@ export function createEntry(d: EntryDeps): Entry {
   };
   const done = () => active.dec();
 
-  return async (inb, completed) => {
-    const method = inb.method;
-    // SMG's CORS layer answers every OPTIONS itself, outside routing, auth and metrics.
-    if (method === "OPTIONS") return cors.preflight(inb.headers);
-    const start = d.clock.now();
-    const path = inb.path;
+  /** Stage 1, match: the route of `method` at `path`, the routes at that path, the template. */
+  const match = (method: string, path: string): Match => {
     let candidates = exact.get(path);
     let template = path;
     if (!candidates) {
@@ -140,65 +137,79 @@ export function createEntry(d: EntryDeps): Entry {
         template = p[0].path + "{id}";
       }
     }
-    const route = candidates?.find((r) => r.method === method);
-    const requestId = requestIdFor(inb.headers, d.requestIdHeaders, path);
-    active.inc();
-    completed.then(done, done);
+    return { route: candidates?.find((r) => r.method === method), candidates, template };
+  };
 
-    let res: Reply;
-    let denied: GatewayError | null = null;
-    let keyId: string | null = null;
-    let auth: string | null = null;
+  /** Stage 2, authorize: who the key is, or why the route refuses it. */
+  const authorize = (inb: Inbound, m: Match): Verdict => {
+    const route = m.route;
     const control = route?.controlPlane === true;
-    if (route?.protected && !(control ? controlOpen : clientOpen)) {
-      const header = inb.headers.get("authorization");
-      if (!control) {
-        auth = tenants.authenticate(header);
-        if (auth === null) denied = clientRefusal(header);
-      } else if (!access.controlPlaneKeys && d.apiKey === null) {
-        denied = new GatewayError(
-          401,
-          "unauthorized",
-          "control-plane routes are closed when only tenant keys are configured; set --api-key or --control-plane-api-keys",
-        );
-      } else {
-        const v = access.check("control", method, template, header);
-        denied = v.error;
-        keyId = v.keyId;
-      }
+    const v: Verdict = { control, denied: null, keyId: null, auth: null };
+    if (!route?.protected || (control ? controlOpen : clientOpen)) return v;
+    const header = inb.headers.get("authorization");
+    if (!control) {
+      v.auth = tenants.authenticate(header);
+      if (v.auth === null) v.denied = clientRefusal(header);
+    } else if (!access.controlPlaneKeys && d.apiKey === null) {
+      v.denied = new GatewayError(
+        401,
+        "unauthorized",
+        "control-plane routes are closed when only tenant keys are configured; set --api-key or --control-plane-api-keys",
+      );
+    } else {
+      const c = access.check("control", inb.method, m.template, header);
+      v.denied = c.error;
+      v.keyId = c.keyId;
     }
-    if (!candidates) {
-      template = "other";
-      res = empty(404);
-    } else if (!route) {
-      res = empty(405, [["allow", candidates.map((r) => r.method).join(", ")]]);
-    } else if (denied !== null) {
-      res = errorReply(denied, requestId);
-      if (denied.status === 401) {
-        const realm = control ? "control-plane" : "smg";
+    return v;
+  };
+
+  /** Stage 3, dispatch: the answer (404, 405, the refusal, or the handler's, with the tenant). */
+  const dispatch = async (
+    inb: Inbound,
+    m: Match,
+    v: Verdict,
+    rc: RouteContext,
+  ): Promise<Reply> => {
+    const route = m.route;
+    if (!m.candidates) return empty(404);
+    if (!route) return empty(405, [["allow", m.candidates.map((r) => r.method).join(", ")]]);
+    if (v.denied !== null) {
+      const res = errorReply(v.denied, rc.requestId);
+      if (v.denied.status === 401) {
+        const realm = v.control ? "control-plane" : "smg";
         res.headers.push(["www-authenticate", `Bearer realm="${realm}"`]);
       }
-    } else {
-      const rc: RouteContext = { requestId, completed, path };
-      if (route.protected && d.resolveTenants) {
-        rc.tenant = tenants.resolve(inb.headers, inb.remote, auth);
-      }
-      if (route.inbound) res = await route.inbound(inb, rc);
-      else {
-        const req = await requestOf(inb);
-        res = req instanceof GatewayError
-          ? errorReply(req, requestId)
-          : await fromResponse(await route.handler!(req, rc));
-      }
+      return res;
     }
-    if (!route?.stampsRequestId) stamp(res.headers, requestId);
-    cors.decorate(res.headers, inb.headers.get("origin"));
-    if (control && access.controlPlaneKeys) {
-      const fields = { key: keyId, method, path, status: res.status, request_id: requestId };
-      if (denied !== null) audit.warn("control-plane request refused", fields);
-      else if (method === "GET") audit.debug("control-plane request", fields);
-      else audit.info("control-plane request", fields);
+    if (route.protected && d.resolveTenants) {
+      rc.tenant = tenants.resolve(inb.headers, inb.remote, v.auth);
     }
+    if (route.inbound) return await route.inbound(inb, rc);
+    const req = await requestOf(inb);
+    return req instanceof GatewayError
+      ? errorReply(req, rc.requestId)
+      : await fromResponse(await route.handler!(req, rc));
+  };
+
+  /** Stage 4, audit: control-plane use, when control-plane keys are configured. */
+  const auditOf = (inb: Inbound, v: Verdict, res: Reply, requestId: string): void => {
+    if (!v.control || !access.controlPlaneKeys) return;
+    const method = inb.method;
+    const fields = {
+      key: v.keyId,
+      method,
+      path: inb.path,
+      status: res.status,
+      request_id: requestId,
+    };
+    if (v.denied !== null) audit.warn("control-plane request refused", fields);
+    else if (method === "GET") audit.debug("control-plane request", fields);
+    else audit.info("control-plane request", fields);
+  };
+
+  /** Stage 5, count: SMG's `smg_http_*` series of the route's template. */
+  const count = (method: string, template: string, res: Reply, start: number): void => {
     const s = seriesFor(method, template);
     s.requests.inc();
     const code = res.status < 400 ? "" : replyHeader(res.headers, "x-smg-error-code") ?? "";
@@ -210,8 +221,47 @@ export function createEntry(d: EntryDeps): Entry {
     }
     responses.inc();
     s.duration.observe((d.clock.now() - start) / 1000);
+  };
+
+  return async (inb, completed) => {
+    const method = inb.method;
+    // SMG's CORS layer answers every OPTIONS itself, outside routing, auth and metrics.
+    if (method === "OPTIONS") return cors.preflight(inb.headers);
+    const start = d.clock.now();
+    const m = match(method, inb.path);
+    const requestId = requestIdFor(inb.headers, d.requestIdHeaders, inb.path);
+    active.inc();
+    completed.then(done, done);
+    const v = authorize(inb, m);
+    const res = await dispatch(inb, m, v, { requestId, completed, path: inb.path });
+    if (!m.route?.stampsRequestId) stamp(res.headers, requestId);
+    cors.decorate(res.headers, inb.headers.get("origin"));
+    auditOf(inb, v, res, requestId);
+    count(method, m.candidates ? m.template : "other", res, start);
     return res;
   };
+}
+
+/** What the path and method matched. */
+interface Match {
+  /** The route of the method, if any. */
+  route: Route | undefined;
+  /** The routes at the path, if any (none: 404; no route of the method: 405). */
+  candidates: Route[] | undefined;
+  /** The path as the metrics name it (`/workers/{id}`). */
+  template: string;
+}
+
+/** What the keys came to. */
+interface Verdict {
+  /** A control-plane route. */
+  control: boolean;
+  /** Why the request is refused, or null. */
+  denied: GatewayError | null;
+  /** The control-plane key's id, when one was checked. */
+  keyId: string | null;
+  /** The client key's tenant id, when one was checked. */
+  auth: string | null;
 }
 
 /** The fetch `Request` of `inb`, or the error its body came to (413 too large, 400 broken). */
