@@ -74,7 +74,7 @@ export function backlogScore(w: WorkerView): number {
 }
 
 /** Age in ms past which a report is stale: `STALE_INTERVALS` × the load-monitor interval (≥ 1 s). */
-export function reportMaxAgeMs(config: GatewayConfig): number {
+export function reportMaxAgeMs(config: Pick<GatewayConfig, "loadMonitor">): number {
   return STALE_INTERVALS * Math.max(1, config.loadMonitor.intervalSecs) * 1000;
 }
 

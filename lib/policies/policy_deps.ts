@@ -24,6 +24,23 @@ export interface CacheIndexView {
   reports(url: string): boolean;
 }
 
+/**
+ * The configuration policies read, and nothing else of the gateway's: each policy its own
+ * section, plus the few settings several share (boundaries, the eviction interval, how old a
+ * load report may be).
+ */
+export type PolicyConfig = Pick<
+  GatewayConfig,
+  | "cacheAware"
+  | "leastLoad"
+  | "prefixHash"
+  | "manual"
+  | "cacheBoundaries"
+  | "evictionIntervalSecs"
+  | "routingKeyOverride"
+  | "loadMonitor"
+>;
+
 /** What a policy factory hands every policy. */
 export interface PolicyDeps {
   /** Seeded randomness. */
@@ -32,8 +49,8 @@ export interface PolicyDeps {
   now: () => number;
   /** Logger (module `policy`). */
   log: Logger;
-  /** The gateway configuration; a policy reads its own section. */
-  config: GatewayConfig;
+  /** The policies' part of the configuration; a policy reads its own section. */
+  config: PolicyConfig;
   /** Decision reporting (default: none). */
   observer?: PolicyObserver;
   /** Where shared state registers for the mesh (default: none, nothing shared). */

@@ -173,7 +173,7 @@ export class Gateway {
     this.policy = createPolicy(config.policy, policyDeps);
     const policies = this.policies = new PolicyRegistry(
       this.policy,
-      (name) => createPolicy(name, policyDeps, "worker label 'policy'"),
+      (name) => createPolicy(name, policyDeps),
       log.child({ module: "policy" }),
     );
     replicas.mainFor = (model) => policies.forModel(model);

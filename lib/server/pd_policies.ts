@@ -20,12 +20,10 @@ export function createPdPolicies(
     prefill: createPolicy(
       config.pd.prefillPolicy ?? config.policy,
       { ...deps, role: "prefill" },
-      "--prefill-policy",
     ),
     decode: createPolicy(
       config.pd.decodePolicy ?? config.policy,
       { ...deps, role: "decode" },
-      "--decode-policy",
     ),
   };
   registry.subscribe((e) => {

@@ -5,7 +5,6 @@ import {
   type BreakerOptions,
   type BreakerState,
   CircuitBreaker,
-  type Outcome,
 } from "../../lib/workers/circuit_breaker.ts";
 import { classifyStatus } from "../../lib/workers/failures.ts";
 
