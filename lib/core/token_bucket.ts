@@ -6,6 +6,9 @@
  * (a level below zero) that the refill repays; `refund` gives tokens back, never above the
  * capacity. An Infinity rate makes a bucket that never refuses and never waits; a rate of 0, one
  * that only refunds fill.
+ *
+ * Users: admission (`proxy/admission.ts`), the tenant limits (`limits/bucket.ts`) and the mesh
+ * transport's inbound limit per host (`mesh/transport/host_buckets.ts`).
  */
 
 /** A token bucket of `capacity` refilled at `ratePerSec`; starts full. */
