@@ -170,8 +170,8 @@ export class TenantLimiter {
   available(scope: string): { tokens: number; requests: number } | null {
     const b = this.#bucket(scope);
     if (!b) return null;
-    b.refill(this.#clock.now());
-    return { tokens: b.tokens, requests: b.requests };
+    const now = this.#clock.now();
+    return { tokens: b.tokens.level(now), requests: b.requests.level(now) };
   }
 
   /**
@@ -192,8 +192,7 @@ export class TenantLimiter {
     }
     let retry = 0;
     for (const [, b] of scopes) {
-      b.refill(now);
-      const d = b.dryRun(estimate, 1);
+      const d = b.dryRun(estimate, 1, now);
       if (!d.allowed) retry = Math.max(retry, d.retryAfterSecs);
     }
     if (retry > 0) {
@@ -201,13 +200,13 @@ export class TenantLimiter {
       return retry;
     }
     for (const [id, b] of scopes) {
-      b.take(estimate, 1);
+      b.take(estimate, 1, now);
       b.open++;
       this.onCharge?.(
         id,
         estimate,
         1,
-        Math.max(estimate / b.tokenCapacity, 1 / b.requestCapacity),
+        Math.max(estimate / b.tokens.capacity, 1 / b.requests.capacity),
       );
     }
     this.#allowed.inc();
@@ -220,10 +219,9 @@ export class TenantLimiter {
   settle(scopes: readonly [string, ScopeBucket][], total: number, delta: number): void {
     const now = this.#clock.now();
     for (const [id, b] of scopes) {
-      b.refill(now);
-      b.settle(delta);
+      b.settle(delta, now);
       b.open--;
-      if (delta !== 0) this.onCharge?.(id, delta, 0, Math.max(0, delta / b.tokenCapacity));
+      if (delta !== 0) this.onCharge?.(id, delta, 0, Math.max(0, delta / b.tokens.capacity));
     }
     this.#settled.inc(Math.max(0, total));
     this.#reservations.set(--this.#open);
@@ -234,8 +232,7 @@ export class TenantLimiter {
   applyRemote(scope: string, tokens: number, requests: number): void {
     const b = this.#bucket(scope);
     if (!b) return;
-    b.refill(this.#clock.now());
-    b.take(tokens, requests);
+    b.take(tokens, requests, this.#clock.now());
   }
 
   /** The buckets of a scope id, made full if new; null for a scope no policy has. */

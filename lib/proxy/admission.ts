@@ -1,8 +1,8 @@
 /**
- * Admission control for inference routes: SMG's token bucket (`--max-concurrent-requests` is its
- * capacity, `--rate-limit-tokens-per-second` its refill; unset or 0 = no refill) with its wait
- * queue (`--queue-size`, `--queue-timeout-secs`). A request takes one token and gives it back
- * when its response body is done (the caller releases it). Without refill the bucket is a pure
+ * Admission control for inference routes: SMG's token bucket (`core/token_bucket.ts`;
+ * `--max-concurrent-requests` is its capacity, `--rate-limit-tokens-per-second` its refill; unset
+ * or 0 = no refill) with its wait queue (`--queue-size`, `--queue-timeout-secs`). A request takes
+ * one token and gives it back when its response body is done (the caller releases it). Without refill the bucket is a pure
  * concurrency cap; with refill, tokens also come back at the refill rate (never above the
  * capacity), so more than the capacity may be in flight at once: the bucket then bounds the
  * admission rate (a burst of the capacity, then the refill plus what finished), as SMG's does.
@@ -18,6 +18,7 @@ import type { AdmissionConfig } from "../config/config.ts";
 import { type Clock, systemClock } from "../core/clock.ts";
 import { GatewayError } from "../core/errors.ts";
 import type { Abortable } from "../core/http.ts";
+import { TokenBucket } from "../core/token_bucket.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 
 /** Gives a token back. */
@@ -36,10 +37,7 @@ export class Admission {
   readonly #metrics: Metrics;
   readonly #clock: Clock;
   readonly #queue: Waiter[] = [];
-  /** Tokens per millisecond (0: no refill). */
-  readonly #refill: number;
-  #tokens: number;
-  #refilledAt: number;
+  readonly #bucket: TokenBucket;
   #inUse = 0;
   /** Cancels the timer that grants the head waiter its refilled token. */
   #cancelRefill: (() => void) | null = null;
@@ -49,9 +47,11 @@ export class Admission {
     this.#cfg = cfg;
     this.#metrics = metrics;
     this.#clock = clock;
-    this.#refill = Math.max(0, cfg.rateLimitTokensPerSecond ?? 0) / 1000;
-    this.#tokens = Math.max(0, cfg.maxConcurrentRequests);
-    this.#refilledAt = clock.now();
+    this.#bucket = new TokenBucket(
+      Math.max(0, cfg.maxConcurrentRequests),
+      Math.max(0, cfg.rateLimitTokensPerSecond ?? 0),
+      clock.now(),
+    );
   }
 
   /** Tokens held now (requests admitted whose response is not done). */
@@ -66,8 +66,7 @@ export class Admission {
 
   /** Tokens in the bucket now (refill included). */
   get available(): number {
-    this.#topUp();
-    return this.#tokens;
+    return this.#bucket.level(this.#clock.now());
   }
 
   /**
@@ -76,10 +75,9 @@ export class Admission {
    */
   acquire(signal?: Abortable): Release | Promise<Release> {
     if (this.#cfg.maxConcurrentRequests < 0) return NOOP;
-    this.#topUp();
-    if (this.#tokens >= 1 && this.#queue.length === 0) {
+    if (this.#queue.length === 0 && this.#bucket.take(1, this.#clock.now())) {
       this.#metrics.rateLimit.with("allowed").inc();
-      return this.#take();
+      return this.#hold();
     }
     if (this.#queue.length >= this.#cfg.queueSize) {
       this.#reject("full");
@@ -130,16 +128,6 @@ export class Admission {
     });
   }
 
-  /** Adds the refill since the last reading, up to the capacity. */
-  #topUp(): void {
-    const now = this.#clock.now();
-    if (this.#refill > 0) {
-      const cap = this.#cfg.maxConcurrentRequests;
-      this.#tokens = Math.min(cap, this.#tokens + (now - this.#refilledAt) * this.#refill);
-    }
-    this.#refilledAt = now;
-  }
-
   /**
    * Hands tokens to waiters, oldest first, while there are any; with refill, sets a timer for
    * when the head waiter's token will have dripped in.
@@ -147,16 +135,17 @@ export class Admission {
   #grantWaiters(): void {
     this.#cancelRefill?.();
     this.#cancelRefill = null;
-    this.#topUp();
-    while (this.#queue.length > 0 && this.#tokens >= 1) {
+    const now = this.#clock.now();
+    while (this.#queue.length > 0 && this.#bucket.take(1, now)) {
       const next = this.#queue.shift()!;
       this.#metrics.queueDepth.with().set(this.#queue.length);
       this.#metrics.rateLimit.with("allowed").inc();
-      next.grant(this.#take());
+      next.grant(this.#hold());
     }
-    if (this.#queue.length > 0 && this.#refill > 0) {
-      const ms = Math.max(1, Math.ceil((1 - this.#tokens) / this.#refill));
-      this.#cancelRefill = this.#clock.after(ms, () => {
+    // Infinity without refill (or with no capacity): only a release brings a token then.
+    const wait = this.#queue.length > 0 ? this.#bucket.waitMs(1, now) : Infinity;
+    if (wait !== Infinity) {
+      this.#cancelRefill = this.#clock.after(Math.max(1, Math.ceil(wait)), () => {
         this.#cancelRefill = null;
         this.#grantWaiters();
       });
@@ -168,8 +157,8 @@ export class Admission {
     this.#metrics.queueRejected.with(reason).inc();
   }
 
-  #take(): Release {
-    this.#tokens -= 1;
+  /** Counts a token just taken as held; its release gives it back (never above the capacity). */
+  #hold(): Release {
     this.#inUse++;
     this.#metrics.admissionInflight.with().set(this.#inUse);
     let released = false;
@@ -178,8 +167,7 @@ export class Admission {
       released = true;
       this.#inUse--;
       this.#metrics.admissionInflight.with().set(this.#inUse);
-      this.#topUp();
-      this.#tokens = Math.min(this.#cfg.maxConcurrentRequests, this.#tokens + 1);
+      this.#bucket.refund(1, this.#clock.now());
       this.#grantWaiters();
     };
   }
