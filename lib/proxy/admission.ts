@@ -2,8 +2,8 @@
  * Admission control for inference routes: SMG's token bucket (`core/token_bucket.ts`;
  * `--max-concurrent-requests` is its capacity, `--rate-limit-tokens-per-second` its refill; unset
  * or 0 = no refill) with its wait queue (`--queue-size`, `--queue-timeout-secs`). A request takes
- * one token and gives it back when its response body is done (the caller releases it). Without refill the bucket is a pure
- * concurrency cap; with refill, tokens also come back at the refill rate (never above the
+ * one token and gives it back when its response body is done (the caller releases it). Without
+ * refill the bucket is a pure concurrency cap; with refill, tokens also come back at the refill rate (never above the
  * capacity), so more than the capacity may be in flight at once: the bucket then bounds the
  * admission rate (a burst of the capacity, then the refill plus what finished), as SMG's does.
  * Up to the queue size wait in FIFO order, newcomers never overtaking them; a full queue answers
