@@ -40,7 +40,10 @@ export class ScopeBucket {
     return { allowed: false, retryAfterSecs: Math.max(1, Math.ceil(ms / 1000)) };
   }
 
-  /** Takes `tokens` and `requests` at `now` (debt allowed: a peer's consumption is taken as it comes). */
+  /**
+   * Takes `tokens` and `requests` at `now` (debt allowed: a peer's consumption is taken as it
+   * comes).
+   */
   take(tokens: number, requests: number, now: number): void {
     this.tokens.charge(tokens, now);
     this.requests.charge(requests, now);

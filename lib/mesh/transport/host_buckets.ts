@@ -17,7 +17,10 @@ export class PerHostBuckets {
   readonly #maxHosts: number;
   readonly #buckets = new Map<string, TokenBucket>();
 
-  /** Buckets of `rate` per second (Infinity: never refuses) and `burst` each, for at most `maxHosts` hosts. */
+  /**
+   * Buckets of `rate` per second (Infinity: never refuses) and `burst` each, for at most
+   * `maxHosts` hosts.
+   */
   constructor(rate: number, burst: number, maxHosts = 4096) {
     this.#rate = rate;
     this.#burst = burst;
@@ -41,8 +44,8 @@ export class PerHostBuckets {
   }
 
   /**
-   * Drops the oldest created sixteenth (at least one) in one pass: deleting one entry per new host through `keys().next()` makes V8 rescan the deleted
-   * slots at the front on every call.
+   * Drops the oldest created sixteenth (at least one) in one pass: deleting one entry per new
+   * host through `keys().next()` makes V8 rescan the deleted slots at the front on every call.
    */
   #evict(): void {
     let n = Math.max(1, this.#maxHosts >> 4);
