@@ -20,8 +20,9 @@
  * reading only its 5-byte header) without any hook, so only pings and ping-reqs between 2 and
  * 10 MiB are reported as `oversized`. The rate limit is one bucket per remote host
  * (`host_buckets.ts`). `forget` leaves calls and streams already open to finish. After a failed
- * connect, grpc-js keeps an unref'd reconnect-backoff timer (at most ~2.4 s) and may dial once more after its channel is closed;
- * nothing public cancels that, so `close()` cannot await it (see grpc_unreachable_test.ts).
+ * connect, grpc-js keeps an unref'd reconnect-backoff timer (at most ~2.4 s) and may dial once
+ * more after its channel is closed; nothing public cancels that, so `close()` cannot await it
+ * (see grpc_unreachable_test.ts).
  */
 
 import { Buffer } from "node:buffer";
