@@ -15,13 +15,14 @@ import { Http1Client } from "../../lib/upstream/http1.ts";
 import { bodyStream } from "../../lib/proxy/http/relay.ts";
 import { header } from "../../lib/upstream/types.ts";
 import { Cancel } from "../../lib/core/cancel.ts";
+import { systemClock } from "../../lib/core/clock.ts";
 
 const decoder = new TextDecoder();
 const JSON_TYPE: [string, string][] = [["content-type", "application/json"]];
 
 /** Builds the handler over `workers` (base URLs), sending with one `Http1Client`. */
 export function connectFloorHandler(workers: string[]): (req: Request) => Promise<Response> {
-  const client = new Http1Client({ idleTimeoutMs: 90_000 });
+  const client = new Http1Client({ idleTimeoutMs: 90_000, clock: systemClock });
   let next = 0;
   return async (req) => {
     const url = req.url;

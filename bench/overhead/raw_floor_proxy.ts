@@ -13,6 +13,7 @@
 import { Http1Client } from "../../lib/upstream/http1.ts";
 import { header, type HeaderList } from "../../lib/upstream/types.ts";
 import { Cancel } from "../../lib/core/cancel.ts";
+import { systemClock } from "../../lib/core/clock.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
@@ -126,7 +127,7 @@ if (import.meta.main) {
     console.error("usage: raw_floor_proxy.ts --port P WORKER_URL...");
     Deno.exit(2);
   }
-  const client = new Http1Client({ idleTimeoutMs: 90_000 });
+  const client = new Http1Client({ idleTimeoutMs: 90_000, clock: systemClock });
   let n = 0;
   for await (const conn of Deno.listen({ hostname: "127.0.0.1", port })) {
     serveConn(conn, client, workers, () => n++);

@@ -28,7 +28,7 @@
  * byte. Each refusal is reported to `onReject`.
  */
 
-import { type Clock, every, sleep, systemClock } from "../core/clock.ts";
+import { type Clock, every, sleep } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import {
   bodyOverdue,
@@ -72,8 +72,8 @@ export interface FrontOptions {
   maxHeadBytes?: number;
   /** Logs handler errors. */
   log: Logger;
-  /** Time of the idle sweep and of waits (default `systemClock`). */
-  clock?: Clock;
+  /** Time of the idle sweep and of waits. */
+  clock: Clock;
   /** Serves the connections of this listener instead of `Deno.listen({hostname, port})`. */
   listener?: FrontListener;
   /** Limits on clients (default: none). */
@@ -168,7 +168,7 @@ class FrontServer implements ConnectionHost {
     this.authority = authority;
     this.idleMs = opts.idleTimeoutMs ?? 60_000;
     this.maxHead = opts.maxHeadBytes ?? 64 * 1024;
-    this.clock = opts.clock ?? systemClock;
+    this.clock = opts.clock;
     const l = opts.limits ?? {};
     this.maxConns = l.maxConnections ?? 0;
     this.perClient = new ClientCounts(l.maxConnectionsPerClient ?? 0);

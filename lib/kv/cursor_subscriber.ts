@@ -13,7 +13,7 @@
  * once the loop has ended.
  */
 
-import { type Clock, sleep, systemClock } from "../core/clock.ts";
+import { type Clock, sleep } from "../core/clock.ts";
 import type { KvEventBatch } from "./events.ts";
 import { classifySeq, reconnectDelay } from "./sequence.ts";
 import type { KvEventSink, KvStreamStatus } from "./sink.ts";
@@ -36,8 +36,8 @@ export interface CursorSubscriberOptions {
   reconnectInitialMs?: number;
   /** Longest reopening delay in ms (default 30000). */
   reconnectMaxMs?: number;
-  /** Clock of the delays (default the system clock). */
-  clock?: Clock;
+  /** Clock of the delays. */
+  clock: Clock;
 }
 
 /** Subscribes to one worker's KV events until closed; see the module comment. */
@@ -53,7 +53,6 @@ export class CursorSubscriber {
     this.#o = {
       reconnectInitialMs: 100,
       reconnectMaxMs: 30_000,
-      clock: systemClock,
       ...o,
     };
     this.#sink = sink;

@@ -9,7 +9,7 @@
  * anyway) and close the connection: one connection per gap, as gaps are rare.
  */
 
-import { type Clock, systemClock } from "../core/clock.ts";
+import type { Clock } from "../core/clock.ts";
 import type { Message, SocketType, ZmtpOptions } from "./zmtp.ts";
 import { ZmtpError } from "./zmtp_codec.ts";
 
@@ -44,10 +44,10 @@ export interface ReplayRequest {
   to: number;
   /** Deadline for connecting and the whole answer, in ms. */
   timeoutMs: number;
-  /** Clock of the deadline (default the system clock). */
-  clock?: Clock;
+  /** Clock of the deadline (and of the DEALER). */
+  clock: Clock;
   /** Socket options (limits); its `signal` also stops the replay. */
-  zmtp?: ZmtpOptions;
+  zmtp?: Omit<ZmtpOptions, "clock">;
 }
 
 /** The end marker's sequence frame: -1 as a signed 8-byte integer. */
@@ -58,7 +58,7 @@ const END_SEQ = 0xffff_ffff_ffff_ffffn;
  * endpoint cannot be reached, answers out of protocol, or misses the deadline.
  */
 export async function requestReplay(req: ReplayRequest): Promise<[number, Uint8Array][]> {
-  const clock = req.clock ?? systemClock;
+  const clock = req.clock;
   const abort = new AbortController();
   const outer = req.zmtp?.signal;
   let dealer: KvSocket | null = null;

@@ -25,7 +25,7 @@ export class ZmqPub {
   #dropped = 0;
 
   /** Binds at once (`opts.port` 0 picks a free port) and accepts subscribers. */
-  constructor(opts: ZmtpServerOptions = {}) {
+  constructor(opts: ZmtpServerOptions) {
     this.#server = new ZmtpServer("PUB", opts, (peer) => this.#serve(peer));
   }
 

@@ -13,7 +13,7 @@
  * (or the `signal`) stops the loop and resolves once it has ended.
  */
 
-import { type Clock, every, sleep, systemClock } from "../core/clock.ts";
+import { type Clock, every, sleep } from "../core/clock.ts";
 import { type Logger, silentLogger } from "../core/log.ts";
 import { parseZmqEndpoint } from "./endpoint.ts";
 import { decodeEngineBatch } from "./engine_events.ts";
@@ -44,8 +44,8 @@ export interface ZmqSubscriberOptions {
   heartbeatTimeoutMs?: number;
   /** Largest message accepted, in bytes (default 16 MiB). */
   maxMessageBytes?: number;
-  /** Clock of every timer (default the system clock). */
-  clock?: Clock;
+  /** Clock of every timer. */
+  clock: Clock;
   /** Opens sockets (default: ZMTP over TCP). */
   dial?: Dial;
   /** Where a throwing sink is reported (default silent). */
@@ -85,7 +85,7 @@ export class ZmqSubscriber {
       heartbeatIntervalMs: opts.heartbeatIntervalMs ?? 5000,
       heartbeatTimeoutMs: opts.heartbeatTimeoutMs ?? 15000,
       maxMessageBytes: opts.maxMessageBytes ?? 16 * 1024 * 1024,
-      clock: opts.clock ?? systemClock,
+      clock: opts.clock,
       dial: opts.dial ?? dialZmtp,
       logger: opts.logger ?? silentLogger,
     };

@@ -14,7 +14,7 @@
  * nobody reads from leaves a peer's PING unanswered (engines' sockets send none).
  */
 
-import { type Clock, systemClock } from "../core/clock.ts";
+import type { Clock } from "../core/clock.ts";
 import { ByteReader } from "./byte_reader.ts";
 import { parseZmqEndpoint } from "./endpoint.ts";
 import {
@@ -52,8 +52,8 @@ export interface ZmtpOptions {
   maxMessageBytes?: number;
   /** Most frames in one message (default 16; KV events use 3). */
   maxFrames?: number;
-  /** Clock of the handshake deadline and of `lastReceivedAt` (default the system clock). */
-  clock?: Clock;
+  /** Clock of the handshake deadline and of `lastReceivedAt`. */
+  clock: Clock;
   /** Aborts connecting and the handshake (not the socket once connected; `close` does that). */
   signal?: AbortSignal;
 }
@@ -81,7 +81,7 @@ export class ZmtpSocket {
   private constructor(conn: Deno.Conn, type: SocketType, opts: ZmtpOptions) {
     this.#conn = conn;
     this.type = type;
-    this.#clock = opts.clock ?? systemClock;
+    this.#clock = opts.clock;
     this.#maxFrameBytes = opts.maxFrameBytes ?? 16 * MIB;
     this.#maxMessageBytes = opts.maxMessageBytes ?? 16 * MIB;
     this.#maxFrames = opts.maxFrames ?? 16;
@@ -104,10 +104,10 @@ export class ZmtpSocket {
   static async connect(
     type: SocketType,
     endpoint: string,
-    opts: ZmtpOptions = {},
+    opts: ZmtpOptions,
   ): Promise<ZmtpSocket> {
     const { hostname, port } = parseZmqEndpoint(endpoint);
-    const clock = opts.clock ?? systemClock;
+    const clock = opts.clock;
     const timeoutMs = opts.handshakeTimeoutMs ?? 5000;
     if (opts.signal?.aborted) {
       throw new ZmtpError("closed", `connecting to ${endpoint} was aborted`);

@@ -16,7 +16,7 @@
  * Known gap: the high-water mark counts messages, not bytes, as libzmq's does.
  */
 
-import { type Clock, systemClock } from "../core/clock.ts";
+import type { Clock } from "../core/clock.ts";
 import { ByteReader } from "./byte_reader.ts";
 import {
   parseCommand,
@@ -49,8 +49,8 @@ export interface ZmtpPeerOptions {
   maxFrames?: number;
   /** Messages `offer` lets wait to be written before dropping (default 1000, libzmq's). */
   sendHighWaterMark?: number;
-  /** Clock of the handshake deadline (default the system clock). */
-  clock?: Clock;
+  /** Clock of the handshake deadline. */
+  clock: Clock;
 }
 
 /** One queued write; `done` settles a `send`. */
@@ -105,9 +105,9 @@ export class ZmtpPeer {
   static async accept(
     conn: Deno.Conn,
     type: ServerSocketType,
-    opts: ZmtpPeerOptions = {},
+    opts: ZmtpPeerOptions,
   ): Promise<ZmtpPeer> {
-    const clock = opts.clock ?? systemClock;
+    const clock = opts.clock;
     const timeoutMs = opts.handshakeTimeoutMs ?? 5000;
     let timedOut = false;
     const cancelTimer = clock.after(timeoutMs, () => {

@@ -164,7 +164,7 @@ export function createMesh(
   const tls = meshTls(m);
   const transport = new DeferredTransport(async () => {
     const { GrpcTransport } = await import("./transport/grpc.ts");
-    return new GrpcTransport({ host: m.host, port: m.port, tls });
+    return new GrpcTransport({ host: m.host, port: m.port, tls, clock: state.clock });
   });
   const node = new MeshNode({
     name,

@@ -370,7 +370,7 @@ export class StreamManager implements StreamPort {
     const c = this.#d.config;
     const now = this.#d.clock.now();
     for (const s of [...this.#byPeer.values()]) {
-      const t0 = performance.now();
+      const t0 = this.#d.clock.now();
       if (now - s.lastIn >= c.idleTimeoutMs) {
         this.#d.log.info("mesh sync stream idle; closing", { peer: s.peer });
         s.conn.close();
@@ -382,7 +382,7 @@ export class StreamManager implements StreamPort {
         this.#send(s, { kind: "heartbeat" });
       }
       if (s.role === "opener") {
-        this.#d.metrics.syncRound.with(s.peer).observe((performance.now() - t0) / 1000);
+        this.#d.metrics.syncRound.with(s.peer).observe((this.#d.clock.now() - t0) / 1000);
       }
     }
     for (const s of [...this.#unbound]) {

@@ -15,7 +15,7 @@
  */
 
 import type { AdmissionConfig } from "../config/config.ts";
-import { type Clock, systemClock } from "../core/clock.ts";
+import type { Clock } from "../core/clock.ts";
 import { GatewayError } from "../core/errors.ts";
 import type { Abortable } from "../core/http.ts";
 import { TokenBucket } from "../core/token_bucket.ts";
@@ -42,8 +42,8 @@ export class Admission {
   /** Cancels the timer that grants the head waiter its refilled token. */
   #cancelRefill: (() => void) | null = null;
 
-  /** A bucket; off when `maxConcurrentRequests` is -1. Timers run on `clock` (system). */
-  constructor(cfg: AdmissionConfig, metrics: Metrics, clock: Clock = systemClock) {
+  /** A bucket; off when `maxConcurrentRequests` is -1. Timers run on `clock`. */
+  constructor(cfg: AdmissionConfig, metrics: Metrics, clock: Clock) {
     this.#cfg = cfg;
     this.#metrics = metrics;
     this.#clock = clock;

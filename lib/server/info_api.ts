@@ -4,7 +4,7 @@
  * fan-outs `/get_loads` and `/flush_cache`.
  */
 
-import { type Clock, systemClock } from "../core/clock.ts";
+import type { Clock } from "../core/clock.ts";
 import { errorResponse, GatewayError } from "../core/errors.ts";
 import { type FetchFn, getText, tryJson } from "../workers/http.ts";
 import { fetchLoad } from "../workers/load_monitor.ts";
@@ -23,8 +23,8 @@ export interface InfoApiDeps {
   pd?: boolean;
   /** Timeout for pass-through and fan-out calls, in ms. */
   timeoutMs: number;
-  /** Clock. */
-  clock?: Clock;
+  /** Clock of the workers' availability (breaker cool-downs). */
+  clock: Clock;
 }
 
 /** `GET /readiness`: 200 with counts when a worker is ready, else 503 with the reason. */
@@ -68,7 +68,7 @@ export async function firstReady(
   path: string,
   requestId: string,
 ): Promise<Response> {
-  const now = (d.clock ?? systemClock).now();
+  const now = d.clock.now();
   const w = d.registry.all().find((w) => w.available(now));
   if (!w) {
     return errorResponse(

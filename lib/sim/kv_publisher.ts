@@ -14,6 +14,7 @@
  */
 
 import { encode } from "@msgpack/msgpack";
+import type { Clock } from "../core/clock.ts";
 import { ZmqPub } from "../kv/zmq_pub.ts";
 import { seqFrame, ZmqReplayServer } from "../kv/zmq_replay_server.ts";
 import type { KvBatch, KvEventLog } from "./kv_events.ts";
@@ -34,6 +35,8 @@ export interface SimKvPublisherOptions {
   bufferSteps?: number;
   /** Messages a subscriber may have unwritten before it loses the next (default 100000, vLLM's). */
   sendHighWaterMark?: number;
+  /** Clock of the sockets' handshake deadlines. */
+  clock: Clock;
 }
 
 /** The engine-layout msgpack payload of `batch`. */
@@ -60,10 +63,15 @@ export class SimKvPublisher {
     const topic = new TextEncoder().encode(o.topic ?? "");
     const keep = o.bufferSteps ?? 1000;
     const hwm = o.sendHighWaterMark ?? 100_000;
-    this.#pub = new ZmqPub({ hostname: o.host, port: o.port, sendHighWaterMark: hwm });
+    this.#pub = new ZmqPub({
+      hostname: o.host,
+      port: o.port,
+      sendHighWaterMark: hwm,
+      clock: o.clock,
+    });
     try {
       this.#replay = o.replayPort === null ? null : new ZmqReplayServer(
-        { hostname: o.host, port: o.replayPort },
+        { hostname: o.host, port: o.replayPort, clock: o.clock },
         (from) => this.#buffer.filter(([seq]) => seq >= from),
       );
     } catch (e) {

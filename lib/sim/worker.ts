@@ -86,6 +86,7 @@ export function startSimWorker(o: SimWorkerOptions): SimWorker {
       port: o.kvEventsPort,
       replayPort: o.kvEventsReplayPort ?? null,
       blockSize: o.engine.blockSize,
+      clock: systemClock,
     });
   const http = Deno.serve({ hostname: o.host, port: o.port, onListen: () => {} }, server.handle);
   let closed: Promise<void> | null = null;

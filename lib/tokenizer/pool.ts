@@ -23,7 +23,7 @@ import {
   type ThreadInit,
   TOKENIZER_THREAD,
 } from "./thread.ts";
-import { type Clock, systemClock } from "../core/clock.ts";
+import type { Clock } from "../core/clock.ts";
 import { GatewayError } from "../core/errors.ts";
 import type { GatewayTokenizer } from "./tokenizer.ts";
 
@@ -60,8 +60,8 @@ export interface PoolOptions {
   entry?: string;
   /** Told once per thread that fails, with why. */
   onThreadDown?: (reason: string) => void;
-  /** Timers for the watchdog (default the system clock). */
-  clock?: Clock;
+  /** Timers for the watchdog. */
+  clock: Clock;
   /**
    * A thread that has not answered a request within this is taken for hung and dropped
    * (default 30 s: a 1 MB prompt encodes in about a second).
@@ -81,10 +81,10 @@ export class TokenizerPool {
   #closed = false;
 
   /** Starts `threads` threads for `tok` (0: none, everything encoded on the event loop). */
-  constructor(tok: GatewayTokenizer, threads: number, o: PoolOptions = {}) {
+  constructor(tok: GatewayTokenizer, threads: number, o: PoolOptions) {
     this.#tok = tok;
     this.#onDown = o.onThreadDown ?? (() => {});
-    this.#clock = o.clock ?? systemClock;
+    this.#clock = o.clock;
     this.#answerMs = o.answerTimeoutMs ?? 30_000;
     this.#url = o.entry ?? entry ?? new URL("./thread_main.ts", import.meta.url).href;
     for (let i = 0; i < threads; i++) this.#start();

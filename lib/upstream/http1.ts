@@ -38,7 +38,7 @@
  *   given `Clock`; the connect timeout is the socket's own (`AbortSignal.timeout`).
  */
 
-import { type Clock, every, systemClock } from "../core/clock.ts";
+import { type Clock, every } from "../core/clock.ts";
 import { Http1Body } from "./http1_body.ts";
 import {
   closedError,
@@ -78,8 +78,8 @@ export interface Http1Options {
   caCerts?: string[];
   /** The certificate chain and key (PEM) presented to `https://` workers that ask (mTLS). */
   clientCert?: { cert: string; key: string } | null;
-  /** The gateway's clock: pool ages, sweeps and timeouts (default `systemClock`). */
-  clock?: Clock;
+  /** The gateway's clock: pool ages, sweeps and timeouts. */
+  clock: Clock;
 }
 
 /** The keep-alive HTTP/1.1 client (see the module comment). */
@@ -112,7 +112,7 @@ export class Http1Client implements Upstream, ConnOwner {
 
   /** A client; nothing connects until the first request. */
   constructor(o: Http1Options) {
-    const clock = this.#clock = o.clock ?? systemClock;
+    const clock = this.#clock = o.clock;
     this.now = () => clock.now();
     this.#idleTimeoutMs = o.idleTimeoutMs;
     this.#maxIdle = o.maxIdlePerHost ?? 500;

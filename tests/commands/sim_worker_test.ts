@@ -7,6 +7,7 @@
  */
 
 import assert from "node:assert/strict";
+import { systemClock } from "../../lib/core/clock.ts";
 import type { KvEventBatch } from "../../lib/kv/events.ts";
 import { requestReplay } from "../../lib/kv/replay.ts";
 import { dialZmtp, ZmqSubscriber } from "../../lib/kv/zmq_subscriber.ts";
@@ -46,7 +47,11 @@ Deno.test("sim-worker: --kv-events-port publishes its cache's blocks as the gate
   ]);
   const batches: KvEventBatch[] = [];
   const changed = new Waiters();
-  const sub = new ZmqSubscriber({ endpoint: w.kvEvents, heartbeatIntervalMs: 0 }, {
+  const sub = new ZmqSubscriber({
+    endpoint: w.kvEvents,
+    heartbeatIntervalMs: 0,
+    clock: systemClock,
+  }, {
     onBatch: (b) => (batches.push(b), changed.poke()),
     onStatus: changed.poke,
   });
@@ -83,6 +88,7 @@ Deno.test("sim-worker: --kv-events-port publishes its cache's blocks as the gate
       from: 1,
       to: batches[0].seq,
       timeoutMs: 5000,
+      clock: systemClock,
     });
     assert.equal(replayed.at(-1)?.[0], batches[0].seq);
   } finally {

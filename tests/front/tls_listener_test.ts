@@ -7,6 +7,7 @@
  */
 
 import assert from "node:assert/strict";
+import { systemClock } from "../../lib/core/clock.ts";
 import type { ChunkSource, Reply } from "../../lib/core/http.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import { type FrontHandler, serveFront } from "../../lib/front/server.ts";
@@ -41,7 +42,14 @@ async function withTlsFront(
     key: pki.server.keyPem,
   });
   const front = serveFront(
-    { hostname: "127.0.0.1", port: 0, maxBody: 1 << 20, log: silentLogger, listener },
+    {
+      hostname: "127.0.0.1",
+      port: 0,
+      maxBody: 1 << 20,
+      log: silentLogger,
+      clock: systemClock,
+      listener,
+    },
     handler,
   );
   try {

@@ -5,6 +5,7 @@
  */
 
 import assert from "node:assert/strict";
+import { systemClock } from "../../lib/core/clock.ts";
 import { GatewayError } from "../../lib/core/errors.ts";
 import type { Reply } from "../../lib/core/http.ts";
 import { silentLogger } from "../../lib/core/log.ts";
@@ -78,6 +79,7 @@ function planted<T extends FuzzTarget & { received(id: string, body: string): vo
           port: 0,
           maxBody: 1 << 20,
           log: silentLogger,
+          clock: systemClock,
           idleTimeoutMs: 2000,
         },
         async (inb) => await plant(inb, forward),

@@ -9,7 +9,7 @@
 
 import assert from "node:assert/strict";
 import { encode } from "@msgpack/msgpack";
-import { FakeClock } from "../../lib/core/clock.ts";
+import { FakeClock, systemClock } from "../../lib/core/clock.ts";
 import { ZmqPub } from "../../lib/kv/zmq_pub.ts";
 import { seqFrame, ZmqReplayServer } from "../../lib/kv/zmq_replay_server.ts";
 import { ZmqSubscriber } from "../../lib/kv/zmq_subscriber.ts";
@@ -47,6 +47,7 @@ async function withStream(fn: (s: Stream) => Promise<void>): Promise<void> {
     reconnectMaxMs: 100,
     heartbeatIntervalMs: 100,
     heartbeatTimeoutMs: 3000,
+    clock: systemClock,
   }, sink);
   sub.start();
   const s = { pub, sink, sub };
@@ -196,8 +197,11 @@ Deno.test({
   fn: async () => {
     const enc = new TextEncoder();
     const sent: [number, Uint8Array][] = [];
-    const pub = new ZmqPub();
-    const replay = new ZmqReplayServer({}, (from) => sent.filter(([seq]) => seq >= from));
+    const pub = new ZmqPub({ clock: systemClock });
+    const replay = new ZmqReplayServer(
+      { clock: systemClock },
+      (from) => sent.filter(([seq]) => seq >= from),
+    );
     let sub: NodeSubscriber | null = null;
     try {
       sub = await NodeSubscriber.start(dir, pub.endpoint, replay.endpoint, "kv");

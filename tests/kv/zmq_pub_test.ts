@@ -7,8 +7,9 @@
  */
 
 import assert from "node:assert/strict";
-import { FakeClock } from "../../lib/core/clock.ts";
+import { FakeClock, systemClock } from "../../lib/core/clock.ts";
 import { ZmqPub } from "../../lib/kv/zmq_pub.ts";
+import type { ZmtpServerOptions } from "../../lib/kv/zmtp_server.ts";
 import { ZmtpSocket } from "../../lib/kv/zmtp.ts";
 import { parseSubscription, subscriptionMessage } from "../../lib/kv/zmtp_codec.ts";
 import { until, within } from "../support/wait.ts";
@@ -19,14 +20,14 @@ const dec = new TextDecoder();
 /** A PUB and its subscribers, all closed afterwards. */
 async function withPub(
   fn: (pub: ZmqPub, sub: (...prefixes: string[]) => Promise<ZmtpSocket>) => Promise<void>,
-  opts: ConstructorParameters<typeof ZmqPub>[0] = {},
+  opts: Partial<ZmtpServerOptions> = {},
 ): Promise<void> {
-  const pub = new ZmqPub(opts);
+  const pub = new ZmqPub({ clock: systemClock, ...opts });
   const subs: ZmtpSocket[] = [];
   /** A SUB subscribed to `prefixes`, once the PUB has them all. */
   const sub = async (...prefixes: string[]) => {
     const before = pub.subscribers;
-    const s = await ZmtpSocket.connect("SUB", pub.endpoint);
+    const s = await ZmtpSocket.connect("SUB", pub.endpoint, { clock: systemClock });
     subs.push(s);
     for (const p of prefixes) await s.subscribe(p);
     if (prefixes.length > 0) {
@@ -131,7 +132,10 @@ Deno.test("zmq pub: a subscriber that does not read loses messages at its high-w
 Deno.test("zmq pub: a DEALER is refused, and a connection silent past the handshake deadline is dropped", async () => {
   const clock = new FakeClock();
   await withPub(async (pub) => {
-    await assert.rejects(ZmtpSocket.connect("DEALER", pub.endpoint), /cannot talk to a "PUB"/);
+    await assert.rejects(
+      ZmtpSocket.connect("DEALER", pub.endpoint, { clock: systemClock }),
+      /cannot talk to a "PUB"/,
+    );
     const conn = await Deno.connect({ hostname: "127.0.0.1", port: pub.port });
     try {
       const greeting = new Uint8Array(64);
@@ -167,8 +171,8 @@ Deno.test("zmq pub: ZMTP 3.1's SUBSCRIBE and CANCEL read as 3.0's subscription m
 });
 
 Deno.test("zmq pub: close ends every subscriber's connection", async () => {
-  const pub = new ZmqPub();
-  const s = await ZmtpSocket.connect("SUB", pub.endpoint);
+  const pub = new ZmqPub({ clock: systemClock });
+  const s = await ZmtpSocket.connect("SUB", pub.endpoint, { clock: systemClock });
   try {
     await s.subscribe("");
     await until(() => pub.subscribers === 1, (l) => pub.watch(l), "the subscription");

@@ -6,6 +6,7 @@
  */
 
 import assert from "node:assert/strict";
+import { systemClock } from "../../lib/core/clock.ts";
 import { dialZmtp } from "../../lib/kv/zmq_subscriber.ts";
 import { requestReplay } from "../../lib/kv/replay.ts";
 import { seqFrame, ZmqReplayServer } from "../../lib/kv/zmq_replay_server.ts";
@@ -23,7 +24,10 @@ async function withServer(
   fn: (s: ZmqReplayServer) => Promise<void>,
   held: readonly (readonly [number, Uint8Array])[] = HELD,
 ): Promise<void> {
-  const server = new ZmqReplayServer({}, (from) => held.filter(([seq]) => seq >= from));
+  const server = new ZmqReplayServer(
+    { clock: systemClock },
+    (from) => held.filter(([seq]) => seq >= from),
+  );
   try {
     await fn(server);
   } finally {
@@ -32,7 +36,14 @@ async function withServer(
 }
 
 const replay = (s: ZmqReplayServer, from: number, to: number) =>
-  requestReplay({ dial: dialZmtp, endpoint: s.endpoint, from, to, timeoutMs: 5000 })
+  requestReplay({
+    dial: dialZmtp,
+    endpoint: s.endpoint,
+    from,
+    to,
+    timeoutMs: 5000,
+    clock: systemClock,
+  })
     .then((got) => got.map(([seq, p]) => [seq, dec.decode(p)]));
 
 Deno.test("zmq replay server: answers the batches held from the start asked, then the end marker", async () => {
@@ -51,7 +62,7 @@ Deno.test("zmq replay server: answers the batches held from the start asked, the
 
 Deno.test("zmq replay server: requests of other shapes are ignored; several on one connection are answered in turn", async () => {
   await withServer(async (s) => {
-    const dealer = await ZmtpSocket.connect("DEALER", s.endpoint);
+    const dealer = await ZmtpSocket.connect("DEALER", s.endpoint, { clock: systemClock });
     try {
       await dealer.send([enc.encode("junk")]);
       await dealer.send([new Uint8Array(0), new Uint8Array(3)]);
@@ -79,7 +90,7 @@ Deno.test("zmq replay server: a peer that leaves without reading a long answer i
   await withServer(async (s) => {
     const answered: number[] = [];
     const off = s.watch((from) => answered.push(from));
-    const dealer = await ZmtpSocket.connect("DEALER", s.endpoint);
+    const dealer = await ZmtpSocket.connect("DEALER", s.endpoint, { clock: systemClock });
     await dealer.send([new Uint8Array(0), seqFrame(0)]);
     const first = await within(dealer.receive(), "the first batch");
     assert.equal(first![2].length, big.length);
@@ -91,6 +102,7 @@ Deno.test("zmq replay server: a peer that leaves without reading a long answer i
       from: 255,
       to: 1000,
       timeoutMs: 5000,
+      clock: systemClock,
     });
     assert.deepEqual(got.map(([seq]) => seq), [255]);
     await until(() => answered.includes(255), (l) => s.watch(l), "the second replay");

@@ -7,7 +7,7 @@
  */
 
 import assert from "node:assert/strict";
-import { FakeClock } from "../../lib/core/clock.ts";
+import { FakeClock, systemClock } from "../../lib/core/clock.ts";
 import { ByteReader } from "../../lib/kv/byte_reader.ts";
 import {
   encodeCommand,
@@ -85,13 +85,13 @@ class Peer {
 async function withClient(
   type: "SUB" | "DEALER",
   fn: (peer: Peer, client: ZmtpSocket) => Promise<void>,
-  opts: ZmtpOptions = {},
+  opts: Partial<ZmtpOptions> = {},
   peerType = type === "SUB" ? "PUB" : "ROUTER",
 ): Promise<void> {
   const peer = new Peer();
   try {
     const [client] = await Promise.all([
-      ZmtpSocket.connect(type, peer.endpoint, opts),
+      ZmtpSocket.connect(type, peer.endpoint, { clock: systemClock, ...opts }),
       peer.handshake(peerType),
     ]);
     try {
@@ -125,7 +125,7 @@ async function refused(
       }
     })();
     await assert.rejects(
-      ZmtpSocket.connect("SUB", peer.endpoint),
+      ZmtpSocket.connect("SUB", peer.endpoint, { clock: systemClock }),
       (e: Error & { code: string }) => {
         assert.equal(e.code, code, e.message);
         assert.match(e.message, message);
@@ -142,7 +142,7 @@ Deno.test("zmtp: handshake with a PUB; the client's READY names its type", async
   const peer = new Peer();
   try {
     const [client, props] = await Promise.all([
-      ZmtpSocket.connect("SUB", peer.endpoint),
+      ZmtpSocket.connect("SUB", peer.endpoint, { clock: systemClock }),
       peer.handshake("PUB"),
     ]);
     assert.deepEqual(props, { "Socket-Type": "SUB" });
@@ -321,10 +321,16 @@ Deno.test("zmtp: a refused TCP connection fails with io, a bad endpoint with bad
   const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (l.addr as Deno.NetAddr).port;
   l.close();
-  await assert.rejects(ZmtpSocket.connect("SUB", `tcp://127.0.0.1:${port}`), (
-    e: Error & {
-      code: string;
-    },
-  ) => e.code === "io" && e.message.startsWith(`connecting to tcp://127.0.0.1:${port}`));
-  await assert.rejects(ZmtpSocket.connect("SUB", "tcp://*:5557"), /bind address/);
+  await assert.rejects(
+    ZmtpSocket.connect("SUB", `tcp://127.0.0.1:${port}`, { clock: systemClock }),
+    (
+      e: Error & {
+        code: string;
+      },
+    ) => e.code === "io" && e.message.startsWith(`connecting to tcp://127.0.0.1:${port}`),
+  );
+  await assert.rejects(
+    ZmtpSocket.connect("SUB", "tcp://*:5557", { clock: systemClock }),
+    /bind address/,
+  );
 });

@@ -136,7 +136,7 @@ function setup(
     clock,
     random: seededRandom(1),
     upstream: new FetchUpstream(() => Promise.reject(new Error("no HTTP here"))),
-    admission: new Admission(config.admission, metrics),
+    admission: new Admission(config.admission, metrics, clock),
     grpc: {
       client: () => client,
       tokenizer: {

@@ -47,7 +47,7 @@ function setup(prefill: Record<string, FakeReply[]>, decode: Record<string, Fake
     clock,
     random: seededRandom(7),
     upstream,
-    admission: new Admission(config.admission, metrics),
+    admission: new Admission(config.admission, metrics, clock),
     pd: { prefill: new RoundRobinPolicy(), decode: new RoundRobinPolicy() },
   });
   const send = async (stream = false, close = true) => {

@@ -53,7 +53,7 @@ function setup(replies: Record<string, Reply[]>, o: Overrides = {}, log = silent
     clock,
     random: seededRandom(1),
     upstream: new FetchUpstream(fetchFn),
-    admission: new Admission(config.admission, metrics),
+    admission: new Admission(config.admission, metrics, clock),
   });
   const send = async (body: unknown, path: "chat" | "generate" = "chat") => {
     const { promise, resolve } = Promise.withResolvers<void>();

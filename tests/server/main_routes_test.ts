@@ -19,6 +19,7 @@ function routes(): Route[] {
       fetch: () => Promise.reject(new Error("no fetch")),
       draining: () => false,
       timeoutMs: 1000,
+      clock,
     },
     workers: { registry, manager, clock, grpc: false },
     meshStatus: () => new Response(null, { status: 404 }),

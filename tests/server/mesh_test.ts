@@ -5,6 +5,7 @@
  */
 
 import assert from "node:assert/strict";
+import { systemClock } from "../../lib/core/clock.ts";
 import type { MemberStatus } from "../../lib/mesh/member.ts";
 import { startGateway, type TestGateway } from "../support/gateway.ts";
 import { makeCerts } from "../mesh/transport/grpc_support.ts";
@@ -109,7 +110,7 @@ Deno.test("mesh: a flood of pings and garbage on the mesh port is refused while 
   const worker = new FakeWorker();
   const port = freePort();
   const t = await startGateway([worker.url], { mesh: meshOn("a", port) });
-  const flooder = new GrpcTransport({ host: "127.0.0.1", port: 0 });
+  const flooder = new GrpcTransport({ host: "127.0.0.1", port: 0, clock: systemClock });
   try {
     const ping = (seq: number): PingMessage => ({
       kind: "ping",

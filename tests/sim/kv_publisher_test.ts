@@ -7,6 +7,7 @@
  */
 
 import assert from "node:assert/strict";
+import { systemClock } from "../../lib/core/clock.ts";
 import { decodeEngineBatch } from "../../lib/kv/engine_events.ts";
 import type { KvEvent, KvEventBatch } from "../../lib/kv/events.ts";
 import { requestReplay } from "../../lib/kv/replay.ts";
@@ -50,13 +51,18 @@ Deno.test("sim kv publisher: stores, evictions and a flush reach the gateway's s
     port: 0,
     replayPort: 0,
     blockSize: BS,
+    clock: systemClock,
   });
   const published: KvBatch[] = [];
   const off = engine.kvEvents.subscribe(0, (b) => published.push(b));
   const got: KvEventBatch[] = [];
   const statuses: KvStreamStatus[] = [];
   const changed = new Waiters();
-  const sub = new ZmqSubscriber({ endpoint: publisher.endpoint, heartbeatIntervalMs: 0 }, {
+  const sub = new ZmqSubscriber({
+    endpoint: publisher.endpoint,
+    heartbeatIntervalMs: 0,
+    clock: systemClock,
+  }, {
     onBatch: (b) => (got.push(b), changed.poke()),
     onStatus: (s) => (statuses.push(s), changed.poke()),
   });
@@ -83,6 +89,7 @@ Deno.test("sim kv publisher: stores, evictions and a flush reach the gateway's s
       from: 2,
       to: last,
       timeoutMs: 5000,
+      clock: systemClock,
     });
     assert.deepEqual(replayed.map(([seq]) => seq), published.slice(1).map((b) => b.seq));
     assert.deepEqual(

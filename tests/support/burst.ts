@@ -61,7 +61,7 @@ export function burstFleet(n: number, pd = false) {
     clock,
     random: seededRandom(1),
     upstream: new FetchUpstream(fetchFn),
-    admission: new Admission(config.admission, metrics),
+    admission: new Admission(config.admission, metrics, clock),
     pd: pd
       ? {
         prefill: new LeastLoadPolicy(deps(2, undefined, true)),

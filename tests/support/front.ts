@@ -3,6 +3,7 @@
  * clients; the clients, then the front, are closed after it, whatever it did.
  */
 
+import { systemClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import {
   type Front,
@@ -12,7 +13,7 @@ import {
 } from "../../lib/front/server.ts";
 import { RawClient } from "./raw_client.ts";
 
-/** Serves `handler` with `options` over the defaults (127.0.0.1, any port, 1 MiB bodies). */
+/** Serves `handler` with `options` over the defaults (127.0.0.1, any port, 1 MiB bodies, system clock). */
 export async function withFrontServer(
   handler: FrontHandler,
   options: Partial<FrontOptions>,
@@ -23,6 +24,7 @@ export async function withFrontServer(
     port: 0,
     maxBody: 1 << 20,
     log: silentLogger,
+    clock: systemClock,
     ...options,
   }, handler);
   const clients: RawClient[] = [];

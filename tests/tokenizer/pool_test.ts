@@ -4,7 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import { FakeClock } from "../../lib/core/clock.ts";
+import { FakeClock, systemClock } from "../../lib/core/clock.ts";
 import { GatewayError } from "../../lib/core/errors.ts";
 import { TokenizerPool } from "../../lib/tokenizer/pool.ts";
 import type { GatewayTokenizer } from "../../lib/tokenizer/tokenizer.ts";
@@ -19,7 +19,7 @@ const TEXTS = [
 
 Deno.test("tokenizer pool: a thread's ids equal the tokenizer's own, each part on its own", async () => {
   const tok = qwen3();
-  const pool = new TokenizerPool(tok, 1);
+  const pool = new TokenizerPool(tok, 1, { clock: systemClock });
   try {
     assert.equal(pool.threads, 1);
     for (const addSpecial of [false, true]) {
@@ -43,7 +43,11 @@ Deno.test("tokenizer pool: a thread that cannot start is dropped and its request
   const dir = await Deno.makeTempDir({ prefix: "smg-pool-" });
   await Deno.writeTextFile(`${dir}/broken.js`, 'throw new Error("this thread cannot start");\n');
   const entry = new URL(`file://${dir}/broken.js`).href;
-  const pool = new TokenizerPool(tok, 1, { entry, onThreadDown: (r) => down.push(r) });
+  const pool = new TokenizerPool(tok, 1, {
+    entry,
+    onThreadDown: (r) => down.push(r),
+    clock: systemClock,
+  });
   try {
     const got = await pool.encodeMany(TEXTS, true);
     assert.deepEqual(got, TEXTS.map((t) => tok.encode(t, true)));
@@ -59,7 +63,7 @@ Deno.test("tokenizer pool: a thread that cannot start is dropped and its request
 
 Deno.test("tokenizer pool: with no thread, everything is encoded here", async () => {
   const tok = qwen3();
-  const pool = new TokenizerPool(tok, 0);
+  const pool = new TokenizerPool(tok, 0, { clock: systemClock });
   assert.equal(pool.threads, 0);
   assert.deepEqual(await pool.encodeMany(TEXTS, false), TEXTS.map((t) => tok.encode(t, false)));
   pool.close();
@@ -73,7 +77,10 @@ Deno.test("tokenizer pool: a thread whose tokenizer cannot be built fails, and i
     encode: (text: string, addSpecial: boolean) => tok.encode(text, addSpecial),
   } as unknown as GatewayTokenizer;
   const down: string[] = [];
-  const pool = new TokenizerPool(unloadable, 1, { onThreadDown: (r) => down.push(r) });
+  const pool = new TokenizerPool(unloadable, 1, {
+    onThreadDown: (r) => down.push(r),
+    clock: systemClock,
+  });
   try {
     const both = await Promise.all([
       pool.encodeMany([TEXTS[0]], false),

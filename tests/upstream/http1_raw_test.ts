@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import net from "node:net";
-import { FakeClock } from "../../lib/core/clock.ts";
+import { FakeClock, systemClock } from "../../lib/core/clock.ts";
 import { Http1Client, type Http1Options } from "../../lib/upstream/http1.ts";
 import { readAll, UpstreamError, type UpstreamResponse } from "../../lib/upstream/types.ts";
 import { Cancel } from "../../lib/core/cancel.ts";
@@ -20,7 +20,12 @@ const dec = new TextDecoder();
 
 function client(o: Partial<Http1Options> = {}) {
   const counts = { resends: 0 };
-  const c = new Http1Client({ idleTimeoutMs: 3000, onResend: () => counts.resends++, ...o });
+  const c = new Http1Client({
+    idleTimeoutMs: 3000,
+    onResend: () => counts.resends++,
+    clock: systemClock,
+    ...o,
+  });
   return { c, counts };
 }
 

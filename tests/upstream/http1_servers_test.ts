@@ -7,6 +7,7 @@
  */
 
 import assert from "node:assert/strict";
+import { systemClock } from "../../lib/core/clock.ts";
 import { parseSimWorkerArgs } from "../../lib/sim/cli.ts";
 import { startSimWorker } from "../../lib/sim/worker.ts";
 import { Http1Client } from "../../lib/upstream/http1.ts";
@@ -111,7 +112,7 @@ async function conformance(c: Http1Client, base: string, label: string, next: ()
 
 Deno.test("http1 vs Deno.serve: sized, chunked, large bodies both ways; connections kept alive", async () => {
   const o = origin();
-  const c = new Http1Client({ idleTimeoutMs: 3000 });
+  const c = new Http1Client({ idleTimeoutMs: 3000, clock: systemClock });
   try {
     await conformance(c, o.url, "Deno.serve", o.next);
     // Kept alive, except after the 1 MB echo, which Deno.serve answers with `connection: close`.
@@ -125,7 +126,7 @@ Deno.test("http1 vs Deno.serve: sized, chunked, large bodies both ways; connecti
 
 Deno.test("http1 vs Deno.serve: 1,000 concurrent streams complete; the pool keeps at most 500", async () => {
   const o = origin();
-  const c = new Http1Client({ idleTimeoutMs: 3000 });
+  const c = new Http1Client({ idleTimeoutMs: 3000, clock: systemClock });
   try {
     const results = await Promise.all(Array.from({ length: 1000 }, async () => {
       const t = await text(await send(c, o.url, "/chunked/3"));
@@ -142,7 +143,7 @@ Deno.test("http1 vs Deno.serve: 1,000 concurrent streams complete; the pool keep
 Deno.test("http1 vs the simulated worker: a streamed completion ends with [DONE]", async () => {
   const o = parseSimWorkerArgs(["--port", "0", "--time-scale", "0"]);
   const w = startSimWorker(o as Exclude<typeof o, "help">);
-  const c = new Http1Client({ idleTimeoutMs: 3000 });
+  const c = new Http1Client({ idleTimeoutMs: 3000, clock: systemClock });
   try {
     const body = { model: "sim-model", prompt: "hello there", max_tokens: 8, stream: true };
     const r = await send(c, w.url, "/v1/completions", enc.encode(JSON.stringify(body)));
@@ -251,7 +252,11 @@ async function throughProxy(kind: "haproxy" | "nginx") {
   const o = origin();
   const dir = await Deno.makeTempDir({ prefix: `smg-http1-${kind}-` });
   const resends = { n: 0 };
-  const c = new Http1Client({ idleTimeoutMs: 3000, onResend: () => resends.n++ });
+  const c = new Http1Client({
+    idleTimeoutMs: 3000,
+    onResend: () => resends.n++,
+    clock: systemClock,
+  });
   const started: { stop: () => Promise<void> }[] = [];
   try {
     for (const keepAliveMs of [30_000, 3]) {
@@ -363,8 +368,8 @@ Deno.test({
       async (req) => new Response(`tls ${(await req.text()).length}`),
     );
     const base = `https://127.0.0.1:${server.addr.port}`;
-    const trusting = new Http1Client({ idleTimeoutMs: 3000, caCerts: [ca] });
-    const plain = new Http1Client({ idleTimeoutMs: 3000 });
+    const trusting = new Http1Client({ idleTimeoutMs: 3000, caCerts: [ca], clock: systemClock });
+    const plain = new Http1Client({ idleTimeoutMs: 3000, clock: systemClock });
     try {
       assert.equal(await text(await send(trusting, base, "/x")), "tls 2");
       assert.equal(await text(await send(trusting, base, "/x")), "tls 2", "kept alive over TLS");

@@ -28,6 +28,7 @@
 import { Buffer } from "node:buffer";
 import { setImmediate } from "node:timers";
 import * as grpc from "@grpc/grpc-js";
+import type { Clock } from "../../core/clock.ts";
 import { MAX_MESSAGE_BYTES, type MeshRequest } from "../wire.ts";
 import * as codec from "./codec.ts";
 import type { Decoded } from "./codec.ts";
@@ -63,8 +64,8 @@ export interface GrpcTransportOptions {
   requestsPerSecond?: number;
   /** Requests allowed in a burst above the rate. Default 1000. */
   requestBurst?: number;
-  /** Monotonic clock in ms, for the rate limit only. Default `performance.now`. */
-  now?: () => number;
+  /** The gateway's clock; the rate limit's refill reads it. */
+  clock: Clock;
   /** How long `close()` lets in-flight calls finish before cutting them. Default 1000 ms. */
   shutdownGraceMs?: number;
 }
@@ -137,7 +138,7 @@ export class GrpcTransport implements MeshTransport {
   #port: number;
   #tls: MeshTls | null;
   #graceMs: number;
-  #now: () => number;
+  #clock: Clock;
   #buckets: PerHostBuckets;
   #clientCreds: grpc.ChannelCredentials;
   #channelOptions: grpc.ChannelOptions;
@@ -150,12 +151,12 @@ export class GrpcTransport implements MeshTransport {
   #closed = false;
 
   /** Builds the transport; nothing listens until `serve`. Throws on unusable TLS material. */
-  constructor(options: GrpcTransportOptions = {}) {
+  constructor(options: GrpcTransportOptions) {
     this.#host = options.host ?? "0.0.0.0";
     this.#port = options.port ?? 0;
     this.#tls = options.tls ?? null;
     this.#graceMs = options.shutdownGraceMs ?? 1000;
-    this.#now = options.now ?? (() => performance.now());
+    this.#clock = options.clock;
     this.#buckets = new PerHostBuckets(
       options.requestsPerSecond ?? 500,
       options.requestBurst ?? 1000,
@@ -281,6 +282,7 @@ export class GrpcTransport implements MeshTransport {
     const server = this.#server;
     if (!server) return;
     await new Promise<void>((resolve) => {
+      // Real time, not the clock: this bounds grpc-js's own shutdown, whose timers are real.
       const force = setTimeout(() => (server.forceShutdown(), resolve()), this.#graceMs);
       server.tryShutdown(() => (clearTimeout(force), resolve()));
     });
@@ -322,7 +324,7 @@ export class GrpcTransport implements MeshTransport {
         handlers.onRejected("oversized", `${call.request.length}-byte request from ${peer}`);
         return callback({ code: grpc.status.RESOURCE_EXHAUSTED, details: "request too large" });
       }
-      if (!this.#buckets.take(peerHost(peer), this.#now())) {
+      if (!this.#buckets.take(peerHost(peer), this.#clock.now())) {
         handlers.onRejected("flood", `request from ${peer} over the inbound rate limit`);
         return callback({ code: grpc.status.RESOURCE_EXHAUSTED, details: "mesh rate limit" });
       }

@@ -7,6 +7,7 @@
 
 import { Buffer } from "node:buffer";
 import * as grpc from "@grpc/grpc-js";
+import { systemClock } from "../../../lib/core/clock.ts";
 import { GrpcTransport, type GrpcTransportOptions } from "../../../lib/mesh/transport/grpc.ts";
 import type {
   FrameConn,
@@ -40,10 +41,10 @@ export type Answer = (req: MeshRequest, respond: (ack: AckMessage) => void) => v
 /** Starts a transport on 127.0.0.1:0 named `name`. */
 export async function startNode(
   name: string,
-  options: GrpcTransportOptions = {},
+  options: Partial<GrpcTransportOptions> = {},
   answer: Answer = (req, respond) => respond(ackFor(req, name)),
 ): Promise<Node> {
-  const t = new GrpcTransport({ host: "127.0.0.1", port: 0, ...options });
+  const t = new GrpcTransport({ host: "127.0.0.1", port: 0, clock: systemClock, ...options });
   const streams = new Queue<FrameConn>();
   const rejections = new Queue<[RejectReason, string]>();
   const node: Node = {

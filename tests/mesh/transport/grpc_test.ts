@@ -9,6 +9,7 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import * as grpc from "@grpc/grpc-js";
+import { FakeClock, systemClock } from "../../../lib/core/clock.ts";
 import { encodePing } from "../../../lib/mesh/transport/codec.ts";
 import { GRPC_ENV_VARS, GrpcTransport } from "../../../lib/mesh/transport/grpc.ts";
 import { MAX_MESSAGE_BYTES, type MeshRequest, type StreamFrame } from "../../../lib/mesh/wire.ts";
@@ -38,7 +39,7 @@ Deno.test("grpc: a ping round trip carries updates both ways", async () => {
       fullState: true,
       updates: [{ name: "b", address: "x:1", status: "ALIVE", incarnation: 3, from: "" }],
     }));
-  const a = new GrpcTransport();
+  const a = new GrpcTransport({ clock: systemClock });
   try {
     const req: MeshRequest = {
       kind: "ping",
@@ -72,7 +73,7 @@ Deno.test("grpc: a ping-req arrives as one and its nack comes back", async () =>
     {},
     (req, respond) => respond({ ...ackFor(req, "b"), nack: true }),
   );
-  const a = new GrpcTransport();
+  const a = new GrpcTransport({ clock: systemClock });
   try {
     const req: MeshRequest = {
       kind: "pingReq",
@@ -94,7 +95,7 @@ Deno.test("grpc: a ping-req arrives as one and its nack comes back", async () =>
 
 Deno.test("grpc: a peer that never answers times out", async () => {
   const b = await startNode("b", {}, () => {});
-  const a = new GrpcTransport();
+  const a = new GrpcTransport({ clock: systemClock });
   try {
     const { err, reply } = await ask(a, b.address, ping("a"), 100);
     assert.equal(reply, null);
@@ -107,7 +108,7 @@ Deno.test("grpc: a peer that never answers times out", async () => {
 
 Deno.test("grpc: a stream carries frames both ways; a client close fires onClose once", async () => {
   const b = await startNode("b");
-  const a = new GrpcTransport();
+  const a = new GrpcTransport({ clock: systemClock });
   try {
     const client = a.openStream(b.address);
     const mine = listen(client);
@@ -143,7 +144,7 @@ Deno.test("grpc: a stream carries frames both ways; a client close fires onClose
 
 Deno.test("grpc: a server close ends the client's stream; both fire onClose once", async () => {
   const b = await startNode("b");
-  const a = new GrpcTransport();
+  const a = new GrpcTransport({ clock: systemClock });
   try {
     const client = a.openStream(b.address);
     const mine = listen(client);
@@ -165,7 +166,7 @@ Deno.test("grpc: a server close ends the client's stream; both fire onClose once
 
 Deno.test("grpc: send reports backpressure on large frames, then drain fires", async () => {
   const b = await startNode("b");
-  const a = new GrpcTransport();
+  const a = new GrpcTransport({ clock: systemClock });
   try {
     const client = a.openStream(b.address);
     const mine = listen(client);
@@ -189,7 +190,7 @@ Deno.test("grpc: send reports backpressure on large frames, then drain fires", a
 
 Deno.test("grpc: closing the transport closes its streams and the peer sees it", async () => {
   const b = await startNode("b");
-  const a = new GrpcTransport();
+  const a = new GrpcTransport({ clock: systemClock });
   const client = a.openStream(b.address);
   const mine = listen(client);
   client.send(frame("a", 1));
@@ -205,7 +206,7 @@ Deno.test("grpc: closing the transport closes its streams and the peer sees it",
 
 Deno.test("grpc: garbage bytes on the port do not stop the server", async () => {
   const b = await startNode("b");
-  const a = new GrpcTransport();
+  const a = new GrpcTransport({ clock: systemClock });
   try {
     const conn = await Deno.connect({ hostname: "127.0.0.1", port: b.t.port });
     const junk = new Uint8Array(4096);
@@ -227,7 +228,7 @@ Deno.test("grpc: garbage bytes on the port do not stop the server", async () => 
 Deno.test("grpc: an undecodable request is refused as malformed and the server still serves", async () => {
   const b = await startNode("b");
   const client = rawClient(b.address);
-  const a = new GrpcTransport();
+  const a = new GrpcTransport({ clock: systemClock });
   try {
     // Field 1 as a length-delimited record whose length runs past the end.
     assert.equal(
@@ -272,7 +273,7 @@ Deno.test("grpc: an undecodable frame is reported and closes only that stream", 
 Deno.test("grpc: a message over 10 MiB is refused and the server still serves", async () => {
   const b = await startNode("b");
   const client = rawClient(b.address, { "grpc.max_send_message_length": -1 });
-  const a = new GrpcTransport();
+  const a = new GrpcTransport({ clock: systemClock });
   try {
     const huge = Buffer.alloc(MAX_MESSAGE_BYTES + 1);
     assert.equal(await rawUnary(client, huge), grpc.status.RESOURCE_EXHAUSTED);
@@ -300,7 +301,7 @@ Deno.test("grpc: a gzip-compressed request is accepted; our own requests are not
   const b = await startNode("b");
   const proxy = countingProxy(b.t.port);
   const gzip = rawClient(proxy.address, { "grpc.default_compression_algorithm": 2 });
-  const a = new GrpcTransport();
+  const a = new GrpcTransport({ clock: systemClock });
   try {
     const big = { ...ping("a"), from: "a".repeat(1024 * 1024) };
     assert.equal(await rawUnary(gzip, encodePing(big)), grpc.status.OK);
@@ -318,9 +319,9 @@ Deno.test("grpc: a gzip-compressed request is accepted; our own requests are not
 });
 
 Deno.test("grpc: requests over the burst are refused as a flood until tokens refill", async () => {
-  let now = 0;
-  const b = await startNode("b", { requestsPerSecond: 1, requestBurst: 3, now: () => now });
-  const a = new GrpcTransport();
+  const clock = new FakeClock();
+  const b = await startNode("b", { requestsPerSecond: 1, requestBurst: 3, clock });
+  const a = new GrpcTransport({ clock: systemClock });
   try {
     const results = await Promise.all(
       [1, 2, 3, 4, 5].map((seq) => ask(a, b.address, ping("a", seq))),
@@ -330,7 +331,7 @@ Deno.test("grpc: requests over the burst are refused as a flood until tokens ref
     for (const r of refused) assert.match(r.err!.message, /RESOURCE_EXHAUSTED/);
     assert.deepEqual(b.rejected.map(([reason]) => reason), ["flood", "flood"]);
     assert.equal(b.requests.length, 3);
-    now += 1000;
+    clock.advance(1000);
     assert.equal((await ask(a, b.address, ping("a"))).err, null);
     assert.notEqual((await ask(a, b.address, ping("a"))).err, null);
   } finally {
@@ -341,7 +342,7 @@ Deno.test("grpc: requests over the burst are refused as a flood until tokens ref
 
 Deno.test("grpc: serve rejects when the port is taken", async () => {
   const b = await startNode("b");
-  const clash = new GrpcTransport({ host: "127.0.0.1", port: b.t.port });
+  const clash = new GrpcTransport({ host: "127.0.0.1", port: b.t.port, clock: systemClock });
   try {
     await assert.rejects(
       clash.serve({ onRequest: () => {}, onStream: () => {}, onRejected: () => {} }),
@@ -356,7 +357,7 @@ Deno.test("grpc: serve rejects when the port is taken", async () => {
 Deno.test("grpc: over mTLS, routers with CA-signed certificates talk by IP", async () => {
   const certs = await makeCerts();
   const b = await startNode("b", { tls: { caCert: certs.ca, ...certs.b } });
-  const a = new GrpcTransport({ tls: { caCert: certs.ca, ...certs.a } });
+  const a = new GrpcTransport({ tls: { caCert: certs.ca, ...certs.a }, clock: systemClock });
   try {
     assert.equal((await ask(a, b.address, ping("a"))).err, null);
     const conn = a.openStream(b.address);
@@ -378,19 +379,21 @@ Deno.test("grpc: plaintext and mTLS run with --allow-env limited to GRPC_ENV_VAR
   const dir = await Deno.makeTempDir({ dir: "/tmp", prefix: "smg-grpc-env-" });
   try {
     const grpcTs = new URL("../../../lib/mesh/transport/grpc.ts", import.meta.url).href;
+    const clockTs = new URL("../../../lib/core/clock.ts", import.meta.url).href;
     // Deno throws NotCapable on a read of an environment variable it was not granted.
     await Deno.writeTextFile(
       `${dir}/probe.ts`,
       `import { GrpcTransport } from ${JSON.stringify(grpcTs)};
+import { systemClock } from ${JSON.stringify(clockTs)};
 const certs = ${JSON.stringify(certs)};
 for (const tls of [null, { caCert: certs.ca, ...certs.a }]) {
-  const b = new GrpcTransport({ host: "127.0.0.1", tls });
+  const b = new GrpcTransport({ host: "127.0.0.1", tls, clock: systemClock });
   await b.serve({
     onRequest: (r, respond) => respond({ seq: r.seq, from: "b", nack: false, updates: [], fullState: false, error: "" }),
     onStream: () => {},
     onRejected: () => {},
   });
-  const a = new GrpcTransport({ tls });
+  const a = new GrpcTransport({ tls, clock: systemClock });
   const ping = { kind: "ping", seq: 1, from: "a", fromAddress: "", to: "", updates: [], fullState: false } as const;
   const err = await new Promise((resolve) => a.request("127.0.0.1:" + b.port, ping, 5000, resolve));
   await a.close();

@@ -13,6 +13,7 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import * as grpc from "@grpc/grpc-js";
+import { systemClock } from "../../../lib/core/clock.ts";
 import { encodePing } from "../../../lib/mesh/transport/codec.ts";
 import { GrpcTransport, MESH_TLS_NAME } from "../../../lib/mesh/transport/grpc.ts";
 import { ask, makeCerts, ping, rawUnary, startNode } from "./grpc_support.ts";
@@ -26,7 +27,7 @@ Deno.test({
     const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
     const port = probe.addr.port;
     probe.close();
-    const a = new GrpcTransport();
+    const a = new GrpcTransport({ clock: systemClock });
     try {
       const { err, reply } = await ask(a, `127.0.0.1:${port}`, ping("a"), 30_000);
       assert.equal(reply, null);
@@ -42,7 +43,7 @@ Deno.test({
   ...unsanitized,
   fn: async () => {
     const b = await startNode("b", {}, () => {});
-    const a = new GrpcTransport();
+    const a = new GrpcTransport({ clock: systemClock });
     const inFlight = ask(a, b.address, ping("a"), 30_000);
     await a.close();
     try {
@@ -78,19 +79,19 @@ Deno.test({
         assert.equal(await rawUnary(raw, encodePing(ping("raw"))), grpc.status.UNAVAILABLE);
       });
       await t.step("a client with a self-signed certificate", async () => {
-        const evil = keep(new GrpcTransport({ tls: tls(certs.evil) }));
+        const evil = keep(new GrpcTransport({ tls: tls(certs.evil), clock: systemClock }));
         assert.equal((await ask(evil, b.address, ping("evil"))).err?.code, "unreachable");
       });
       await t.step("a server with a self-signed certificate", async () => {
-        const a = keep(new GrpcTransport({ tls: tls(certs.a) }));
+        const a = keep(new GrpcTransport({ tls: tls(certs.a), clock: systemClock }));
         assert.equal((await ask(a, evilServer.address, ping("a"))).err?.code, "unreachable");
       });
       await t.step("a plaintext client", async () => {
-        const plain = keep(new GrpcTransport());
+        const plain = keep(new GrpcTransport({ clock: systemClock }));
         assert.equal((await ask(plain, b.address, ping("a"))).err?.code, "unreachable");
       });
       await t.step("while a signed client still gets in", async () => {
-        const a = keep(new GrpcTransport({ tls: tls(certs.a) }));
+        const a = keep(new GrpcTransport({ tls: tls(certs.a), clock: systemClock }));
         assert.equal((await ask(a, b.address, ping("a"))).err, null);
       });
       assert.equal(b.requests.length, 1);

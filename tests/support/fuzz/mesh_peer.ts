@@ -17,7 +17,7 @@
 import { Buffer } from "node:buffer";
 import * as grpc from "@grpc/grpc-js";
 import { defaultConfig } from "../../../lib/config/config.ts";
-import type { Random } from "../../../lib/core/clock.ts";
+import { type Random, systemClock } from "../../../lib/core/clock.ts";
 import { keyId } from "../../../lib/mesh/store/anti_entropy.ts";
 import * as store from "../../../lib/mesh/store/store_codec.ts";
 import * as codec from "../../../lib/mesh/transport/codec.ts";
@@ -352,7 +352,7 @@ export function meshFamily(excuse = true): FuzzFamily {
 async function startMesh(seed: number, excuse: boolean): Promise<MeshTarget> {
   const worker = new RecordingWorker();
   const port = freePort();
-  const peer = new GrpcTransport({ host: "127.0.0.1", port: 0 });
+  const peer = new GrpcTransport({ host: "127.0.0.1", port: 0, clock: systemClock });
   let target: MeshTarget | null = null;
   let gw: TestGateway | null = null;
   try {
