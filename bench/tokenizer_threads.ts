@@ -14,7 +14,8 @@
 
 import { parseArgs } from "node:util";
 import { simGrpcServeCommand } from "../tests/support/process.ts";
-import { freePorts, HOST, killAll, spawn, stop, waitFor } from "./overhead/processes.ts";
+import { HOST, killAll, spawn, stop, waitFor } from "./overhead/processes.ts";
+import { freePorts } from "../lib/core/free_port.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 

@@ -5,7 +5,8 @@
  * on error and signal too.
  */
 
-import { type Child, freePorts, HOST, spawn, stop, waitFor } from "../overhead/processes.ts";
+import { type Child, HOST, spawn, stop, waitFor } from "../overhead/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import { type FaultMode, setFault, type WorkerStats, workerStats } from "./faults.ts";
 
 const SCRIPT = new URL("./faulty_worker.ts", import.meta.url).pathname;

@@ -26,15 +26,8 @@
 
 import { parseArgs } from "node:util";
 import { sampleCpu } from "../overhead/cpu.ts";
-import {
-  type Child,
-  freePorts,
-  HOST,
-  killAll,
-  run,
-  spawn,
-  waitFor,
-} from "../overhead/processes.ts";
+import { type Child, HOST, killAll, run, spawn, waitFor } from "../overhead/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import { wrk } from "../overhead/wrk.ts";
 import { gatewayCommand } from "../routing/gateway.ts";
 import { makePki } from "../../tests/support/certs.ts";

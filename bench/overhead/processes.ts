@@ -2,7 +2,7 @@
  * Child processes of the benchmarks (overhead, routing): starts servers pinned to a CPU with
  * `taskset`, their stdout and stderr in one log file each; polls them until ready; and kills every
  * one of them (and any wrk run in progress) at the end, on error or signal too, or a group of them
- * earlier (`stop`). Also small helpers: a command's output and free loopback ports.
+ * earlier (`stop`). Also a small helper: a command's output.
  */
 
 /** The only address anything listens on or sends to. */
@@ -126,14 +126,6 @@ export async function run(cmd: string, args: string[]): Promise<string> {
   } catch {
     return "";
   }
-}
-
-/** Free loopback ports (bound, then released). */
-export function freePorts(n: number): number[] {
-  const listeners = Array.from({ length: n }, () => Deno.listen({ hostname: HOST, port: 0 }));
-  const ports = listeners.map((l) => (l.addr as Deno.NetAddr).port);
-  listeners.forEach((l) => l.close());
-  return ports;
 }
 
 /** Polls until something accepts TCP connections on `port`, at most `attempts` times 100 ms apart. */

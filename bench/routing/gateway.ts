@@ -5,15 +5,8 @@
  * 2 with "not available in this build", and is then skipped with a note.
  */
 
-import {
-  type Child,
-  exited,
-  freePorts,
-  HOST,
-  spawn,
-  stop,
-  waitFor,
-} from "../overhead/processes.ts";
+import { type Child, exited, HOST, spawn, stop, waitFor } from "../overhead/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import type { TargetContext } from "./targets.ts";
 
 /** The gateway command line after `deno`, for the report and for starting it. */

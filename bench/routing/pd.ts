@@ -29,7 +29,6 @@ import { busyPct, sampleCpu } from "../overhead/cpu.ts";
 import {
   type Child,
   exited,
-  freePorts,
   HOST,
   killAll,
   run,
@@ -38,6 +37,7 @@ import {
   tail,
   waitFor,
 } from "../overhead/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import { round } from "../overhead/stats.ts";
 import { delta, readCounters, startFleet, type WorkerCounters } from "./fleet.ts";
 import { gatewayCommand } from "./gateway.ts";

@@ -7,6 +7,7 @@
  */
 
 import { ConfigError } from "../core/errors.ts";
+import { freePort } from "../core/free_port.ts";
 import type { Logger } from "../core/log.ts";
 import { parseSimWorkerArgs } from "../sim/cli.ts";
 import { startSimWorker } from "../sim/worker.ts";
@@ -47,14 +48,6 @@ const KILL_AFTER_MS = 30_000;
  */
 function programUrl(): string {
   return Deno.mainModule ?? (globalThis as { location?: { href: string } }).location!.href;
-}
-
-/** A free loopback port (bound and released at once). */
-function freePort(host: string): number {
-  const l = Deno.listen({ hostname: host, port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
 }
 
 function portFor(o: ServeOptions, rank: number): number {

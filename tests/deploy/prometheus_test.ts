@@ -8,12 +8,12 @@
 
 import assert from "node:assert/strict";
 import {
-  freePort,
   type GatewayProcess,
   hasCommand,
   meshRouterArgs,
   spawnGateway,
 } from "../support/process.ts";
+import { freePort } from "../../lib/core/free_port.ts";
 import { poll } from "../support/wait.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;

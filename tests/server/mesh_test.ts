@@ -13,7 +13,7 @@ import { defaultConfig } from "../../lib/config/config.ts";
 import { GrpcTransport } from "../../lib/mesh/transport/grpc.ts";
 import type { PingMessage } from "../../lib/mesh/wire.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { freePort } from "../support/process.ts";
+import { freePort } from "../../lib/core/free_port.ts";
 import { ConfigError } from "../../lib/core/errors.ts";
 
 function meshOn(name: string, port: number, o: Partial<MeshConfig> = {}): MeshConfig {

@@ -3,6 +3,8 @@
  * prints, for tests of the real command line, signals and exit codes; also `smg sim-worker`.
  */
 
+import { freePort } from "../../lib/core/free_port.ts";
+
 /** A gateway child process. */
 export interface GatewayProcess {
   /** The child. */
@@ -115,14 +117,6 @@ export async function spawnGateway(
       check();
     });
   return { child, url, stderr: () => text, exited, waitForOutput };
-}
-
-/** A loopback port that was free a moment ago (for flags that cannot take 0). */
-export function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
 }
 
 /** Where `gatewayListenArgs` puts a gateway's metrics port. */

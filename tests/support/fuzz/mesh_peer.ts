@@ -25,7 +25,7 @@ import { GrpcTransport } from "../../../lib/mesh/transport/grpc.ts";
 import type { MemberUpdate } from "../../../lib/mesh/member.ts";
 import { type AckMessage, MAX_MESSAGE_BYTES, type MeshRequest } from "../../../lib/mesh/wire.ts";
 import { startGateway, type TestGateway } from "../gateway.ts";
-import { freePort } from "../process.ts";
+import { freePort } from "../../../lib/core/free_port.ts";
 import { Waiters } from "../wait.ts";
 import type { FuzzFamily, FuzzTarget, Outcome } from "./driver.ts";
 import { type MeshInput, meshInput, type MeshWorld } from "./mesh_inputs.ts";
