@@ -14,7 +14,7 @@
 
 import { parseArgs } from "node:util";
 import { simGrpcServeCommand } from "../tests/support/process.ts";
-import { HOST, killAll, spawn, stop, waitFor } from "./overhead/processes.ts";
+import { HOST, killAll, spawn, stop, waitFor } from "../support/processes.ts";
 import { freePorts } from "../lib/core/free_port.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;

@@ -5,7 +5,7 @@
  * on error and signal too.
  */
 
-import { type Child, HOST, spawn, stop, waitFor } from "../overhead/processes.ts";
+import { type Child, HOST, spawn, stop, waitFor } from "../../support/processes.ts";
 import { freePorts } from "../../lib/core/free_port.ts";
 import { type FaultMode, setFault, type WorkerStats, workerStats } from "./faults.ts";
 

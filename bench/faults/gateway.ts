@@ -6,7 +6,7 @@
  * counts every worker healthy.
  */
 
-import { type Child, HOST, spawn, stop, waitFor } from "../overhead/processes.ts";
+import { type Child, HOST, spawn, stop, waitFor } from "../../support/processes.ts";
 import { freePorts } from "../../lib/core/free_port.ts";
 import { gatewayCommand } from "../routing/gateway.ts";
 

@@ -26,7 +26,7 @@
 
 import { parseArgs } from "node:util";
 import { sampleCpu } from "../overhead/cpu.ts";
-import { type Child, HOST, killAll, run, spawn, waitFor } from "../overhead/processes.ts";
+import { type Child, HOST, killAll, run, spawn, waitFor } from "../../support/processes.ts";
 import { freePorts } from "../../lib/core/free_port.ts";
 import { wrk } from "../overhead/wrk.ts";
 import { gatewayCommand } from "../routing/gateway.ts";

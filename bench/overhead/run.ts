@@ -35,7 +35,15 @@
 
 import { parseOptions } from "./options.ts";
 import { measure, type Row, type Target } from "./measure.ts";
-import { assertAllRunning, type Child, HOST, killAll, run, spawn, waitFor } from "./processes.ts";
+import {
+  assertAllRunning,
+  type Child,
+  HOST,
+  killAll,
+  run,
+  spawn,
+  waitFor,
+} from "../../support/processes.ts";
 import { freePorts } from "../../lib/core/free_port.ts";
 import { haproxyConfig, nginxConfig } from "./peers.ts";
 import { markdown, ratios, summarise, writeJson } from "./report.ts";

@@ -4,7 +4,14 @@
  * own Prometheus counters read back from `/metrics`. Counter names are sglang's.
  */
 
-import { type Child, HOST, spawn, stop, waitFor, waitForListener } from "../overhead/processes.ts";
+import {
+  type Child,
+  HOST,
+  spawn,
+  stop,
+  waitFor,
+  waitForListener,
+} from "../../support/processes.ts";
 import { freePorts } from "../../lib/core/free_port.ts";
 
 /** The CPU the workers are pinned to. */

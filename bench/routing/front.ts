@@ -8,7 +8,7 @@
  */
 
 import { parsePidTicks } from "../overhead/cpu.ts";
-import { type Child, HOST, run, spawn, stop, waitFor } from "../overhead/processes.ts";
+import { type Child, HOST, run, spawn, stop, waitFor } from "../../support/processes.ts";
 import { round } from "../overhead/stats.ts";
 import { haproxyConfig, startRouters } from "../mesh/routers.ts";
 import { emptyHistogram, type Histogram, parseHistogram } from "./prediction.ts";

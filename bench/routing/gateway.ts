@@ -5,7 +5,7 @@
  * 2 with "not available in this build", and is then skipped with a note.
  */
 
-import { type Child, exited, HOST, spawn, stop, waitFor } from "../overhead/processes.ts";
+import { type Child, exited, HOST, spawn, stop, waitFor } from "../../support/processes.ts";
 import { freePorts } from "../../lib/core/free_port.ts";
 import type { TargetContext } from "./targets.ts";
 

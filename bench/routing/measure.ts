@@ -7,7 +7,7 @@
  */
 
 import { busyPct, type CpuSample, sampleCpu } from "../overhead/cpu.ts";
-import { type Child, exited, HOST, stop, tail } from "../overhead/processes.ts";
+import { type Child, exited, HOST, stop, tail } from "../../support/processes.ts";
 import { freePorts } from "../../lib/core/free_port.ts";
 import { drive } from "./client.ts";
 import { delta, readCounters, startFleet, type WorkerCounters } from "./fleet.ts";

@@ -36,7 +36,7 @@ import {
   stop,
   tail,
   waitFor,
-} from "../overhead/processes.ts";
+} from "../../support/processes.ts";
 import { freePorts } from "../../lib/core/free_port.ts";
 import { round } from "../overhead/stats.ts";
 import { delta, readCounters, startFleet, type WorkerCounters } from "./fleet.ts";

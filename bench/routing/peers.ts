@@ -6,7 +6,7 @@
  * with response buffering off so that SSE chunks pass through as they come.
  */
 
-import { type Child, HOST, spawn, stop, waitFor } from "../overhead/processes.ts";
+import { type Child, HOST, spawn, stop, waitFor } from "../../support/processes.ts";
 import type { TargetContext } from "./targets.ts";
 
 /** HAProxy balancing variants, by target suffix. */

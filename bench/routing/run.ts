@@ -35,7 +35,7 @@
  * children come from `../overhead/processes.ts`.
  */
 
-import { killAll, run } from "../overhead/processes.ts";
+import { killAll, run } from "../../support/processes.ts";
 import {
   type RunFacts,
   syntheticPreamble,

@@ -11,7 +11,7 @@
 import { POLICY_NAMES } from "../../lib/config/config.ts";
 import { type Started, startFront } from "./front.ts";
 import { startGateway } from "./gateway.ts";
-import { type Child, HOST } from "../overhead/processes.ts";
+import { type Child, HOST } from "../../support/processes.ts";
 import { freePorts } from "../../lib/core/free_port.ts";
 import {
   HAPROXY_VARIANTS,

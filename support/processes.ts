@@ -1,8 +1,8 @@
 /**
- * Child processes of the benchmarks (overhead, routing): starts servers pinned to a CPU with
- * `taskset`, their stdout and stderr in one log file each; polls them until ready; and kills every
- * one of them (and any wrk run in progress) at the end, on error or signal too, or a group of them
- * earlier (`stop`). Also a small helper: a command's output.
+ * Child processes of the benchmarks (`bench/`: overhead, routing, mesh, operator, faults): starts
+ * servers pinned to a CPU with `taskset`, their stdout and stderr in one log file each; polls them
+ * until ready; and kills every one of them (and any wrk run in progress) at the end, on error or
+ * signal too, or a group of them earlier (`stop`). Also a small helper: a command's output.
  */
 
 /** The only address anything listens on or sends to. */
