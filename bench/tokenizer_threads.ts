@@ -13,7 +13,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { simGrpcServeCommand } from "../tests/support/process.ts";
+import { simGrpcServeCommand } from "../support/gateway_process.ts";
 import { HOST, killAll, spawn, stop, waitFor } from "../support/processes.ts";
 import { freePorts } from "../lib/core/free_port.ts";
 

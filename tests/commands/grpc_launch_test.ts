@@ -13,7 +13,7 @@ import {
   ownModulesRead,
   spawnGateway,
   spawnSimWorker,
-} from "../support/process.ts";
+} from "../../support/gateway_process.ts";
 import { freePort } from "../../lib/core/free_port.ts";
 import { writeQwen3 } from "../support/qwen3.ts";
 

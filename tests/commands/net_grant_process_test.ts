@@ -17,7 +17,7 @@ import {
   type GatewayProcess,
   RUN_FLAGS,
   spawnGateway,
-} from "../support/process.ts";
+} from "../../support/gateway_process.ts";
 import { freePort } from "../../lib/core/free_port.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;

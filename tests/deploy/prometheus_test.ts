@@ -12,7 +12,7 @@ import {
   hasCommand,
   meshRouterArgs,
   spawnGateway,
-} from "../support/process.ts";
+} from "../../support/gateway_process.ts";
 import { freePort } from "../../lib/core/free_port.ts";
 import { poll } from "../support/wait.ts";
 

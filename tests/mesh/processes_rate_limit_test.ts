@@ -11,7 +11,11 @@
 
 import assert from "node:assert/strict";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { type GatewayProcess, meshRouterArgs, spawnGateway } from "../support/process.ts";
+import {
+  type GatewayProcess,
+  meshRouterArgs,
+  spawnGateway,
+} from "../../support/gateway_process.ts";
 import { freePort } from "../../lib/core/free_port.ts";
 import { poll } from "../support/wait.ts";
 

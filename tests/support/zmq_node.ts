@@ -6,7 +6,7 @@
  * are skipped, so a clone without them still passes.
  */
 
-import { hasCommand } from "./process.ts";
+import { hasCommand } from "../../support/gateway_process.ts";
 import { Waiters, within } from "./wait.ts";
 
 /** Where zeromq is installed for node, shared by test runs. */

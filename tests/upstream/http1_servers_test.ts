@@ -12,7 +12,7 @@ import { startSimWorker } from "../../lib/sim/worker.ts";
 import { Http1Client } from "../../lib/upstream/http1.ts";
 import { header, readAll, type UpstreamResponse } from "../../lib/upstream/types.ts";
 import { Cancel } from "../../lib/core/cancel.ts";
-import { hasCommand, openssl } from "../support/process.ts";
+import { hasCommand, openssl } from "../../support/gateway_process.ts";
 import { freePort } from "../../lib/core/free_port.ts";
 import { poll } from "../support/wait.ts";
 

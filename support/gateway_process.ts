@@ -3,7 +3,7 @@
  * prints, for tests of the real command line, signals and exit codes; also `smg sim-worker`.
  */
 
-import { freePort } from "../../lib/core/free_port.ts";
+import { freePort } from "../lib/core/free_port.ts";
 
 /** A gateway child process. */
 export interface GatewayProcess {
