@@ -15,7 +15,7 @@ import {
   spawnSimWorker,
 } from "../../support/gateway_process.ts";
 import { freePort } from "../../lib/core/free_port.ts";
-import { writeQwen3 } from "../support/qwen3.ts";
+import { writeQwen3 } from "../../support/qwen3.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 

