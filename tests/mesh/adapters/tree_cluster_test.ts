@@ -18,7 +18,7 @@ import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.
 import { PolicyReplicas } from "../../../lib/policies/replicas.ts";
 import { Cluster } from "../../../bench/mesh/cluster.ts";
 import { believed } from "../../support/beliefs.ts";
-import { request, view } from "../../support/policies.ts";
+import { request, view } from "../../../support/policies.ts";
 
 const WORKERS = Array.from({ length: 6 }, (_, i) => view(`u${i}`));
 const conversation = (i: number) =>

@@ -3,12 +3,12 @@
  * dependencies with a seeded random source and a logger whose lines are kept.
  */
 
-import { type Random, seededRandom } from "../../lib/core/clock.ts";
-import { createLogger } from "../../lib/core/log.ts";
-import type { LoadSnapshot, RouteRequest, WorkerView } from "../../lib/core/types.ts";
-import type { PolicyDeps } from "../../lib/policies/policy_deps.ts";
-import { defaultConfig } from "../../lib/config/config.ts";
-import { DEFAULT_CHARS_PER_TOKEN } from "../../lib/core/chars_per_token.ts";
+import { type Random, seededRandom } from "../lib/core/clock.ts";
+import { createLogger } from "../lib/core/log.ts";
+import type { LoadSnapshot, RouteRequest, WorkerView } from "../lib/core/types.ts";
+import type { PolicyDeps } from "../lib/policies/policy_deps.ts";
+import { defaultConfig } from "../lib/config/config.ts";
+import { DEFAULT_CHARS_PER_TOKEN } from "../lib/core/chars_per_token.ts";
 
 const seqs = new Map<string, number>();
 
