@@ -4,8 +4,8 @@
  */
 
 import assert from "node:assert/strict";
-import { formatReport, runFamily } from "../support/fuzz/driver.ts";
-import { httpFraming } from "../support/fuzz/http_framing.ts";
+import { formatReport, runFamily } from "../../support/fuzz/driver.ts";
+import { httpFraming } from "../../support/fuzz/http_framing.ts";
 
 Deno.test("fuzz http: mutated HTTP/1.1 framing gets clean answers, no hang, nothing smuggled", async () => {
   const r = await runFamily(httpFraming, { seed: 20260, inputs: 8000 });

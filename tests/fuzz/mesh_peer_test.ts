@@ -4,8 +4,8 @@
  */
 
 import assert from "node:assert/strict";
-import { formatReport, runFamily } from "../support/fuzz/driver.ts";
-import { meshFamily, meshPeer } from "../support/fuzz/mesh_peer.ts";
+import { formatReport, runFamily } from "../../support/fuzz/driver.ts";
+import { meshFamily, meshPeer } from "../../support/fuzz/mesh_peer.ts";
 
 Deno.test("fuzz mesh: malformed frames and messages from a peer change no store entry and stop nothing", async () => {
   const r = await runFamily(meshPeer, { seed: 20260, inputs: 2500 });

@@ -4,8 +4,8 @@
  */
 
 import assert from "node:assert/strict";
-import { formatReport, runFamily } from "../support/fuzz/driver.ts";
-import { workersApi } from "../support/fuzz/workers_api.ts";
+import { formatReport, runFamily } from "../../support/fuzz/driver.ts";
+import { workersApi } from "../../support/fuzz/workers_api.ts";
 
 Deno.test("fuzz workers: mutated worker-API requests never 5xx and change the registry only when accepted", async () => {
   const r = await runFamily(workersApi, { seed: 20260, inputs: 4000 });

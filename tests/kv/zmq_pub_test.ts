@@ -11,7 +11,7 @@ import { FakeClock } from "../../lib/core/clock.ts";
 import { ZmqPub } from "../../lib/kv/zmq_pub.ts";
 import { ZmtpSocket } from "../../lib/kv/zmtp.ts";
 import { parseSubscription, subscriptionMessage } from "../../lib/kv/zmtp_codec.ts";
-import { until, within } from "../support/wait.ts";
+import { until, within } from "../../support/wait.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

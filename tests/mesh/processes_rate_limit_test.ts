@@ -17,7 +17,7 @@ import {
   spawnGateway,
 } from "../../support/gateway_process.ts";
 import { freePort } from "../../lib/core/free_port.ts";
-import { poll } from "../support/wait.ts";
+import { poll } from "../../support/wait.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 

@@ -19,7 +19,7 @@ import { SimEngine } from "../../lib/sim/engine.ts";
 import { SimGrpcServer } from "../../lib/sim/grpc_server.ts";
 import { realTime } from "../../lib/sim/worker.ts";
 import { NO_OPENSSL, OPENSSL, type Pki, withPki } from "../../support/certs.ts";
-import { startGateway } from "../support/gateway.ts";
+import { startGateway } from "../../support/gateway.ts";
 import { qwen3 } from "../../support/qwen3.ts";
 import { DEFAULTS } from "../support/sim_engine.ts";
 

@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import type { MemberStatus } from "../../lib/mesh/member.ts";
-import { startGateway, type TestGateway } from "../support/gateway.ts";
+import { startGateway, type TestGateway } from "../../support/gateway.ts";
 import { makeCerts } from "../mesh/transport/grpc_support.ts";
 import type { MeshConfig } from "../../lib/config/config.ts";
 import { defaultConfig } from "../../lib/config/config.ts";

@@ -13,7 +13,7 @@ import { simDeps } from "../../lib/sim/worker.ts";
 import { DEFAULT_ENGINE } from "../../lib/sim/cli.ts";
 import { promptOf } from "../../lib/tokenizer/prompt.ts";
 import { qwen3 } from "../../support/qwen3.ts";
-import { until } from "../support/wait.ts";
+import { until } from "../../support/wait.ts";
 
 async function withServer(
   o: Partial<SimServerOptions>,

@@ -7,7 +7,7 @@
  */
 
 import { hasCommand } from "../../support/gateway_process.ts";
-import { Waiters, within } from "./wait.ts";
+import { Waiters, within } from "../../support/wait.ts";
 
 /** Where zeromq is installed for node, shared by test runs. */
 const DIR = "/tmp/smg-zmq-node";

@@ -14,7 +14,7 @@ import { header, readAll, type UpstreamResponse } from "../../lib/upstream/types
 import { Cancel } from "../../lib/core/cancel.ts";
 import { hasCommand, openssl } from "../../support/gateway_process.ts";
 import { freePort } from "../../lib/core/free_port.ts";
-import { poll } from "../support/wait.ts";
+import { poll } from "../../support/wait.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

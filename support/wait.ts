@@ -5,7 +5,7 @@
  * (`poll`), the one fixed wait here.
  */
 
-import type { FakeClock } from "../../lib/core/clock.ts";
+import type { FakeClock } from "../lib/core/clock.ts";
 
 /** Rejects naming `what` if `p` has not settled within `ms` (default 10 s). */
 export function within<T>(p: Promise<T>, what: string, ms = 10_000): Promise<T> {

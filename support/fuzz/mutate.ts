@@ -4,7 +4,7 @@
  * functions of the generator, so a run replays exactly.
  */
 
-import type { Random } from "../../../lib/core/clock.ts";
+import type { Random } from "../../lib/core/clock.ts";
 
 /** An integer in [lo, hi]. */
 export function int(r: Random, lo: number, hi: number): number {

@@ -10,9 +10,9 @@
  * the client's bytes unchanged.
  */
 
-import type { PolicyName } from "../../../lib/config/config.ts";
-import type { Random } from "../../../lib/core/clock.ts";
-import { ENDPOINT_PATHS } from "../../../lib/core/types.ts";
+import type { PolicyName } from "../../lib/config/config.ts";
+import type { Random } from "../../lib/core/clock.ts";
+import { ENDPOINT_PATHS } from "../../lib/core/types.ts";
 import { startGateway } from "../gateway.ts";
 import type { FuzzFamily, FuzzTarget, Outcome } from "./driver.ts";
 import { type Json, mutateValue, serialise } from "./json_mutate.ts";

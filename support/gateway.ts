@@ -3,12 +3,12 @@
  * silent logger unless `SMG_TEST_LOG` is set, and waits on registry events instead of sleeping.
  */
 
-import { defaultConfig, type GatewayConfig } from "../../lib/config/config.ts";
-import { validateConfig } from "../../lib/config/validate.ts";
-import { createLogger, silentLogger } from "../../lib/core/log.ts";
-import { Gateway, type GatewayOptions } from "../../lib/server/app.ts";
-import { listenGateway, type Listening } from "../../lib/server/listen.ts";
-import { loadTls } from "../../lib/tls/pem.ts";
+import { defaultConfig, type GatewayConfig } from "../lib/config/config.ts";
+import { validateConfig } from "../lib/config/validate.ts";
+import { createLogger, silentLogger } from "../lib/core/log.ts";
+import { Gateway, type GatewayOptions } from "../lib/server/app.ts";
+import { listenGateway, type Listening } from "../lib/server/listen.ts";
+import { loadTls } from "../lib/tls/pem.ts";
 
 /** Config overrides, deep-merged one level. */
 export type Overrides =

@@ -5,7 +5,7 @@
  * truncation, byte flips). Drawn from a seeded `Random`.
  */
 
-import type { Random } from "../../../lib/core/clock.ts";
+import type { Random } from "../../lib/core/clock.ts";
 import {
   AWKWARD_NUMBERS,
   AWKWARD_STRINGS,

@@ -9,7 +9,7 @@
  * before it closes.
  */
 
-import { type Random, seededRandom } from "../../../lib/core/clock.ts";
+import { type Random, seededRandom } from "../../lib/core/clock.ts";
 
 /** What one input came to. */
 export interface Outcome {

@@ -14,7 +14,7 @@
  * - the gateway still answers `/health` after the run.
  */
 
-import type { Random } from "../../../lib/core/clock.ts";
+import type { Random } from "../../lib/core/clock.ts";
 import { startGateway } from "../gateway.ts";
 import type { FuzzFamily, FuzzTarget, Outcome } from "./driver.ts";
 import { tagOf } from "./http_request.ts";

@@ -11,8 +11,8 @@
  * worker it named (added, or removed or draining).
  */
 
-import type { Random } from "../../../lib/core/clock.ts";
-import { parseWorkerSpec } from "../../../lib/workers/manager.ts";
+import type { Random } from "../../lib/core/clock.ts";
+import { parseWorkerSpec } from "../../lib/workers/manager.ts";
 import { startGateway, type TestGateway } from "../gateway.ts";
 import type { FuzzFamily, FuzzTarget, Outcome } from "./driver.ts";
 import { type Json, mutateValue, serialise } from "./json_mutate.ts";

@@ -16,16 +16,16 @@
 
 import { Buffer } from "node:buffer";
 import * as grpc from "@grpc/grpc-js";
-import { defaultConfig } from "../../../lib/config/config.ts";
-import type { Random } from "../../../lib/core/clock.ts";
-import { keyId } from "../../../lib/mesh/store/anti_entropy.ts";
-import * as store from "../../../lib/mesh/store/store_codec.ts";
-import * as codec from "../../../lib/mesh/transport/codec.ts";
-import { GrpcTransport } from "../../../lib/mesh/transport/grpc.ts";
-import type { MemberUpdate } from "../../../lib/mesh/member.ts";
-import { type AckMessage, MAX_MESSAGE_BYTES, type MeshRequest } from "../../../lib/mesh/wire.ts";
+import { defaultConfig } from "../../lib/config/config.ts";
+import type { Random } from "../../lib/core/clock.ts";
+import { keyId } from "../../lib/mesh/store/anti_entropy.ts";
+import * as store from "../../lib/mesh/store/store_codec.ts";
+import * as codec from "../../lib/mesh/transport/codec.ts";
+import { GrpcTransport } from "../../lib/mesh/transport/grpc.ts";
+import type { MemberUpdate } from "../../lib/mesh/member.ts";
+import { type AckMessage, MAX_MESSAGE_BYTES, type MeshRequest } from "../../lib/mesh/wire.ts";
 import { startGateway, type TestGateway } from "../gateway.ts";
-import { freePort } from "../../../lib/core/free_port.ts";
+import { freePort } from "../../lib/core/free_port.ts";
 import { Waiters } from "../wait.ts";
 import type { FuzzFamily, FuzzTarget, Outcome } from "./driver.ts";
 import { type MeshInput, meshInput, type MeshWorld } from "./mesh_inputs.ts";

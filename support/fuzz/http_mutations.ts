@@ -6,7 +6,7 @@
  * TE.CL, TE.TE) with a second request hidden in the body.
  */
 
-import type { Random } from "../../../lib/core/clock.ts";
+import type { Random } from "../../lib/core/clock.ts";
 import { jsonBody, MAX_HEAD, type Req, setHeader, tag } from "./http_request.ts";
 import { chance, concatBytes, int, pick } from "./mutate.ts";
 

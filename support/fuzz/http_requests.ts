@@ -5,7 +5,7 @@
  * the whole; the bytes written in pieces (a few, or byte by byte); early closes.
  */
 
-import type { Random } from "../../../lib/core/clock.ts";
+import type { Random } from "../../lib/core/clock.ts";
 import { MUTATIONS, SMUGGLES } from "./http_mutations.ts";
 import { baseRequest, render, setHeader } from "./http_request.ts";
 import { chance, concatBytes, int, mutateBytes, pick, weighted } from "./mutate.ts";

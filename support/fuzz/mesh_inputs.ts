@@ -12,15 +12,15 @@
  * returned (`excused`): the gateway may rightly change them.
  */
 
-import type { Random } from "../../../lib/core/clock.ts";
-import * as tree from "../../../lib/mesh/adapters/tree_codec.ts";
-import { decodePublished } from "../../../lib/mesh/adapters/worker_sync.ts";
-import { keyId } from "../../../lib/mesh/store/anti_entropy.ts";
-import type { Op } from "../../../lib/mesh/store/lww_store.ts";
-import * as store from "../../../lib/mesh/store/store_codec.ts";
-import * as codec from "../../../lib/mesh/transport/codec.ts";
-import type { MemberStatus, MemberUpdate } from "../../../lib/mesh/member.ts";
-import { ENVELOPE_TYPES, type EnvelopeType, type StreamFrame } from "../../../lib/mesh/wire.ts";
+import type { Random } from "../../lib/core/clock.ts";
+import * as tree from "../../lib/mesh/adapters/tree_codec.ts";
+import { decodePublished } from "../../lib/mesh/adapters/worker_sync.ts";
+import { keyId } from "../../lib/mesh/store/anti_entropy.ts";
+import type { Op } from "../../lib/mesh/store/lww_store.ts";
+import * as store from "../../lib/mesh/store/store_codec.ts";
+import * as codec from "../../lib/mesh/transport/codec.ts";
+import type { MemberStatus, MemberUpdate } from "../../lib/mesh/member.ts";
+import { ENVELOPE_TYPES, type EnvelopeType, type StreamFrame } from "../../lib/mesh/wire.ts";
 import { AWKWARD_STRINGS, chance, int, mutateBytes, pick, weighted } from "./mutate.ts";
 
 /** Who is who in a mesh run. */

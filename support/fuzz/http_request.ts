@@ -7,7 +7,7 @@
  * mutated tag unreadable rather than misleading.
  */
 
-import type { Random } from "../../../lib/core/clock.ts";
+import type { Random } from "../../lib/core/clock.ts";
 import { concatBytes, weighted } from "./mutate.ts";
 
 const enc = new TextEncoder();
