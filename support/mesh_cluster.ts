@@ -4,13 +4,13 @@
  */
 
 import client from "prom-client";
-import { createLogger, type Logger, silentLogger } from "../../lib/core/log.ts";
-import type { MemberStatus } from "../../lib/mesh/member.ts";
-import { MeshMetrics } from "../../lib/mesh/mesh_metrics.ts";
-import { MeshNode } from "../../lib/mesh/node.ts";
-import { FakeClock } from "../../lib/core/clock.ts";
-import { defaultSwimConfig, type SwimConfig } from "../../lib/mesh/swim_config.ts";
-import { MemoryNetwork } from "../../lib/mesh/transport/memory.ts";
+import { createLogger, type Logger, silentLogger } from "../lib/core/log.ts";
+import type { MemberStatus } from "../lib/mesh/member.ts";
+import { MeshMetrics } from "../lib/mesh/mesh_metrics.ts";
+import { MeshNode } from "../lib/mesh/node.ts";
+import { FakeClock } from "../lib/core/clock.ts";
+import { defaultSwimConfig, type SwimConfig } from "../lib/mesh/swim_config.ts";
+import { MemoryNetwork } from "../lib/mesh/transport/memory.ts";
 
 /** Default stream settings for tests. */
 export const TEST_STREAMS = {
