@@ -20,7 +20,7 @@ import { BootstrapRooms } from "../../lib/sim/pd.ts";
 import { realTime } from "../../lib/sim/worker.ts";
 import { startGateway, type TestGateway } from "../../support/gateway.ts";
 import { qwen3 } from "../../support/qwen3.ts";
-import { DEFAULTS } from "../support/sim_engine.ts";
+import { DEFAULTS } from "../../support/sim_engine.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
 
 interface Leg {

@@ -14,7 +14,7 @@ import { SimGrpcServer } from "../../lib/sim/grpc_server.ts";
 import { realTime } from "../../lib/sim/worker.ts";
 import { startGateway, type TestGateway } from "../../support/gateway.ts";
 import { qwen3 } from "../../support/qwen3.ts";
-import { DEFAULTS } from "../support/sim_engine.ts";
+import { DEFAULTS } from "../../support/sim_engine.ts";
 import { until, within } from "../../support/wait.ts";
 
 interface SimWorker {

@@ -19,7 +19,7 @@ import {
 import { workerUrls } from "../../../../bench/routing/virtual/run.ts";
 import { parseTarget, targetConfig } from "../../../../bench/routing/virtual/targets.ts";
 import { words } from "../../../../bench/routing/workload.ts";
-import { DEFAULTS } from "../../../support/sim_engine.ts";
+import { DEFAULTS } from "../../../../support/sim_engine.ts";
 
 const TOKENIZER = new RatioTokenizer(6);
 

@@ -14,7 +14,7 @@ import { monitorsLoads } from "../../../../bench/routing/virtual/loads.ts";
 import { workerUrls } from "../../../../bench/routing/virtual/run.ts";
 import { parseTarget, targetConfig } from "../../../../bench/routing/virtual/targets.ts";
 import type { EngineConfig } from "../../../../lib/sim/types.ts";
-import { DEFAULTS, prompt } from "../../../support/sim_engine.ts";
+import { DEFAULTS, prompt } from "../../../../support/sim_engine.ts";
 
 /** A gateway for `target` (a policy and gateway flags) over 2 engines with `engine`. */
 function fleet(target: string, engine: EngineConfig = DEFAULTS) {

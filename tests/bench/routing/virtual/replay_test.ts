@@ -14,7 +14,7 @@ import { type ReplayInput, replayVirtual } from "../../../../bench/routing/virtu
 import { summariseVirtual } from "../../../../bench/routing/virtual/report.ts";
 import { workerUrls } from "../../../../bench/routing/virtual/run.ts";
 import { parseTarget, targetConfig } from "../../../../bench/routing/virtual/targets.ts";
-import { DEFAULTS } from "../../../support/sim_engine.ts";
+import { DEFAULTS } from "../../../../support/sim_engine.ts";
 
 const CPT = 4;
 const TOKENIZER = new RatioTokenizer(CPT);

@@ -5,9 +5,9 @@
  */
 
 import assert from "node:assert/strict";
-import { seededRandom } from "../../lib/core/clock.ts";
-import { SimEngine } from "../../lib/sim/engine.ts";
-import type { EngineConfig, GenerateResult } from "../../lib/sim/types.ts";
+import { seededRandom } from "../lib/core/clock.ts";
+import { SimEngine } from "../lib/sim/engine.ts";
+import type { EngineConfig, GenerateResult } from "../lib/sim/types.ts";
 
 /** The `smg sim-worker` defaults, at time scale 1. */
 export const DEFAULTS: EngineConfig = {
