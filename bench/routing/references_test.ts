@@ -6,17 +6,12 @@
 
 import assert from "node:assert/strict";
 import { parseGatewayArgs } from "../../lib/config/cli.ts";
-import { pdGatewayArgs } from "../../bench/routing/pd.ts";
-import { prompt, SIZES } from "../../bench/routing/pd_options.ts";
-import {
-  affinityRoute,
-  oracleAssignment,
-  oracleRoute,
-  upperBoundKnobs,
-} from "../../bench/routing/references.ts";
-import { maxOverMean, type Summary } from "../../bench/routing/report.ts";
-import { advantageGrows, pointVerdict, relative } from "../../bench/routing/verdict.ts";
-import { simTokens, Workload } from "../../bench/routing/workload.ts";
+import { pdGatewayArgs } from "./pd.ts";
+import { prompt, SIZES } from "./pd_options.ts";
+import { affinityRoute, oracleAssignment, oracleRoute, upperBoundKnobs } from "./references.ts";
+import { maxOverMean, type Summary } from "./report.ts";
+import { advantageGrows, pointVerdict, relative } from "./verdict.ts";
+import { simTokens, Workload } from "./workload.ts";
 
 const KNOBS = [
   "--kv-tokens",

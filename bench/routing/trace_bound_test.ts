@@ -1,8 +1,8 @@
 /** The infinite-cache bound on a hand-made trace: leading blocks seen before, as a prefix. */
 
 import assert from "node:assert/strict";
-import type { TraceRequest } from "../../../bench/routing/trace.ts";
-import { infiniteCacheBound } from "../../../bench/routing/trace_bound.ts";
+import type { TraceRequest } from "./trace.ts";
+import { infiniteCacheBound } from "./trace_bound.ts";
 
 const req = (inputLength: number, hashIds: number[]): TraceRequest => ({
   timestampMs: 0,

@@ -1,7 +1,7 @@
 /** The Mooncake trace parser: valid lines in order, bad lines refused with their line numbers. */
 
 import assert from "node:assert/strict";
-import { loadTrace, parseTrace, TraceError } from "../../../bench/routing/trace.ts";
+import { loadTrace, parseTrace, TraceError } from "./trace.ts";
 
 const line = (o: Record<string, unknown>) => JSON.stringify(o);
 const ok = (timestamp: number, input: number, ids: number[], output = 8) =>

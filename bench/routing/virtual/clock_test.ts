@@ -6,9 +6,9 @@
  */
 
 import assert from "node:assert/strict";
-import { SimEngine } from "../../../../lib/sim/engine.ts";
-import { VirtualClock } from "../../../../bench/routing/virtual/clock.ts";
-import { DEFAULTS, prompt } from "../../../../support/sim_engine.ts";
+import { SimEngine } from "../../../lib/sim/engine.ts";
+import { VirtualClock } from "./clock.ts";
+import { DEFAULTS, prompt } from "../../../support/sim_engine.ts";
 
 for (const together of [false, true]) {
   const mode = together ? "same-instant timers in one round" : "one timer a round";

@@ -5,8 +5,8 @@
  */
 
 import assert from "node:assert/strict";
-import type { TraceRequest } from "../../../bench/routing/trace.ts";
-import { conversationKeys, fullBlocks } from "../../../bench/routing/trace_keys.ts";
+import type { TraceRequest } from "./trace.ts";
+import { conversationKeys, fullBlocks } from "./trace_keys.ts";
 
 /** A request of `full` full blocks (`ids`), with a partial last block when `partial` is given. */
 const req = (ids: number[], partial?: number): TraceRequest => ({

@@ -5,16 +5,16 @@
  */
 
 import assert from "node:assert/strict";
-import { seededRandom } from "../../../../lib/core/clock.ts";
-import { RoundRobinPolicy } from "../../../../lib/policies/mod.ts";
-import { SimEngine } from "../../../../lib/sim/engine.ts";
-import { VirtualClock } from "../../../../bench/routing/virtual/clock.ts";
-import { VirtualGateway } from "../../../../bench/routing/virtual/gateway.ts";
-import { monitorsLoads } from "../../../../bench/routing/virtual/loads.ts";
-import { workerUrls } from "../../../../bench/routing/virtual/run.ts";
-import { parseTarget, targetConfig } from "../../../../bench/routing/virtual/targets.ts";
-import type { EngineConfig } from "../../../../lib/sim/types.ts";
-import { DEFAULTS, prompt } from "../../../../support/sim_engine.ts";
+import { seededRandom } from "../../../lib/core/clock.ts";
+import { RoundRobinPolicy } from "../../../lib/policies/mod.ts";
+import { SimEngine } from "../../../lib/sim/engine.ts";
+import { VirtualClock } from "./clock.ts";
+import { VirtualGateway } from "./gateway.ts";
+import { monitorsLoads } from "./loads.ts";
+import { workerUrls } from "./run.ts";
+import { parseTarget, targetConfig } from "./targets.ts";
+import type { EngineConfig } from "../../../lib/sim/types.ts";
+import { DEFAULTS, prompt } from "../../../support/sim_engine.ts";
 
 /** A gateway for `target` (a policy and gateway flags) over 2 engines with `engine`. */
 function fleet(target: string, engine: EngineConfig = DEFAULTS) {

@@ -5,16 +5,16 @@
  */
 
 import assert from "node:assert/strict";
-import { renderChat } from "../../../../lib/sim/chat_template.ts";
-import { RatioTokenizer } from "../../../../lib/sim/ratio_tokenizer.ts";
-import { replayPlan } from "../../../../bench/routing/replay.ts";
-import type { TraceRequest } from "../../../../bench/routing/trace.ts";
-import { BlockTexts, tracePrompt } from "../../../../bench/routing/trace_prompts.ts";
-import { type ReplayInput, replayVirtual } from "../../../../bench/routing/virtual/replay.ts";
-import { summariseVirtual } from "../../../../bench/routing/virtual/report.ts";
-import { workerUrls } from "../../../../bench/routing/virtual/run.ts";
-import { parseTarget, targetConfig } from "../../../../bench/routing/virtual/targets.ts";
-import { DEFAULTS } from "../../../../support/sim_engine.ts";
+import { renderChat } from "../../../lib/sim/chat_template.ts";
+import { RatioTokenizer } from "../../../lib/sim/ratio_tokenizer.ts";
+import { replayPlan } from "../replay.ts";
+import type { TraceRequest } from "../trace.ts";
+import { BlockTexts, tracePrompt } from "../trace_prompts.ts";
+import { type ReplayInput, replayVirtual } from "./replay.ts";
+import { summariseVirtual } from "./report.ts";
+import { workerUrls } from "./run.ts";
+import { parseTarget, targetConfig } from "./targets.ts";
+import { DEFAULTS } from "../../../support/sim_engine.ts";
 
 const CPT = 4;
 const TOKENIZER = new RatioTokenizer(CPT);

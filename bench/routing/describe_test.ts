@@ -1,7 +1,7 @@
 /** The preamble's sentence on the workers' tokens: the default tokenizer or `--chars-per-token`. */
 
 import assert from "node:assert/strict";
-import { tokenizerLine } from "../../../bench/routing/describe.ts";
+import { tokenizerLine } from "./describe.ts";
 
 Deno.test("describe: the tokenizer line names --chars-per-token and the measured ratio", () => {
   assert.equal(

@@ -4,7 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import { parseHistogram, summarisePrediction } from "../../../bench/routing/prediction.ts";
+import { parseHistogram, summarisePrediction } from "./prediction.ts";
 
 const metrics = (n: number, sum: number, within: number, predicted: number, reported: number) =>
   [

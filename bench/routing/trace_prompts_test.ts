@@ -6,18 +6,12 @@
  */
 
 import assert from "node:assert/strict";
-import type { TraceRequest } from "../../../bench/routing/trace.ts";
-import {
-  blockText,
-  BlockTexts,
-  cutTokens,
-  tracePrompt,
-  warmBlockTexts,
-} from "../../../bench/routing/trace_prompts.ts";
-import { simTokens } from "../../../bench/routing/workload.ts";
-import { renderChat } from "../../../lib/sim/chat_template.ts";
-import { RatioTokenizer } from "../../../lib/sim/ratio_tokenizer.ts";
-import { tokenize } from "../../../lib/sim/tokenizer.ts";
+import type { TraceRequest } from "./trace.ts";
+import { blockText, BlockTexts, cutTokens, tracePrompt, warmBlockTexts } from "./trace_prompts.ts";
+import { simTokens } from "./workload.ts";
+import { renderChat } from "../../lib/sim/chat_template.ts";
+import { RatioTokenizer } from "../../lib/sim/ratio_tokenizer.ts";
+import { tokenize } from "../../lib/sim/tokenizer.ts";
 
 const req = (inputLength: number, hashIds: number[]): TraceRequest => ({
   timestampMs: 0,

@@ -4,9 +4,9 @@
  */
 
 import assert from "node:assert/strict";
-import { workerUrls } from "../../../../bench/routing/virtual/run.ts";
-import { parseTarget, targetConfig } from "../../../../bench/routing/virtual/targets.ts";
-import { SMG_SCORING } from "../../../../bench/routing/targets.ts";
+import { workerUrls } from "./run.ts";
+import { parseTarget, targetConfig } from "./targets.ts";
+import { SMG_SCORING } from "../targets.ts";
 
 const URLS = workerUrls(2);
 

@@ -4,11 +4,11 @@
  */
 
 import assert from "node:assert/strict";
-import type { Driver, Outgoing } from "../../../bench/routing/client.ts";
-import { arrivalMs, replayOffer, replayPlan } from "../../../bench/routing/replay.ts";
-import type { StreamResult } from "../../../bench/routing/stream.ts";
-import type { TraceRequest } from "../../../bench/routing/trace.ts";
-import { BlockTexts, tracePrompt } from "../../../bench/routing/trace_prompts.ts";
+import type { Driver, Outgoing } from "./client.ts";
+import { arrivalMs, replayOffer, replayPlan } from "./replay.ts";
+import type { StreamResult } from "./stream.ts";
+import type { TraceRequest } from "./trace.ts";
+import { BlockTexts, tracePrompt } from "./trace_prompts.ts";
 
 const req = (timestampMs: number, outputLength = 4): TraceRequest => ({
   timestampMs,

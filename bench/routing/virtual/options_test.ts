@@ -4,7 +4,7 @@
  */
 
 import assert from "node:assert/strict";
-import { parseVirtualOptions, UsageError } from "../../../../bench/routing/virtual/options.ts";
+import { parseVirtualOptions, UsageError } from "./options.ts";
 
 Deno.test("virtual options: bench:routing's trace defaults, the scenario's fleet", () => {
   const d = parseVirtualOptions([]);

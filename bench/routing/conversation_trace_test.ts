@@ -4,8 +4,8 @@
  */
 
 import assert from "node:assert/strict";
-import { conversationTrace } from "../../../bench/routing/conversation_trace.ts";
-import { parseTrace, TRACE_BLOCK_TOKENS } from "../../../bench/routing/trace.ts";
+import { conversationTrace } from "./conversation_trace.ts";
+import { parseTrace, TRACE_BLOCK_TOKENS } from "./trace.ts";
 
 Deno.test("conversation trace: valid, seeded, turns extend earlier turns", () => {
   const lines = conversationTrace({ requests: 300 });

@@ -6,20 +6,16 @@
  */
 
 import assert from "node:assert/strict";
-import { seededRandom } from "../../../../lib/core/clock.ts";
-import { renderChat } from "../../../../lib/sim/chat_template.ts";
-import { SimEngine } from "../../../../lib/sim/engine.ts";
-import { RatioTokenizer } from "../../../../lib/sim/ratio_tokenizer.ts";
-import { VirtualClock } from "../../../../bench/routing/virtual/clock.ts";
-import {
-  type CallOutcome,
-  type ChatCall,
-  VirtualGateway,
-} from "../../../../bench/routing/virtual/gateway.ts";
-import { workerUrls } from "../../../../bench/routing/virtual/run.ts";
-import { parseTarget, targetConfig } from "../../../../bench/routing/virtual/targets.ts";
-import { words } from "../../../../bench/routing/workload.ts";
-import { DEFAULTS } from "../../../../support/sim_engine.ts";
+import { seededRandom } from "../../../lib/core/clock.ts";
+import { renderChat } from "../../../lib/sim/chat_template.ts";
+import { SimEngine } from "../../../lib/sim/engine.ts";
+import { RatioTokenizer } from "../../../lib/sim/ratio_tokenizer.ts";
+import { VirtualClock } from "./clock.ts";
+import { type CallOutcome, type ChatCall, VirtualGateway } from "./gateway.ts";
+import { workerUrls } from "./run.ts";
+import { parseTarget, targetConfig } from "./targets.ts";
+import { words } from "../workload.ts";
+import { DEFAULTS } from "../../../support/sim_engine.ts";
 
 const TOKENIZER = new RatioTokenizer(6);
 

@@ -5,8 +5,8 @@
  */
 
 import assert from "node:assert/strict";
-import { baselineOf, cellFigures, judge } from "../../../bench/routing/guard_judge.ts";
-import type { Summary } from "../../../bench/routing/report.ts";
+import { baselineOf, cellFigures, judge } from "./guard_judge.ts";
+import type { Summary } from "./report.ts";
 
 const row = (target: string, over: Partial<Summary>): Summary =>
   ({

@@ -5,10 +5,10 @@
  */
 
 import assert from "node:assert/strict";
-import { drive } from "../../../bench/routing/client.ts";
-import { replayOffer, replayPlan } from "../../../bench/routing/replay.ts";
-import type { TraceRequest } from "../../../bench/routing/trace.ts";
-import { BlockTexts, tracePrompt } from "../../../bench/routing/trace_prompts.ts";
+import { drive } from "./client.ts";
+import { replayOffer, replayPlan } from "./replay.ts";
+import type { TraceRequest } from "./trace.ts";
+import { BlockTexts, tracePrompt } from "./trace_prompts.ts";
 
 interface Seen {
   content: string;

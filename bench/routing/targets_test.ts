@@ -1,7 +1,7 @@
 /** Which targets a workload gives no meaning to, and why. */
 
 import assert from "node:assert/strict";
-import { allTargets, meaningless, resolveTargets } from "../../../bench/routing/targets.ts";
+import { allTargets, meaningless, resolveTargets } from "./targets.ts";
 
 Deno.test("targets: the references of the other workload and the session hashes are skipped", () => {
   const all = allTargets();

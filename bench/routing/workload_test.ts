@@ -6,10 +6,10 @@
  */
 
 import assert from "node:assert/strict";
-import { seededRandom } from "../../../lib/core/clock.ts";
-import { RatioTokenizer } from "../../../lib/sim/ratio_tokenizer.ts";
-import { tokenize } from "../../../lib/sim/tokenizer.ts";
-import { simTokens, words, Workload } from "../../../bench/routing/workload.ts";
+import { seededRandom } from "../../lib/core/clock.ts";
+import { RatioTokenizer } from "../../lib/sim/ratio_tokenizer.ts";
+import { tokenize } from "../../lib/sim/tokenizer.ts";
+import { simTokens, words, Workload } from "./workload.ts";
 
 Deno.test("workload: by default simTokens is the simulated worker's count", () => {
   for (let k = 0; k < 50; k++) {

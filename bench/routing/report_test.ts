@@ -1,9 +1,9 @@
 /** The routing benchmark's report: the mean TTFT floor of a trace window, the workers' own TTFT. */
 
 import assert from "node:assert/strict";
-import type { RequestRecord } from "../../../bench/routing/client.ts";
-import { parseCounters } from "../../../bench/routing/fleet.ts";
-import { engineTtftMs, followUpHit, ttftFloorMs } from "../../../bench/routing/report.ts";
+import type { RequestRecord } from "./client.ts";
+import { parseCounters } from "./fleet.ts";
+import { engineTtftMs, followUpHit, ttftFloorMs } from "./report.ts";
 
 Deno.test("report: the TTFT floor is the uncached share of the mean prompt at the wall-clock prefill speed", () => {
   const sim = ["--prefill-tps", "8000", "--time-scale", "2", "--prefill-tps", "48000"];

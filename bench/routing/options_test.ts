@@ -4,8 +4,8 @@
  */
 
 import assert from "node:assert/strict";
-import { parseOptions } from "../../../bench/routing/options.ts";
-import { TRACE_SCENARIOS } from "../../../bench/routing/scenarios.ts";
+import { parseOptions } from "./options.ts";
+import { TRACE_SCENARIOS } from "./scenarios.ts";
 
 Deno.test("options: --trace replays at each --speed, with the trace scenario's fleet", () => {
   const o = parseOptions([
@@ -60,7 +60,7 @@ Deno.test("options: --chars-per-token N reaches every worker's flags, after --si
 });
 
 Deno.test("options: a bad --chars-per-token, one in --sim, or one with grpc exits 2", async () => {
-  const run = new URL("../../../bench/routing/run.ts", import.meta.url).pathname;
+  const run = new URL("./run.ts", import.meta.url).pathname;
   const cases: [string[], RegExp][] = [
     [["--chars-per-token", "0.5"], /--chars-per-token needs a number in 1..1024, got 0.5/],
     [["--sim", "--chars-per-token 8"], /give --chars-per-token N, not in --sim/],
