@@ -12,7 +12,7 @@ import { type Child, HOST, run, spawn, stop, waitFor } from "../../support/proce
 import { round } from "../overhead/stats.ts";
 import { haproxyConfig, startRouters } from "../mesh/routers.ts";
 import { emptyHistogram, type Histogram, parseHistogram } from "./prediction.ts";
-import type { RouterCost } from "./report.ts";
+import type { RouterCost } from "./summary.ts";
 import type { TargetContext } from "./targets.ts";
 
 /** Clock ticks a second in `/proc/PID/stat` (USER_HZ, 100 on Linux whatever the kernel's HZ). */

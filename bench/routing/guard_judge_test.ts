@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { baselineOf, cellFigures, judge } from "./guard_judge.ts";
-import type { Summary } from "./report.ts";
+import type { Summary } from "./summary.ts";
 
 const row = (target: string, over: Partial<Summary>): Summary =>
   ({

@@ -9,7 +9,8 @@ import { parseGatewayArgs } from "../../lib/config/cli.ts";
 import { pdGatewayArgs } from "./pd.ts";
 import { prompt, SIZES } from "./pd_options.ts";
 import { affinityRoute, oracleAssignment, oracleRoute, upperBoundKnobs } from "./references.ts";
-import { maxOverMean, type Summary } from "./report.ts";
+import { maxOverMean } from "./report.ts";
+import type { Summary } from "./summary.ts";
 import { advantageGrows, pointVerdict, relative } from "./verdict.ts";
 import { simTokens, Workload } from "./workload.ts";
 

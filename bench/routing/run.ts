@@ -56,10 +56,10 @@ import {
   markdown,
   predictionMarkdown,
   routersMarkdown,
-  type Summary,
   ttftFloorMs,
   writeJson,
 } from "./report.ts";
+import type { Summary } from "./summary.ts";
 import { describeTarget, meaningless, resolveTargets } from "./targets.ts";
 import { loadTrace } from "./trace.ts";
 import { infiniteCacheBound } from "./trace_bound.ts";
