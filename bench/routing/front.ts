@@ -13,7 +13,7 @@ import { round } from "../overhead/stats.ts";
 import { haproxyConfig, startRouters } from "../mesh/routers.ts";
 import { emptyHistogram, type Histogram, parseHistogram } from "./prediction.ts";
 import type { RouterCost } from "./summary.ts";
-import type { TargetContext } from "./targets.ts";
+import type { TargetContext } from "./target_context.ts";
 
 /** Clock ticks a second in `/proc/PID/stat` (USER_HZ, 100 on Linux whatever the kernel's HZ). */
 const TICKS_PER_S = 100;

@@ -7,7 +7,7 @@
 
 import { type Child, exited, HOST, spawn, stop, waitFor } from "../../support/processes.ts";
 import { freePorts } from "../../lib/core/free_port.ts";
-import type { TargetContext } from "./targets.ts";
+import type { TargetContext } from "./target_context.ts";
 
 /** The gateway command line after `deno`, for the report and for starting it. */
 export function gatewayArgs(

@@ -7,7 +7,7 @@
  */
 
 import { type Child, HOST, spawn, stop, waitFor } from "../../support/processes.ts";
-import type { TargetContext } from "./targets.ts";
+import type { TargetContext } from "./target_context.ts";
 
 /** HAProxy balancing variants, by target suffix. */
 export const HAPROXY_VARIANTS = {
