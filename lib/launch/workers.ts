@@ -10,7 +10,6 @@ import { ConfigError } from "../core/errors.ts";
 import { freePort } from "../core/free_port.ts";
 import type { Logger } from "../core/log.ts";
 import { parseSimWorkerArgs } from "../sim/cli.ts";
-import { startSimWorker } from "../sim/worker.ts";
 import type { ServeOptions } from "./args.ts";
 
 /** The gateway's tokenizer as simulated gRPC workers use it (their output as real token ids). */
@@ -173,6 +172,7 @@ export async function launchWorkers(
   const started: LaunchedWorker[] = [];
   try {
     if (o.backend === "sim" && !o.simProcesses && o.connectionMode === "grpc") {
+      const { startSimWorker } = await import("../sim/worker.ts");
       const { SimGrpcServer } = await import("../sim/grpc_server.ts");
       for (let rank = 0; rank < o.dpSize; rank++) {
         const parsed = parseSimWorkerArgs([...o.engineArgs, "--port", "0", "--seed", String(rank)]);
@@ -200,6 +200,8 @@ export async function launchWorkers(
       return started;
     }
     if (o.backend === "sim" && !o.simProcesses) {
+      // The simulator is imported by the backend that runs it, not by every start.
+      const { startSimWorker } = await import("../sim/worker.ts");
       for (let rank = 0; rank < o.dpSize; rank++) {
         const port = o.workerBasePort === 0 ? 0 : o.workerBasePort + rank;
         const parsed = parseSimWorkerArgs([
