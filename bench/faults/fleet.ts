@@ -1,7 +1,7 @@
 /**
  * The fault matrix's fleet: N faulty workers (`faulty_worker.ts`) as child processes pinned to
  * one CPU, each with its serving and control ports; one can be SIGKILLed and started again on the
- * same ports. Started and stopped through `bench/overhead/processes.ts`, so `killAll` ends them
+ * same ports. Started and stopped through `support/processes.ts`, so `killAll` ends them
  * on error and signal too.
  */
 

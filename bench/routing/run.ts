@@ -32,7 +32,7 @@
  * `traffic.ts`: which per target; `stream.ts`), the fleet (`fleet.ts`), the targets (`targets.ts`,
  * `gateway.ts`, `peers.ts`), one measurement (`measure.ts`), the references (`references.ts`,
  * `trace_keys.ts`, `trace_bound.ts`) and the report (`describe.ts`, `report.ts`, `verdict.ts`);
- * children come from `../overhead/processes.ts`.
+ * children come from `support/processes.ts`.
  */
 
 import { killAll, run } from "../../support/processes.ts";

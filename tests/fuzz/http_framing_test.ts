@@ -1,5 +1,5 @@
 /**
- * The raw HTTP/1.1 framing fuzzer, a bounded seeded run (`tests/support/fuzz/http_framing.ts`
+ * The raw HTTP/1.1 framing fuzzer, a bounded seeded run (`support/fuzz/http_framing.ts`
  * for the inputs and oracles; `deno task bench:fuzz` runs it long).
  */
 

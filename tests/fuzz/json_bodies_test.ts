@@ -1,5 +1,5 @@
 /**
- * The inference-body fuzzer, a bounded seeded run (`tests/support/fuzz/json_bodies.ts` for the
+ * The inference-body fuzzer, a bounded seeded run (`support/fuzz/json_bodies.ts` for the
  * inputs and oracles; `deno task bench:fuzz` runs it long).
  */
 

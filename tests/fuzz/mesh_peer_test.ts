@@ -1,5 +1,5 @@
 /**
- * The mesh-port fuzzer, a bounded seeded run (`tests/support/fuzz/mesh_peer.ts` for the inputs
+ * The mesh-port fuzzer, a bounded seeded run (`support/fuzz/mesh_peer.ts` for the inputs
  * and oracles; `deno task bench:fuzz` runs it long), and its store oracle shown able to fail.
  */
 

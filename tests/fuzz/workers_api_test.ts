@@ -1,5 +1,5 @@
 /**
- * The worker-API fuzzer, a bounded seeded run (`tests/support/fuzz/workers_api.ts` for the
+ * The worker-API fuzzer, a bounded seeded run (`support/fuzz/workers_api.ts` for the
  * inputs and oracles; `deno task bench:fuzz` runs it long).
  */
 
