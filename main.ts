@@ -9,7 +9,6 @@
 import { gatewayCommand } from "./lib/commands/gateway.ts";
 import { commandThread, describeGrant, inWorkerThread, launch } from "./lib/commands/launcher.ts";
 import { serveCommand } from "./lib/commands/serve.ts";
-import { simWorkerCommand } from "./lib/commands/sim_worker.ts";
 import { ConfigError } from "./lib/core/errors.ts";
 import type { NetGrant } from "./lib/server/net_grant.ts";
 import { setTokenizerThreadEntry } from "./lib/tokenizer/pool.ts";
@@ -26,7 +25,11 @@ export async function main(
   grant: NetGrant | null = null,
 ): Promise<number> {
   try {
-    if (args[0] === "sim-worker") return await simWorkerCommand(args.slice(1), exit);
+    if (args[0] === "sim-worker") {
+      // Imported here, so the simulator is loaded by the commands that run it and no other.
+      const { simWorkerCommand } = await import("./lib/commands/sim_worker.ts");
+      return await simWorkerCommand(args.slice(1), exit);
+    }
     if (args[0] === "serve") return await serveCommand(args.slice(1), describeGrant(grant));
     return await gatewayCommand(args, describeGrant(grant));
   } catch (e) {

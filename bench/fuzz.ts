@@ -1,5 +1,5 @@
 /**
- * The fuzzers' long run: each family of `tests/support/fuzz/` (raw HTTP/1.1 framing, JSON bodies
+ * The fuzzers' long run: each family of `support/fuzz/` (raw HTTP/1.1 framing, JSON bodies
  * on the inference routes, the worker API, the mesh port) fed `--inputs` seeded inputs against
  * an in-process gateway, with the same oracles as the bounded run in the test suite. Printed per
  * family: inputs, wall time, the outcome histogram (statuses, closes) and every violation with
@@ -11,8 +11,8 @@
  */
 
 import { parseArgs } from "node:util";
-import { formatReport, runFamily } from "../tests/support/fuzz/driver.ts";
-import { FAMILIES } from "../tests/support/fuzz/families.ts";
+import { formatReport, runFamily } from "../support/fuzz/driver.ts";
+import { FAMILIES } from "../support/fuzz/families.ts";
 
 const { values: v } = parseArgs({
   args: Deno.args.filter((a) => a !== "--"), // `deno task ... -- ...` passes it on

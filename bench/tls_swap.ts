@@ -13,7 +13,7 @@
  */
 
 import { TlsTerminator } from "../lib/front/tls_listener.ts";
-import { makePki, type Pair } from "../tests/support/certs.ts";
+import { makePki, type Pair } from "../support/certs.ts";
 
 const args = Object.fromEntries(
   Deno.args.flatMap((a, i, all) => a.startsWith("--") ? [[a.slice(2), all[i + 1]]] : []),

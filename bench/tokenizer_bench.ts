@@ -10,7 +10,7 @@
 
 import { CachedEncoder } from "../lib/tokenizer/cache.ts";
 import { IncrementalDecoder } from "../lib/tokenizer/detokenize.ts";
-import { qwen3 } from "../tests/support/qwen3.ts";
+import { qwen3 } from "../support/qwen3.ts";
 
 const tok = qwen3();
 const sentence = "The quick brown fox jumps over the lazy dog, then naps in the sun. ";

@@ -13,8 +13,9 @@
  */
 
 import { parseArgs } from "node:util";
-import { simGrpcServeCommand } from "../tests/support/process.ts";
-import { freePorts, HOST, killAll, spawn, stop, waitFor } from "./overhead/processes.ts";
+import { simGrpcServeCommand } from "../support/gateway_process.ts";
+import { HOST, killAll, spawn, stop, waitFor } from "../support/processes.ts";
+import { freePorts } from "../lib/core/free_port.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 

@@ -7,7 +7,8 @@
 
 import assert from "node:assert/strict";
 import { FakeWorker } from "./support/fake_worker.ts";
-import { freePort, gatewayListenArgs, spawnGateway } from "./support/process.ts";
+import { gatewayListenArgs, spawnGateway } from "../support/gateway_process.ts";
+import { freePort } from "../lib/core/free_port.ts";
 
 Deno.test("bundle: the single file serves from an empty directory and drains on SIGTERM", async () => {
   const out = await Deno.makeTempDir({ prefix: "smg-bundle-" });

@@ -8,7 +8,7 @@
 
 import assert from "node:assert/strict";
 import denoJson from "../deno.json" with { type: "json" };
-import { Waiters } from "./support/wait.ts";
+import { Waiters } from "../support/wait.ts";
 
 const root = new URL("..", import.meta.url).pathname;
 

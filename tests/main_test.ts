@@ -5,8 +5,8 @@
  */
 
 import assert from "node:assert/strict";
-import { hiddenLinks, httpsClient, NO_OPENSSL, OPENSSL, withPki } from "./support/certs.ts";
-import { gatewayListenArgs, runFlags, spawnGateway } from "./support/process.ts";
+import { hiddenLinks, httpsClient, NO_OPENSSL, OPENSSL, withPki } from "../support/certs.ts";
+import { gatewayListenArgs, runFlags, spawnGateway } from "../support/gateway_process.ts";
 
 const main = new URL("../main.ts", import.meta.url).pathname;
 

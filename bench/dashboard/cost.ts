@@ -21,6 +21,7 @@
 
 import { defaultConfig } from "../../lib/config/config.ts";
 import { FakeClock } from "../../lib/core/clock.ts";
+import { freePort } from "../../lib/core/free_port.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import { RoutingHistory } from "../../lib/dashboard/history.ts";
 import { snapshot, type SnapshotDeps } from "../../lib/dashboard/snapshot.ts";
@@ -125,13 +126,6 @@ async function cpuNs(pid: number): Promise<number> {
   }).output();
   return new TextDecoder().decode(out.stdout).trim().split("\n")
     .reduce((ns, line) => ns + Number(line.split(" ")[0]), 0);
-}
-
-function freePort(): number {
-  const l = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
 }
 
 /** One page: polls like the page's script until `signal` aborts; counts its updates. */

@@ -1,11 +1,12 @@
 /**
  * The fault matrix's fleet: N faulty workers (`faulty_worker.ts`) as child processes pinned to
  * one CPU, each with its serving and control ports; one can be SIGKILLed and started again on the
- * same ports. Started and stopped through `bench/overhead/processes.ts`, so `killAll` ends them
+ * same ports. Started and stopped through `support/processes.ts`, so `killAll` ends them
  * on error and signal too.
  */
 
-import { type Child, freePorts, HOST, spawn, stop, waitFor } from "../overhead/processes.ts";
+import { type Child, HOST, spawn, stop, waitFor } from "../../support/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import { type FaultMode, setFault, type WorkerStats, workerStats } from "./faults.ts";
 
 const SCRIPT = new URL("./faulty_worker.ts", import.meta.url).pathname;

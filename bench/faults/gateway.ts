@@ -6,7 +6,8 @@
  * counts every worker healthy.
  */
 
-import { type Child, freePorts, HOST, spawn, stop, waitFor } from "../overhead/processes.ts";
+import { type Child, HOST, spawn, stop, waitFor } from "../../support/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import { gatewayCommand } from "../routing/gateway.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;

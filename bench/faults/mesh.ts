@@ -22,7 +22,8 @@
  * routers' just before it), the lag of the worst of them, liveness probed on r1 during the row.
  */
 
-import { type Child, freePorts, HOST, spawn, stop, waitFor } from "../overhead/processes.ts";
+import { type Child, HOST, spawn, stop, waitFor } from "../../support/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import { haproxyConfig, meshFlags, type MeshStatus, waitMeshReady } from "../mesh/routers.ts";
 import type { FaultyFleet } from "./fleet.ts";
 import { type GatewayProc, startGateway, waitUntilHealthy } from "./gateway.ts";

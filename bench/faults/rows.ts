@@ -11,7 +11,7 @@ import { type BadOutcome, leaver, slowBody, slowReader } from "./bad_clients.ts"
 import type { FaultMode } from "./faults.ts";
 import { runLoad } from "./load.ts";
 import type { Injected, Row, RowEnv } from "./matrix.ts";
-import { HOST } from "../overhead/processes.ts";
+import { HOST } from "../../support/processes.ts";
 
 /** A summary like `ok 10, 504 2` of outcomes. */
 export function outcomeList(xs: readonly BadOutcome[]): string {

@@ -16,7 +16,7 @@
  */
 
 import { parseArgs } from "node:util";
-import { killAll, stop } from "../overhead/processes.ts";
+import { killAll, stop } from "../../support/processes.ts";
 import { FaultyFleet, type WorkerShape } from "./fleet.ts";
 import { startGateway } from "./gateway.ts";
 import { type MatrixOptions, type RowResult, runRow } from "./matrix.ts";

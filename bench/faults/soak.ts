@@ -10,7 +10,7 @@
  */
 
 import { seededRandom } from "../../lib/core/clock.ts";
-import { stop } from "../overhead/processes.ts";
+import { stop } from "../../support/processes.ts";
 import type { BadOutcome } from "./bad_clients.ts";
 import { FaultyFleet, type WorkerShape } from "./fleet.ts";
 import { startGateway } from "./gateway.ts";

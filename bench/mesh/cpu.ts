@@ -16,15 +16,8 @@
 
 import { measure, type Row, type Target } from "../overhead/measure.ts";
 import { parseOptions } from "../overhead/options.ts";
-import {
-  type Child,
-  freePorts,
-  HOST,
-  killAll,
-  run,
-  spawn,
-  waitFor,
-} from "../overhead/processes.ts";
+import { type Child, HOST, killAll, run, spawn, waitFor } from "../../support/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import { markdown, ratios, summarise } from "../overhead/report.ts";
 import { writeWrkScript } from "../overhead/wrk.ts";
 import { gatewayCommand } from "../routing/gateway.ts";

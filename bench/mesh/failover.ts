@@ -20,16 +20,8 @@
  */
 
 import { parseArgs } from "node:util";
-import {
-  type Child,
-  freePorts,
-  HOST,
-  killAll,
-  run,
-  spawn,
-  stop,
-  waitFor,
-} from "../overhead/processes.ts";
+import { type Child, HOST, killAll, run, spawn, stop, waitFor } from "../../support/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import { drive, type RequestRecord } from "../routing/client.ts";
 import { sessionOffer } from "../routing/sessions.ts";
 import { delta, readCounters, startFleet, type WorkerCounters } from "../routing/fleet.ts";

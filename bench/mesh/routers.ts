@@ -6,7 +6,8 @@
  * reach only some peers); and HAProxy's configuration in front of them.
  */
 
-import { type Child, freePorts, HOST, spawn, waitFor } from "../overhead/processes.ts";
+import { type Child, HOST, spawn, waitFor } from "../../support/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import { gatewayCommand } from "../routing/gateway.ts";
 
 /** A started router. */

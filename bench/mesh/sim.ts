@@ -10,7 +10,7 @@
  */
 
 import { quantile } from "./chaos_stats.ts";
-import { Cluster } from "./cluster.ts";
+import { Cluster } from "../../support/mesh_cluster.ts";
 
 function arg(name: string, fallback: string): string {
   const i = Deno.args.indexOf(`--${name}`);

@@ -19,7 +19,7 @@ import type { WorkerView } from "../../lib/core/types.ts";
 import { type TreeCounter, TreeSync } from "../../lib/mesh/adapters/tree_sync.ts";
 import { CacheAwarePolicy } from "../../lib/policies/cache_aware/cache_aware.ts";
 import { PolicyReplicas } from "../../lib/policies/replicas.ts";
-import { request, view } from "../../tests/support/policies.ts";
+import { request, view } from "../../support/policies.ts";
 
 const { values: v } = parseArgs({
   args: Deno.args.filter((a) => a !== "--"), // `deno task bench:mesh-repair -- ...` passes it on

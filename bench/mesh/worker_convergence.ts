@@ -14,7 +14,7 @@ import { seededRandom } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import { Gateway } from "../../lib/server/app.ts";
 import { listenGateway, type Listening } from "../../lib/server/listen.ts";
-import { freePorts } from "../overhead/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import { quantile } from "./chaos_stats.ts";
 
 function arg(name: string, fallback: string): string {

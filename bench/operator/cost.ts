@@ -26,18 +26,11 @@
 
 import { parseArgs } from "node:util";
 import { sampleCpu } from "../overhead/cpu.ts";
-import {
-  type Child,
-  freePorts,
-  HOST,
-  killAll,
-  run,
-  spawn,
-  waitFor,
-} from "../overhead/processes.ts";
+import { type Child, HOST, killAll, run, spawn, waitFor } from "../../support/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import { wrk } from "../overhead/wrk.ts";
 import { gatewayCommand } from "../routing/gateway.ts";
-import { makePki } from "../../tests/support/certs.ts";
+import { makePki } from "../../support/certs.ts";
 import { limitsYaml, startInstantWorker, TENANT, TENANT_HEADER, TINY_CHAT } from "./tenant.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;

@@ -21,15 +21,8 @@
  */
 
 import { parseArgs } from "node:util";
-import {
-  type Child,
-  freePorts,
-  HOST,
-  killAll,
-  spawn,
-  stop,
-  waitFor,
-} from "../overhead/processes.ts";
+import { type Child, HOST, killAll, spawn, stop, waitFor } from "../../support/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import { haproxyConfig, startRouters } from "../mesh/routers.ts";
 import { limitsYaml, startInstantWorker, TENANT, TENANT_HEADER, TINY_CHAT } from "./tenant.ts";
 

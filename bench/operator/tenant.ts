@@ -3,7 +3,8 @@
  * (the trusted header), a limits file, and the instant worker behind the gateways.
  */
 
-import { type Child, freePorts, HOST, spawn, waitFor } from "../overhead/processes.ts";
+import { type Child, HOST, spawn, waitFor } from "../../support/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 
 /** The tenant every request is sent as, in the header `TENANT_HEADER` (trusted). */
 export const TENANT = "bench";

@@ -6,7 +6,7 @@
  */
 
 import { haproxyConfig as routingHaproxy, nginxConfigWith } from "../routing/peers.ts";
-import { HOST } from "./processes.ts";
+import { HOST } from "../../support/processes.ts";
 
 /** The HAProxy config (roundrobin, `http-reuse always`) on `port` before the worker `ports`. */
 export function haproxyConfig(port: number, workers: number[]): string {

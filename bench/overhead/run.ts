@@ -38,13 +38,13 @@ import { measure, type Row, type Target } from "./measure.ts";
 import {
   assertAllRunning,
   type Child,
-  freePorts,
   HOST,
   killAll,
   run,
   spawn,
   waitFor,
-} from "./processes.ts";
+} from "../../support/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import { haproxyConfig, nginxConfig } from "./peers.ts";
 import { markdown, ratios, summarise, writeJson } from "./report.ts";
 import { median, round, round1 } from "./stats.ts";

@@ -4,7 +4,7 @@
  * by 30 s is killed; runs in progress are registered so that `killAll` stops them too.
  */
 
-import { trackLoad, untrackLoad } from "./processes.ts";
+import { trackLoad, untrackLoad } from "../../support/processes.ts";
 
 /** What wrk reported. */
 export interface WrkResult {

@@ -6,13 +6,13 @@
 
 import {
   type Child,
-  freePorts,
   HOST,
   spawn,
   stop,
   waitFor,
   waitForListener,
-} from "../overhead/processes.ts";
+} from "../../support/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 
 /** The CPU the workers are pinned to. */
 export const FLEET_CPU = 1;

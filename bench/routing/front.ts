@@ -8,12 +8,12 @@
  */
 
 import { parsePidTicks } from "../overhead/cpu.ts";
-import { type Child, HOST, run, spawn, stop, waitFor } from "../overhead/processes.ts";
+import { type Child, HOST, run, spawn, stop, waitFor } from "../../support/processes.ts";
 import { round } from "../overhead/stats.ts";
 import { haproxyConfig, startRouters } from "../mesh/routers.ts";
 import { emptyHistogram, type Histogram, parseHistogram } from "./prediction.ts";
-import type { RouterCost } from "./report.ts";
-import type { TargetContext } from "./targets.ts";
+import type { RouterCost } from "./summary.ts";
+import type { TargetContext } from "./target_context.ts";
 
 /** Clock ticks a second in `/proc/PID/stat` (USER_HZ, 100 on Linux whatever the kernel's HZ). */
 const TICKS_PER_S = 100;

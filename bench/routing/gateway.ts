@@ -5,16 +5,9 @@
  * 2 with "not available in this build", and is then skipped with a note.
  */
 
-import {
-  type Child,
-  exited,
-  freePorts,
-  HOST,
-  spawn,
-  stop,
-  waitFor,
-} from "../overhead/processes.ts";
-import type { TargetContext } from "./targets.ts";
+import { type Child, exited, HOST, spawn, stop, waitFor } from "../../support/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
+import type { TargetContext } from "./target_context.ts";
 
 /** The gateway command line after `deno`, for the report and for starting it. */
 export function gatewayArgs(

@@ -26,7 +26,7 @@ import {
   type CellTargets,
   judge,
 } from "./guard_judge.ts";
-import type { Summary } from "./report.ts";
+import type { Summary } from "./summary.ts";
 import { conversationTrace } from "./conversation_trace.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;

@@ -11,7 +11,7 @@
  * hit (÷ the reference's in a mesh cell) and the prediction check as they are.
  */
 
-import type { Summary } from "./report.ts";
+import type { Summary } from "./summary.ts";
 
 /** The figures the guard judges, with the direction that is better. */
 export const FIGURES = {

@@ -7,11 +7,13 @@
  */
 
 import { busyPct, type CpuSample, sampleCpu } from "../overhead/cpu.ts";
-import { type Child, exited, freePorts, HOST, stop, tail } from "../overhead/processes.ts";
+import { type Child, exited, HOST, stop, tail } from "../../support/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import { drive } from "./client.ts";
 import { delta, readCounters, startFleet, type WorkerCounters } from "./fleet.ts";
 import type { LoadPoint, Options } from "./options.ts";
-import { summarise, type Summary } from "./report.ts";
+import { summarise } from "./report.ts";
+import type { Summary } from "./summary.ts";
 import { upperBoundKnobs } from "./references.ts";
 import { readRouters, routerCost, type RouterReading, type Started } from "./front.ts";
 import { sumHistograms, summarisePrediction } from "./prediction.ts";

@@ -29,7 +29,6 @@ import { busyPct, sampleCpu } from "../overhead/cpu.ts";
 import {
   type Child,
   exited,
-  freePorts,
   HOST,
   killAll,
   run,
@@ -37,7 +36,8 @@ import {
   stop,
   tail,
   waitFor,
-} from "../overhead/processes.ts";
+} from "../../support/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import { round } from "../overhead/stats.ts";
 import { delta, readCounters, startFleet, type WorkerCounters } from "./fleet.ts";
 import { gatewayCommand } from "./gateway.ts";

@@ -6,8 +6,8 @@
  * with response buffering off so that SSE chunks pass through as they come.
  */
 
-import { type Child, HOST, spawn, stop, waitFor } from "../overhead/processes.ts";
-import type { TargetContext } from "./targets.ts";
+import { type Child, HOST, spawn, stop, waitFor } from "../../support/processes.ts";
+import type { TargetContext } from "./target_context.ts";
 
 /** HAProxy balancing variants, by target suffix. */
 export const HAPROXY_VARIANTS = {

@@ -32,10 +32,10 @@
  * `traffic.ts`: which per target; `stream.ts`), the fleet (`fleet.ts`), the targets (`targets.ts`,
  * `gateway.ts`, `peers.ts`), one measurement (`measure.ts`), the references (`references.ts`,
  * `trace_keys.ts`, `trace_bound.ts`) and the report (`describe.ts`, `report.ts`, `verdict.ts`);
- * children come from `../overhead/processes.ts`.
+ * children come from `support/processes.ts`.
  */
 
-import { killAll, run } from "../overhead/processes.ts";
+import { killAll, run } from "../../support/processes.ts";
 import {
   type RunFacts,
   syntheticPreamble,
@@ -56,10 +56,10 @@ import {
   markdown,
   predictionMarkdown,
   routersMarkdown,
-  type Summary,
   ttftFloorMs,
   writeJson,
 } from "./report.ts";
+import type { Summary } from "./summary.ts";
 import { describeTarget, meaningless, resolveTargets } from "./targets.ts";
 import { loadTrace } from "./trace.ts";
 import { infiniteCacheBound } from "./trace_bound.ts";

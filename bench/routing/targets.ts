@@ -11,7 +11,9 @@
 import { POLICY_NAMES } from "../../lib/config/config.ts";
 import { type Started, startFront } from "./front.ts";
 import { startGateway } from "./gateway.ts";
-import { type Child, freePorts, HOST } from "../overhead/processes.ts";
+import type { TargetContext } from "./target_context.ts";
+import { type Child, HOST } from "../../support/processes.ts";
+import { freePorts } from "../../lib/core/free_port.ts";
 import {
   HAPROXY_VARIANTS,
   type HaproxyVariant,
@@ -174,30 +176,6 @@ export function meaningless(
     }
   }
   return out;
-}
-
-/** Where to start a target and what it fronts. */
-export interface TargetContext {
-  /** Its listen port on 127.0.0.1. */
-  port: number;
-  /** The fleet's base URLs. */
-  workers: string[];
-  /** Seed passed on (the gateway's `--random-seed`). */
-  seed: number;
-  /** Log and config file prefix for this measurement. */
-  tag: string;
-  /** Temp dir for logs and configs. */
-  dir: string;
-  /** Repository root (ends with `/`). */
-  root: string;
-  /** CPU to pin the target to. */
-  cpu: number;
-  /** gRPC and KV-event modes: the tokenizer our gateway loads (`--model-path`). */
-  modelPath?: string;
-  /** KV-event mode: each worker's labels (its ZeroMQ endpoints), registered with it. */
-  labels?: Record<string, string>[];
-  /** Our gateway's metrics port (default: a free one). */
-  promPort?: number;
 }
 
 /**

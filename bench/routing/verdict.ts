@@ -8,7 +8,7 @@
  */
 
 import { round } from "../overhead/stats.ts";
-import type { Summary } from "./report.ts";
+import type { Summary } from "./summary.ts";
 
 /** Cache hit as a share of the upper bound's: at least this. */
 export const HIT_TARGET = 0.9;

@@ -7,9 +7,9 @@
  */
 
 import { ConfigError } from "../core/errors.ts";
+import { freePort } from "../core/free_port.ts";
 import type { Logger } from "../core/log.ts";
 import { parseSimWorkerArgs } from "../sim/cli.ts";
-import { startSimWorker } from "../sim/worker.ts";
 import type { ServeOptions } from "./args.ts";
 
 /** The gateway's tokenizer as simulated gRPC workers use it (their output as real token ids). */
@@ -47,14 +47,6 @@ const KILL_AFTER_MS = 30_000;
  */
 function programUrl(): string {
   return Deno.mainModule ?? (globalThis as { location?: { href: string } }).location!.href;
-}
-
-/** A free loopback port (bound and released at once). */
-function freePort(host: string): number {
-  const l = Deno.listen({ hostname: host, port: 0 });
-  const port = (l.addr as Deno.NetAddr).port;
-  l.close();
-  return port;
 }
 
 function portFor(o: ServeOptions, rank: number): number {
@@ -180,6 +172,7 @@ export async function launchWorkers(
   const started: LaunchedWorker[] = [];
   try {
     if (o.backend === "sim" && !o.simProcesses && o.connectionMode === "grpc") {
+      const { startSimWorker } = await import("../sim/worker.ts");
       const { SimGrpcServer } = await import("../sim/grpc_server.ts");
       for (let rank = 0; rank < o.dpSize; rank++) {
         const parsed = parseSimWorkerArgs([...o.engineArgs, "--port", "0", "--seed", String(rank)]);
@@ -207,6 +200,8 @@ export async function launchWorkers(
       return started;
     }
     if (o.backend === "sim" && !o.simProcesses) {
+      // The simulator is imported by the backend that runs it, not by every start.
+      const { startSimWorker } = await import("../sim/worker.ts");
       for (let rank = 0; rank < o.dpSize; rank++) {
         const port = o.workerBasePort === 0 ? 0 : o.workerBasePort + rank;
         const parsed = parseSimWorkerArgs([

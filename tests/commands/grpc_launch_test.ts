@@ -10,13 +10,13 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import {
-  freePort,
   gatewayListenArgs,
   ownModulesRead,
   spawnGateway,
   spawnSimWorker,
-} from "../support/process.ts";
-import { writeQwen3 } from "../support/qwen3.ts";
+} from "../../support/gateway_process.ts";
+import { freePort } from "../../lib/core/free_port.ts";
+import { writeQwen3 } from "../../support/qwen3.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 

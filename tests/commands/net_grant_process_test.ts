@@ -13,12 +13,12 @@
 import assert from "node:assert/strict";
 import { FakeWorker } from "../support/fake_worker.ts";
 import {
-  freePort,
   gatewayListenArgs,
   type GatewayProcess,
   RUN_FLAGS,
   spawnGateway,
-} from "../support/process.ts";
+} from "../../support/gateway_process.ts";
+import { freePort } from "../../lib/core/free_port.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 

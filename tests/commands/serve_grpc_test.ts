@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { parseServeArgs } from "../../lib/launch/args.ts";
 import { ConfigError } from "../../lib/core/errors.ts";
-import { simGrpcServeCommand } from "../support/process.ts";
+import { simGrpcServeCommand } from "../../support/gateway_process.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 

@@ -6,8 +6,8 @@
  */
 
 import assert from "node:assert/strict";
-import { ownModulesRead } from "../support/process.ts";
-import { Waiters } from "../support/wait.ts";
+import { ownModulesRead } from "../../support/gateway_process.ts";
+import { Waiters } from "../../support/wait.ts";
 
 const main = new URL("../../main.ts", import.meta.url).pathname;
 const FLAGS = [

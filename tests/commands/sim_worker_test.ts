@@ -12,9 +12,9 @@ import type { KvEventBatch } from "../../lib/kv/events.ts";
 import { requestReplay } from "../../lib/kv/replay.ts";
 import { dialZmtp, ZmqSubscriber } from "../../lib/kv/zmq_subscriber.ts";
 import { parseSimWorkerArgs } from "../../lib/sim/cli.ts";
-import { spawnSimWorker } from "../support/process.ts";
-import { qwen3, writeQwen3 } from "../support/qwen3.ts";
-import { Waiters } from "../support/wait.ts";
+import { spawnSimWorker } from "../../support/gateway_process.ts";
+import { qwen3, writeQwen3 } from "../../support/qwen3.ts";
+import { Waiters } from "../../support/wait.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 

@@ -10,9 +10,9 @@
 import assert from "node:assert/strict";
 import { type ControlPlaneKey, defaultConfig, type MeshConfig } from "../../lib/config/config.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { startGateway } from "../support/gateway.ts";
-import { freePort } from "../support/process.ts";
-import { within } from "../support/wait.ts";
+import { startGateway } from "../../support/gateway.ts";
+import { freePort } from "../../lib/core/free_port.ts";
+import { within } from "../../support/wait.ts";
 
 const READER: ControlPlaneKey = { id: "dash", name: "Dashboard", role: "user", key: "read-key" };
 const chat = { model: "test-model", messages: [{ role: "user", content: "hello" }] };

@@ -10,7 +10,7 @@ import { FakeClock } from "../../lib/core/clock.ts";
 import { RoutingHistory } from "../../lib/dashboard/history.ts";
 import { HistogramSeries } from "../../lib/metrics/fast.ts";
 import { Metrics } from "../../lib/metrics/metrics.ts";
-import { timerSet } from "../support/wait.ts";
+import { timerSet } from "../../support/wait.ts";
 
 const route = ["http", "regular", "http", "m", "chat"];
 

@@ -11,8 +11,8 @@ import assert from "node:assert/strict";
 import puppeteer, { type Browser, type Page } from "puppeteer-core";
 import { parseSimWorkerArgs } from "../../lib/sim/cli.ts";
 import { startSimWorker } from "../../lib/sim/worker.ts";
-import { startGateway } from "../support/gateway.ts";
-import { until, within } from "../support/wait.ts";
+import { startGateway } from "../../support/gateway.ts";
+import { until, within } from "../../support/wait.ts";
 
 const CANDIDATES = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"];
 

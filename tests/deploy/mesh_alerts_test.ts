@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import client from "prom-client";
 import { MeshMetrics } from "../../lib/mesh/mesh_metrics.ts";
-import { hasCommand } from "../support/process.ts";
+import { hasCommand } from "../../support/gateway_process.ts";
 
 const RULES = new URL("../../deploy/prometheus/mesh-alerts.yml", import.meta.url).pathname;
 

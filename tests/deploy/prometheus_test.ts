@@ -8,13 +8,13 @@
 
 import assert from "node:assert/strict";
 import {
-  freePort,
   type GatewayProcess,
   hasCommand,
   meshRouterArgs,
   spawnGateway,
-} from "../support/process.ts";
-import { poll } from "../support/wait.ts";
+} from "../../support/gateway_process.ts";
+import { freePort } from "../../lib/core/free_port.ts";
+import { poll } from "../../support/wait.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const RULES = new URL("../../deploy/prometheus/mesh-alerts.yml", import.meta.url).pathname;

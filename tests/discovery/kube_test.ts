@@ -15,7 +15,7 @@ import type { Pod } from "../../lib/discovery/pods.ts";
 import { PodWatch } from "../../lib/discovery/watch.ts";
 import { Gateway } from "../../lib/server/app.ts";
 import { FakeKube, pod } from "../support/fake_kube.ts";
-import { Waiters } from "../support/wait.ts";
+import { Waiters } from "../../support/wait.ts";
 
 async function withKubeconfig<T>(k: FakeKube, fn: () => Promise<T>): Promise<T> {
   const path = k.kubeconfig();

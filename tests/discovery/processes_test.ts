@@ -9,7 +9,8 @@
 import assert from "node:assert/strict";
 import { FakeKube, pod } from "../support/fake_kube.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { freePort, type GatewayProcess, spawnGateway } from "../support/process.ts";
+import { type GatewayProcess, spawnGateway } from "../../support/gateway_process.ts";
+import { freePort } from "../../lib/core/free_port.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 const ROUTER = { "app.kubernetes.io/component": "router" };

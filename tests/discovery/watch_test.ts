@@ -11,7 +11,7 @@ import { silentLogger } from "../../lib/core/log.ts";
 import type { Pod } from "../../lib/discovery/pods.ts";
 import { ApiStatusError, PodWatch, type WatchSource } from "../../lib/discovery/watch.ts";
 import { FakeKube, pod } from "../support/fake_kube.ts";
-import { Waiters } from "../support/wait.ts";
+import { Waiters } from "../../support/wait.ts";
 
 /** A source over plain fetch, paging by 2 so lists take several pages. */
 function fetchSource(k: FakeKube, selector: string): WatchSource {

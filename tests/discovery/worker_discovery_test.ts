@@ -16,7 +16,7 @@ import { WorkerDiscovery } from "../../lib/discovery/worker_discovery.ts";
 import { WorkerManager } from "../../lib/workers/manager.ts";
 import { WorkerRegistry } from "../../lib/workers/registry.ts";
 import { pod } from "../support/fake_kube.ts";
-import { until } from "../support/wait.ts";
+import { until } from "../../support/wait.ts";
 
 function setup(over: Partial<DiscoveryConfig> = {}, pd = false, egress?: EgressPolicy) {
   const c = defaultConfig();

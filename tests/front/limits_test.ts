@@ -27,7 +27,7 @@ import {
 } from "../../lib/front/server.ts";
 import { withFrontServer } from "../support/front.ts";
 import { RawClient } from "../support/raw_client.ts";
-import { Waiters, within } from "../support/wait.ts";
+import { Waiters, within } from "../../support/wait.ts";
 
 const enc = new TextEncoder();
 

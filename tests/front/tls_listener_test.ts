@@ -12,8 +12,8 @@ import type { ChunkSource, Reply } from "../../lib/core/http.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import { type FrontHandler, serveFront } from "../../lib/front/server.ts";
 import { listenTlsFront, type TlsFrontListener } from "../../lib/front/tls_listener.ts";
-import { httpsClient, NO_OPENSSL, OPENSSL, type Pki, withPki } from "../support/certs.ts";
-import { within } from "../support/wait.ts";
+import { httpsClient, NO_OPENSSL, OPENSSL, type Pki, withPki } from "../../support/certs.ts";
+import { within } from "../../support/wait.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

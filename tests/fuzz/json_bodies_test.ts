@@ -1,11 +1,11 @@
 /**
- * The inference-body fuzzer, a bounded seeded run (`tests/support/fuzz/json_bodies.ts` for the
+ * The inference-body fuzzer, a bounded seeded run (`support/fuzz/json_bodies.ts` for the
  * inputs and oracles; `deno task bench:fuzz` runs it long).
  */
 
 import assert from "node:assert/strict";
-import { formatReport, runFamily } from "../support/fuzz/driver.ts";
-import { jsonBodies } from "../support/fuzz/json_bodies.ts";
+import { formatReport, runFamily } from "../../support/fuzz/driver.ts";
+import { jsonBodies } from "../../support/fuzz/json_bodies.ts";
 
 Deno.test("fuzz json: mutated bodies on every inference route get 2xx or a 4xx envelope, never 5xx", async () => {
   // The seed picks the policy: 20264 routes with cache_aware, which reads the bodies' text.

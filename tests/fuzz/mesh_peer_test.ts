@@ -1,11 +1,11 @@
 /**
- * The mesh-port fuzzer, a bounded seeded run (`tests/support/fuzz/mesh_peer.ts` for the inputs
+ * The mesh-port fuzzer, a bounded seeded run (`support/fuzz/mesh_peer.ts` for the inputs
  * and oracles; `deno task bench:fuzz` runs it long), and its store oracle shown able to fail.
  */
 
 import assert from "node:assert/strict";
-import { formatReport, runFamily } from "../support/fuzz/driver.ts";
-import { meshFamily, meshPeer } from "../support/fuzz/mesh_peer.ts";
+import { formatReport, runFamily } from "../../support/fuzz/driver.ts";
+import { meshFamily, meshPeer } from "../../support/fuzz/mesh_peer.ts";
 
 Deno.test("fuzz mesh: malformed frames and messages from a peer change no store entry and stop nothing", async () => {
   const r = await runFamily(meshPeer, { seed: 20260, inputs: 2500 });

@@ -11,10 +11,10 @@ import type { Reply } from "../../lib/core/http.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import type { FrontInbound } from "../../lib/front/request.ts";
 import { serveFront } from "../../lib/front/server.ts";
-import { type FuzzFamily, type FuzzTarget, runFamily } from "../support/fuzz/driver.ts";
-import { FramingTarget } from "../support/fuzz/http_framing.ts";
-import { JsonTarget } from "../support/fuzz/json_bodies.ts";
-import { RecordingWorker } from "../support/fuzz/recording_worker.ts";
+import { type FuzzFamily, type FuzzTarget, runFamily } from "../../support/fuzz/driver.ts";
+import { FramingTarget } from "../../support/fuzz/http_framing.ts";
+import { JsonTarget } from "../../support/fuzz/json_bodies.ts";
+import { RecordingWorker } from "../../support/fuzz/recording_worker.ts";
 
 const enc = new TextEncoder();
 const INFERENCE = [

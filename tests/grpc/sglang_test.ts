@@ -19,9 +19,9 @@ import { SimEngine } from "../../lib/sim/engine.ts";
 import { type SimGrpcOptions, SimGrpcServer } from "../../lib/sim/grpc_server.ts";
 import { realTime } from "../../lib/sim/worker.ts";
 import { Cancel } from "../../lib/core/cancel.ts";
-import { qwen3 } from "../support/qwen3.ts";
-import { DEFAULTS, prompt } from "../support/sim_engine.ts";
-import { until } from "../support/wait.ts";
+import { qwen3 } from "../../support/qwen3.ts";
+import { DEFAULTS, prompt } from "../../support/sim_engine.ts";
+import { until } from "../../support/wait.ts";
 
 /** A real-time engine: `timeScale` 1 with fast steps, so a stream lasts long enough to cancel. */
 function engine(decodeBaseMs = 0.2) {

@@ -10,7 +10,7 @@ import { FakeClock } from "../../lib/core/clock.ts";
 import { type CursorSource, CursorSubscriber } from "../../lib/kv/cursor_subscriber.ts";
 import type { KvEventBatch } from "../../lib/kv/events.ts";
 import type { KvStreamStatus } from "../../lib/kv/sink.ts";
-import { Waiters } from "../support/wait.ts";
+import { Waiters } from "../../support/wait.ts";
 
 const batch = (seq: number): KvEventBatch => ({ seq, ts: 0, events: [], rank: null, skipped: 0 });
 

@@ -15,7 +15,7 @@ import { seqFrame, ZmqReplayServer } from "../../lib/kv/zmq_replay_server.ts";
 import { ZmqSubscriber } from "../../lib/kv/zmq_subscriber.ts";
 import { Recorder } from "../support/kv_recorder.ts";
 import { ZmtpSocket } from "../../lib/kv/zmtp.ts";
-import { poll, until, within } from "../support/wait.ts";
+import { poll, until, within } from "../../support/wait.ts";
 import { NodePublisher, NodeSubscriber, zeromqForNode } from "../support/zmq_node.ts";
 
 const zmq = await zeromqForNode();

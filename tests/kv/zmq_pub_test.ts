@@ -12,7 +12,7 @@ import { ZmqPub } from "../../lib/kv/zmq_pub.ts";
 import type { ZmtpServerOptions } from "../../lib/kv/zmtp_server.ts";
 import { ZmtpSocket } from "../../lib/kv/zmtp.ts";
 import { parseSubscription, subscriptionMessage } from "../../lib/kv/zmtp_codec.ts";
-import { until, within } from "../support/wait.ts";
+import { until, within } from "../../support/wait.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

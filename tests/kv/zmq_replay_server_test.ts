@@ -11,7 +11,7 @@ import { dialZmtp } from "../../lib/kv/zmq_subscriber.ts";
 import { requestReplay } from "../../lib/kv/replay.ts";
 import { seqFrame, ZmqReplayServer } from "../../lib/kv/zmq_replay_server.ts";
 import { ZmtpSocket } from "../../lib/kv/zmtp.ts";
-import { until, within } from "../support/wait.ts";
+import { until, within } from "../../support/wait.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

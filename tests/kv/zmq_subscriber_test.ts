@@ -14,7 +14,7 @@ import type { Dial, KvSocket } from "../../lib/kv/replay.ts";
 import { ZmqSubscriber, type ZmqSubscriberOptions } from "../../lib/kv/zmq_subscriber.ts";
 import { Recorder } from "../support/kv_recorder.ts";
 import { type Message, ZmtpError } from "../../lib/kv/zmtp.ts";
-import { timerSet, Waiters, within } from "../support/wait.ts";
+import { timerSet, Waiters, within } from "../../support/wait.ts";
 
 const ENDPOINT = "tcp://engine:5557";
 const REPLAY = "tcp://engine:5558";

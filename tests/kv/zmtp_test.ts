@@ -22,7 +22,7 @@ import {
   parseReady,
 } from "../../lib/kv/zmtp_codec.ts";
 import { type ZmtpOptions, ZmtpSocket } from "../../lib/kv/zmtp.ts";
-import { within } from "../support/wait.ts";
+import { within } from "../../support/wait.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

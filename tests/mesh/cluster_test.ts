@@ -1,7 +1,7 @@
 /** In-memory clusters under fake time: membership as a user of the mesh would notice it. */
 
 import assert from "node:assert/strict";
-import { Cluster } from "../../bench/mesh/cluster.ts";
+import { Cluster } from "../../support/mesh_cluster.ts";
 
 async function cluster(n: number, opts: ConstructorParameters<typeof Cluster>[0] = {}) {
   const c = new Cluster(opts);

@@ -8,7 +8,12 @@
 
 import assert from "node:assert/strict";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { freePort, type GatewayProcess, meshRouterArgs, spawnGateway } from "../support/process.ts";
+import {
+  type GatewayProcess,
+  meshRouterArgs,
+  spawnGateway,
+} from "../../support/gateway_process.ts";
+import { freePort } from "../../lib/core/free_port.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 

@@ -15,7 +15,7 @@ import { backlogScore } from "../../lib/policies/expected_wait.ts";
 import { LeastLoadPolicy } from "../../lib/policies/least_load.ts";
 import { NO_OBSERVER } from "../../lib/policies/policy.ts";
 import { PowerOfTwoPolicy } from "../../lib/policies/power_of_two.ts";
-import { deps, load, request, view } from "../support/policies.ts";
+import { deps, load, request, view } from "../../support/policies.ts";
 
 /** Policy deps with our defaults and recorded branches. */
 function ours(seed = 1) {

@@ -11,7 +11,7 @@ import type { WorkerView } from "../../lib/core/types.ts";
 import { BUCKET_ADJUST_INTERVAL_MS, BucketPolicy } from "../../lib/policies/bucket.ts";
 import { NO_OBSERVER } from "../../lib/policies/policy.ts";
 import { RoundRobinPolicy } from "../../lib/policies/round_robin.ts";
-import { deps, request, view } from "../support/policies.ts";
+import { deps, request, view } from "../../support/policies.ts";
 
 const MAX = Infinity;
 const T = BUCKET_ADJUST_INTERVAL_MS;

@@ -9,7 +9,7 @@ import { seededRandom } from "../../lib/core/clock.ts";
 import type { WorkerView } from "../../lib/core/types.ts";
 import { POLICY_NAMES } from "../../lib/config/config.ts";
 import { AVAILABLE_POLICIES, createPolicy } from "../../lib/policies/factory.ts";
-import { deps, load, request, view, views } from "../support/policies.ts";
+import { deps, load, request, view, views } from "../../support/policies.ts";
 
 /** Policies allowed to decline (return null) although candidates exist; none so far. */
 const MAY_DECLINE: ReadonlySet<string> = new Set();

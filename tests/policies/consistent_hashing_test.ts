@@ -3,7 +3,7 @@ import type { RouteRequest, WorkerView } from "../../lib/core/types.ts";
 import { GatewayError } from "../../lib/core/errors.ts";
 import { ConsistentHashingPolicy, sessionKey } from "../../lib/policies/consistent_hashing.ts";
 import { routingKeyFrom } from "../../lib/requests/route_request.ts";
-import { deps, request, tally, view, views } from "../support/policies.ts";
+import { deps, request, tally, view, views } from "../../support/policies.ts";
 
 /** A policy whose decisions are recorded in `branches`. */
 function policy(seed = 1) {

@@ -26,7 +26,7 @@ import {
 } from "../../lib/policies/expected_wait.ts";
 import { defaultConfig } from "../../lib/config/config.ts";
 import type { LoadSnapshot, WorkerView } from "../../lib/core/types.ts";
-import { load, request, view } from "../support/policies.ts";
+import { load, request, view } from "../../support/policies.ts";
 
 const close = (got: number, want: number, what: string) =>
   assert.ok(Math.abs(got - want) < 1e-9, `${what}: got ${got}, want ${want}`);

@@ -6,7 +6,7 @@ import {
   PrefixHasher,
   VIRTUAL_NODES,
 } from "../../lib/policies/hash_ring.ts";
-import { view, views } from "../support/policies.ts";
+import { view, views } from "../../support/policies.ts";
 
 const url = (i: number) => `http://w${i}:8000`;
 const all = () => true;

@@ -10,7 +10,7 @@ import { GatewayError } from "../../lib/core/errors.ts";
 import type { LoadSnapshot, RouteRequest, WorkerView } from "../../lib/core/types.ts";
 import { LeastLoadPolicy } from "../../lib/policies/least_load.ts";
 import { NO_OBSERVER } from "../../lib/policies/policy.ts";
-import { deps, load, request, tally, view } from "../support/policies.ts";
+import { deps, load, request, tally, view } from "../../support/policies.ts";
 
 /** A worker reporting `over` at `loadAt` ms. */
 function rep(id: string, over: Partial<LoadSnapshot>, extra: Partial<WorkerView> = {}) {

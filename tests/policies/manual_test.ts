@@ -4,7 +4,7 @@ import type { WorkerView } from "../../lib/core/types.ts";
 import { createPolicy } from "../../lib/policies/factory.ts";
 import { ManualPolicy } from "../../lib/policies/manual.ts";
 import { extractRouteRequest } from "../../lib/requests/route_request.ts";
-import { tally, view, views } from "../support/policies.ts";
+import { tally, view, views } from "../../support/policies.ts";
 import { keyed, stickyDeps, tracked } from "../support/sticky.ts";
 
 const ids = (ws: readonly (WorkerView | null)[]) => ws.map((w) => w?.id ?? null);

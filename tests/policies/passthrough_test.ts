@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { PassthroughPolicy } from "../../lib/policies/passthrough.ts";
-import { deps, request, view, views } from "../support/policies.ts";
+import { deps, request, view, views } from "../../support/policies.ts";
 
 Deno.test("passthrough: always the first candidate", () => {
   const p = new PassthroughPolicy(deps());

@@ -9,7 +9,7 @@ import type { LoadSnapshot, WorkerView } from "../../lib/core/types.ts";
 import { NO_OBSERVER } from "../../lib/policies/policy.ts";
 import { PowerOfTwoPolicy } from "../../lib/policies/power_of_two.ts";
 import { RandomPolicy } from "../../lib/policies/random.ts";
-import { deps, load, request, tally, view } from "../support/policies.ts";
+import { deps, load, request, tally, view } from "../../support/policies.ts";
 
 function rep(id: string, over: Partial<LoadSnapshot>, extra: Partial<WorkerView> = {}) {
   return view(id, { load: load(over), loadAt: 0, ...extra });

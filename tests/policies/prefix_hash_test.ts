@@ -8,7 +8,7 @@ import {
   type PrefixKeyOptions,
   prefixKeys,
 } from "../../lib/policies/prefix_hash.ts";
-import { deps, request, tally, view, views } from "../support/policies.ts";
+import { deps, request, tally, view, views } from "../../support/policies.ts";
 
 interface Tuning {
   prefixTokenCount?: number;

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { RandomPolicy } from "../../lib/policies/random.ts";
-import { deps, request, tally, views } from "../support/policies.ts";
+import { deps, request, tally, views } from "../../support/policies.ts";
 
 Deno.test("random: roughly uniform over a seeded run", () => {
   // 4 workers x 10,000 picks: expected 2,500 each; binomial sd ~ 43, so ±5% (125) is ~3 sd.

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { RoundRobinPolicy } from "../../lib/policies/round_robin.ts";
-import { request, tally, view, views } from "../support/policies.ts";
+import { request, tally, view, views } from "../../support/policies.ts";
 
 Deno.test("round_robin: rotates through the candidates in order", () => {
   const p = new RoundRobinPolicy();

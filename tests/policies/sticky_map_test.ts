@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { StickyMap, stickyMapKey } from "../../lib/policies/sticky_map.ts";
-import { views } from "../support/policies.ts";
+import { views } from "../../support/policies.ts";
 
 const H = 3_600_000; // one hour in ms
 

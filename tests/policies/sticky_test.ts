@@ -5,7 +5,7 @@ import { AVAILABLE_POLICIES, createPolicy } from "../../lib/policies/factory.ts"
 import { RoundRobinPolicy } from "../../lib/policies/round_robin.ts";
 import { STICKY_INFLIGHT_CAP, stickyAppliesTo, StickySessions } from "../../lib/policies/sticky.ts";
 import { extractRouteRequest } from "../../lib/requests/route_request.ts";
-import { view, views } from "../support/policies.ts";
+import { view, views } from "../../support/policies.ts";
 import { keyed, ScriptedPolicy, stickyDeps, tracked } from "../support/sticky.ts";
 
 const override = (c: { routingKeyOverride: boolean }) => c.routingKeyOverride = true;

@@ -15,8 +15,8 @@ import { runAttempts } from "../../lib/proxy/attempts.ts";
 import type { AttemptPlan, CallContext, ProxyDeps } from "../../lib/proxy/types.ts";
 import { Cancel } from "../../lib/core/cancel.ts";
 import type { Worker } from "../../lib/workers/worker.ts";
-import { testConfig } from "../support/gateway.ts";
-import { Waiters } from "../support/wait.ts";
+import { testConfig } from "../../support/gateway.ts";
+import { Waiters } from "../../support/wait.ts";
 import { workerSetup } from "../support/workers.ts";
 
 function setup(retry: Partial<RetryConfig>) {

@@ -18,9 +18,9 @@ import { SimEngine } from "../../lib/sim/engine.ts";
 import { type SimGrpcOptions, SimGrpcServer } from "../../lib/sim/grpc_server.ts";
 import { BootstrapRooms } from "../../lib/sim/pd.ts";
 import { realTime } from "../../lib/sim/worker.ts";
-import { startGateway, type TestGateway } from "../support/gateway.ts";
-import { qwen3 } from "../support/qwen3.ts";
-import { DEFAULTS } from "../support/sim_engine.ts";
+import { startGateway, type TestGateway } from "../../support/gateway.ts";
+import { qwen3 } from "../../support/qwen3.ts";
+import { DEFAULTS } from "../../support/sim_engine.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
 
 interface Leg {

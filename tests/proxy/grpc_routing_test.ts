@@ -18,8 +18,8 @@ import type { GenerateClient } from "../../lib/proxy/types.ts";
 import { InferenceProxy, KV_ENCODE_MAX_CHARS } from "../../lib/proxy/proxy.ts";
 import { RequestInbound, toResponse } from "../../lib/server/inbound.ts";
 import { FetchUpstream } from "../../lib/upstream/fetch_upstream.ts";
-import { testConfig } from "../support/gateway.ts";
-import { qwen3 } from "../support/qwen3.ts";
+import { testConfig } from "../../support/gateway.ts";
+import { qwen3 } from "../../support/qwen3.ts";
 import { workerSetup } from "../support/workers.ts";
 
 /** A policy that records what it was asked and picks the first candidate. */

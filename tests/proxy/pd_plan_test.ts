@@ -15,7 +15,7 @@ import { Admission } from "../../lib/proxy/admission.ts";
 import { InferenceProxy } from "../../lib/proxy/proxy.ts";
 import { RequestInbound, toResponse } from "../../lib/server/inbound.ts";
 import { type FakeReply, FakeUpstream } from "../support/fake_upstream.ts";
-import { testConfig } from "../support/gateway.ts";
+import { testConfig } from "../../support/gateway.ts";
 import { workerSetup } from "../support/workers.ts";
 import { burstFleet } from "../support/burst.ts";
 

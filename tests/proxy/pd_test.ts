@@ -9,8 +9,8 @@ import assert from "node:assert/strict";
 import { parseSimWorkerArgs } from "../../lib/sim/cli.ts";
 import { type SimWorker, startSimWorker } from "../../lib/sim/worker.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { within } from "../support/wait.ts";
-import { startGateway, type TestGateway } from "../support/gateway.ts";
+import { within } from "../../support/wait.ts";
+import { startGateway, type TestGateway } from "../../support/gateway.ts";
 
 function sim(role: "prefill" | "decode"): SimWorker {
   const o = parseSimWorkerArgs([

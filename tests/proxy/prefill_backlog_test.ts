@@ -10,8 +10,8 @@ import assert from "node:assert/strict";
 import { parseSimWorkerArgs } from "../../lib/sim/cli.ts";
 import { startSimWorker } from "../../lib/sim/worker.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { startGateway } from "../support/gateway.ts";
-import { until, within } from "../support/wait.ts";
+import { startGateway } from "../../support/gateway.ts";
+import { until, within } from "../../support/wait.ts";
 
 const chat = (content: string, extra: Record<string, unknown> = {}) =>
   JSON.stringify({ model: "test-model", messages: [{ role: "user", content }], ...extra });

@@ -13,8 +13,8 @@ import { Admission } from "../../lib/proxy/admission.ts";
 import { InferenceProxy } from "../../lib/proxy/proxy.ts";
 import { RequestInbound, toResponse } from "../../lib/server/inbound.ts";
 import { type FetchFn, FetchUpstream } from "../../lib/upstream/fetch_upstream.ts";
-import { testConfig } from "../support/gateway.ts";
-import type { Overrides } from "../support/gateway.ts";
+import { testConfig } from "../../support/gateway.ts";
+import type { Overrides } from "../../support/gateway.ts";
 import { workerSetup } from "../support/workers.ts";
 
 type Reply = Response | Error | ((init: RequestInit) => Promise<Response>);

@@ -9,8 +9,8 @@ import OpenAI from "openai";
 import { FakeClock } from "../../lib/core/clock.ts";
 import { defaultConfig } from "../../lib/config/flags.ts";
 import { FakeWorker, GarbageServer } from "../support/fake_worker.ts";
-import { startGateway, type TestGateway } from "../support/gateway.ts";
-import { until, within } from "../support/wait.ts";
+import { startGateway, type TestGateway } from "../../support/gateway.ts";
+import { until, within } from "../../support/wait.ts";
 
 const chat = { model: "test-model", messages: [{ role: "user", content: "hello" }] };
 

@@ -10,7 +10,7 @@ import type { ControlPlaneKey } from "../../lib/config/config.ts";
 import { createLogger } from "../../lib/core/log.ts";
 import { createAccess, type Guard } from "../../lib/server/auth.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { startGateway, type TestGateway } from "../support/gateway.ts";
+import { startGateway, type TestGateway } from "../../support/gateway.ts";
 
 const ADMIN: ControlPlaneKey = { id: "ops", name: "Operations", role: "admin", key: "admin-key" };
 const USER: ControlPlaneKey = { id: "dash", name: "Dashboard", role: "user", key: "read-key" };

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { createCors } from "../../lib/server/cors.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { startGateway, type TestGateway } from "../support/gateway.ts";
+import { startGateway, type TestGateway } from "../../support/gateway.ts";
 
 const VARY = "origin, access-control-request-method, access-control-request-headers";
 const APP = "https://app.example.com";

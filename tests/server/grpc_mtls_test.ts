@@ -18,10 +18,10 @@ import { GrpcCallError, SglangClient } from "../../lib/grpc/sglang_client.ts";
 import { SimEngine } from "../../lib/sim/engine.ts";
 import { SimGrpcServer } from "../../lib/sim/grpc_server.ts";
 import { realTime } from "../../lib/sim/worker.ts";
-import { NO_OPENSSL, OPENSSL, type Pki, withPki } from "../support/certs.ts";
-import { startGateway } from "../support/gateway.ts";
-import { qwen3 } from "../support/qwen3.ts";
-import { DEFAULTS } from "../support/sim_engine.ts";
+import { NO_OPENSSL, OPENSSL, type Pki, withPki } from "../../support/certs.ts";
+import { startGateway } from "../../support/gateway.ts";
+import { qwen3 } from "../../support/qwen3.ts";
+import { DEFAULTS } from "../../support/sim_engine.ts";
 
 /** A simulated scheduler on `grpcs://127.0.0.1:PORT` requiring a client certificate. */
 async function mtlsWorker(pki: Pki) {

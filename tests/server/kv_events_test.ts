@@ -12,10 +12,10 @@ import { SglangClient } from "../../lib/grpc/sglang_client.ts";
 import { SimEngine } from "../../lib/sim/engine.ts";
 import { SimGrpcServer } from "../../lib/sim/grpc_server.ts";
 import { realTime } from "../../lib/sim/worker.ts";
-import { startGateway, type TestGateway } from "../support/gateway.ts";
-import { qwen3 } from "../support/qwen3.ts";
-import { DEFAULTS } from "../support/sim_engine.ts";
-import { until, within } from "../support/wait.ts";
+import { startGateway, type TestGateway } from "../../support/gateway.ts";
+import { qwen3 } from "../../support/qwen3.ts";
+import { DEFAULTS } from "../../support/sim_engine.ts";
+import { until, within } from "../../support/wait.ts";
 
 interface SimWorker {
   engine: SimEngine;

@@ -6,9 +6,9 @@
 
 import assert from "node:assert/strict";
 import { defaultConfig } from "../../lib/config/config.ts";
-import { startGateway } from "../support/gateway.ts";
+import { startGateway } from "../../support/gateway.ts";
 import { RawClient } from "../support/raw_client.ts";
-import { within } from "../support/wait.ts";
+import { within } from "../../support/wait.ts";
 
 Deno.test("main server: the own front applies the config's per-client cap and counts refusals on /metrics", async () => {
   const front = { ...defaultConfig().front, maxConnectionsPerClient: 1 };

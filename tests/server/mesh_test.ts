@@ -7,14 +7,14 @@
 import assert from "node:assert/strict";
 import { systemClock } from "../../lib/core/clock.ts";
 import type { MemberStatus } from "../../lib/mesh/member.ts";
-import { startGateway, type TestGateway } from "../support/gateway.ts";
+import { startGateway, type TestGateway } from "../../support/gateway.ts";
 import { makeCerts } from "../mesh/transport/grpc_support.ts";
 import type { MeshConfig } from "../../lib/config/config.ts";
 import { defaultConfig } from "../../lib/config/config.ts";
 import { GrpcTransport } from "../../lib/mesh/transport/grpc.ts";
 import type { PingMessage } from "../../lib/mesh/wire.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { freePort } from "../support/process.ts";
+import { freePort } from "../../lib/core/free_port.ts";
 import { ConfigError } from "../../lib/core/errors.ts";
 
 function meshOn(name: string, port: number, o: Partial<MeshConfig> = {}): MeshConfig {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { startGateway } from "../support/gateway.ts";
+import { startGateway } from "../../support/gateway.ts";
 
 Deno.test("smoke: chat through the gateway", async () => {
   const w = new FakeWorker();

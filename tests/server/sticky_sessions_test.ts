@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import type { PolicyName } from "../../lib/config/config.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { startGateway, type TestGateway } from "../support/gateway.ts";
+import { startGateway, type TestGateway } from "../../support/gateway.ts";
 
 /** Sends one chat turn; returns the URL of the worker that answered. */
 async function turn(

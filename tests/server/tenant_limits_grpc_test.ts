@@ -12,10 +12,10 @@ import { scopeId } from "../../lib/limits/limiter.ts";
 import { SimEngine } from "../../lib/sim/engine.ts";
 import { SimGrpcServer } from "../../lib/sim/grpc_server.ts";
 import { realTime } from "../../lib/sim/worker.ts";
-import { startGateway, type TestGateway } from "../support/gateway.ts";
-import { qwen3 } from "../support/qwen3.ts";
-import { DEFAULTS } from "../support/sim_engine.ts";
-import { until } from "../support/wait.ts";
+import { startGateway, type TestGateway } from "../../support/gateway.ts";
+import { qwen3 } from "../../support/qwen3.ts";
+import { DEFAULTS } from "../../support/sim_engine.ts";
+import { until } from "../../support/wait.ts";
 
 const YAML = `default_policy:
   tokens_per_minute: 100000

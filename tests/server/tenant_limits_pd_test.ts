@@ -11,8 +11,8 @@ import assert from "node:assert/strict";
 import { FakeClock } from "../../lib/core/clock.ts";
 import { scopeId } from "../../lib/limits/limiter.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { startGateway, type TestGateway } from "../support/gateway.ts";
-import { until } from "../support/wait.ts";
+import { startGateway, type TestGateway } from "../../support/gateway.ts";
+import { until } from "../../support/wait.ts";
 
 const chat = { model: "test-model", messages: [{ role: "user", content: "hello" }] };
 /** What the gateway reserves for `chat`: its prompt estimate ("hello": 2 tokens). */

@@ -10,8 +10,8 @@
 import assert from "node:assert/strict";
 import { scopeId } from "../../lib/limits/limiter.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { type Overrides, startGateway, type TestGateway } from "../support/gateway.ts";
-import { until, within } from "../support/wait.ts";
+import { type Overrides, startGateway, type TestGateway } from "../../support/gateway.ts";
+import { until, within } from "../../support/wait.ts";
 
 const chat = { model: "test-model", messages: [{ role: "user", content: "hello" }] };
 

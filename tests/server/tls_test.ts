@@ -11,11 +11,11 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { defaultConfig, type TlsConfig } from "../../lib/config/config.ts";
-import { httpsClient, NO_OPENSSL, OPENSSL, type Pki, withPki } from "../support/certs.ts";
+import { httpsClient, NO_OPENSSL, OPENSSL, type Pki, withPki } from "../../support/certs.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { type Overrides, startGateway, type TestGateway } from "../support/gateway.ts";
+import { type Overrides, startGateway, type TestGateway } from "../../support/gateway.ts";
 import { MtlsWorker } from "../support/mtls_worker.ts";
-import { Waiters } from "../support/wait.ts";
+import { Waiters } from "../../support/wait.ts";
 
 const SERVERS = ["own", "deno"] as const;
 const chat = { model: "test-model", messages: [{ role: "user" as const, content: "hi" }] };

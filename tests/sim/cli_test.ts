@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { ConfigError } from "../../lib/core/errors.ts";
 import { parseSimWorkerArgs, SIM_FLAGS } from "../../lib/sim/cli.ts";
-import { runFlags } from "../support/process.ts";
+import { runFlags } from "../../support/gateway_process.ts";
 
 const MAIN = new URL("../../main.ts", import.meta.url).pathname;
 

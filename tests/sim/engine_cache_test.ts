@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { renderChat } from "../../lib/sim/chat_template.ts";
 import { detokenize, tokenize } from "../../lib/sim/tokenizer.ts";
-import { near, prompt, run, virtualEngine } from "../support/sim_engine.ts";
+import { near, prompt, run, virtualEngine } from "../../support/sim_engine.ts";
 
 Deno.test("engine cache: a prompt seen before is served from cache, in whole blocks", async () => {
   const sim = virtualEngine();

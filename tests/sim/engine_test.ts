@@ -6,7 +6,7 @@
 
 import assert from "node:assert/strict";
 import { SimEngine } from "../../lib/sim/engine.ts";
-import { DEFAULTS, near, prompt, run, virtualEngine } from "../support/sim_engine.ts";
+import { DEFAULTS, near, prompt, run, virtualEngine } from "../../support/sim_engine.ts";
 
 /** Mean gap between consecutive token times. */
 const itl = (at: number[]) => (at[at.length - 1] - at[0]) / (at.length - 1);

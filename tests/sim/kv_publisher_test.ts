@@ -15,8 +15,8 @@ import type { KvStreamStatus } from "../../lib/kv/sink.ts";
 import { dialZmtp, ZmqSubscriber } from "../../lib/kv/zmq_subscriber.ts";
 import type { KvBatch } from "../../lib/sim/kv_events.ts";
 import { encodeEngineBatch, SimKvPublisher } from "../../lib/sim/kv_publisher.ts";
-import { prompt, virtualEngine } from "../support/sim_engine.ts";
-import { until, Waiters } from "../support/wait.ts";
+import { prompt, virtualEngine } from "../../support/sim_engine.ts";
+import { until, Waiters } from "../../support/wait.ts";
 
 const BS = 16;
 

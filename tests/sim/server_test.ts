@@ -12,8 +12,8 @@ import { SimServer, type SimServerOptions } from "../../lib/sim/server.ts";
 import { simDeps } from "../../lib/sim/worker.ts";
 import { DEFAULT_ENGINE } from "../../lib/sim/cli.ts";
 import { promptOf } from "../../lib/tokenizer/prompt.ts";
-import { qwen3 } from "../support/qwen3.ts";
-import { until } from "../support/wait.ts";
+import { qwen3 } from "../../support/qwen3.ts";
+import { until } from "../../support/wait.ts";
 
 async function withServer(
   o: Partial<SimServerOptions>,

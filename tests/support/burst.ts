@@ -12,8 +12,8 @@ import { Admission } from "../../lib/proxy/admission.ts";
 import { InferenceProxy } from "../../lib/proxy/proxy.ts";
 import { RequestInbound, toResponse } from "../../lib/server/inbound.ts";
 import { type FetchFn, FetchUpstream } from "../../lib/upstream/fetch_upstream.ts";
-import { testConfig } from "./gateway.ts";
-import { deps } from "./policies.ts";
+import { testConfig } from "../../support/gateway.ts";
+import { deps } from "../../support/policies.ts";
 import { workerSetup } from "./workers.ts";
 
 /**

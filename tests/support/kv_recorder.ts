@@ -2,7 +2,7 @@
 
 import type { KvEventBatch } from "../../lib/kv/events.ts";
 import type { KvEventSink, KvStreamStatus } from "../../lib/kv/sink.ts";
-import { Waiters } from "./wait.ts";
+import { Waiters } from "../../support/wait.ts";
 
 /** Records everything a KV-event stream hands its consumer. */
 export class Recorder implements KvEventSink {

@@ -8,7 +8,7 @@
 
 import net from "node:net";
 import tls from "node:tls";
-import { Waiters } from "./wait.ts";
+import { Waiters } from "../../support/wait.ts";
 
 /** A TLS front requiring client certificates, in front of `127.0.0.1:targetPort`. */
 export class MtlsWorker {

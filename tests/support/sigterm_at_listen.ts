@@ -8,7 +8,7 @@ import { parseGatewayArgs } from "../../lib/config/cli.ts";
 import { createLogger } from "../../lib/core/log.ts";
 import { Gateway } from "../../lib/server/app.ts";
 import { listenGateway } from "../../lib/server/listen.ts";
-import { gatewayListenArgs } from "./process.ts";
+import { gatewayListenArgs } from "../../support/gateway_process.ts";
 
 const config = parseGatewayArgs([
   ...gatewayListenArgs(),

@@ -8,7 +8,7 @@ import type { PolicyName } from "../../lib/config/config.ts";
 import type { RouteRequest, WorkerView } from "../../lib/core/types.ts";
 import type { Policy, PolicyObserver } from "../../lib/policies/policy.ts";
 import type { PolicyDeps } from "../../lib/policies/policy_deps.ts";
-import { deps, request, view } from "./policies.ts";
+import { deps, request, view } from "../../support/policies.ts";
 
 /** A PolicyObserver that keeps what it was told. */
 export interface Recorder extends PolicyObserver {

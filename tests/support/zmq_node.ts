@@ -6,8 +6,8 @@
  * are skipped, so a clone without them still passes.
  */
 
-import { hasCommand } from "./process.ts";
-import { Waiters, within } from "./wait.ts";
+import { hasCommand } from "../../support/gateway_process.ts";
+import { Waiters, within } from "../../support/wait.ts";
 
 /** Where zeromq is installed for node, shared by test runs. */
 const DIR = "/tmp/smg-zmq-node";

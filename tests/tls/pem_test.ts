@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { defaultConfig } from "../../lib/config/config.ts";
 import { ConfigError } from "../../lib/core/errors.ts";
 import { loadTls, NO_TLS, readCertifiedKey } from "../../lib/tls/pem.ts";
-import { NO_OPENSSL, OPENSSL, withPki } from "../support/certs.ts";
+import { NO_OPENSSL, OPENSSL, withPki } from "../../support/certs.ts";
 
 function config(tls: Partial<ReturnType<typeof defaultConfig>["tls"]>) {
   const c = defaultConfig();

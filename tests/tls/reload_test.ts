@@ -10,8 +10,8 @@ import { createLogger } from "../../lib/core/log.ts";
 import { readCertifiedKey } from "../../lib/tls/pem.ts";
 import type { CertifiedKey } from "../../lib/tls/pem.ts";
 import { CertificateReloader, type ReloadOutcome } from "../../lib/tls/reload.ts";
-import { hiddenLinks, NO_OPENSSL, OPENSSL, type Pair, withPki } from "../support/certs.ts";
-import { Waiters } from "../support/wait.ts";
+import { hiddenLinks, NO_OPENSSL, OPENSSL, type Pair, withPki } from "../../support/certs.ts";
+import { Waiters } from "../../support/wait.ts";
 
 /** Writes `pair` to `dir/tls.crt` and `dir/tls.key` by rename, as deploy tools do. */
 async function install(dir: string, pair: { certPem: string; keyPem: string }): Promise<void> {

@@ -8,7 +8,7 @@ import { FakeClock, systemClock } from "../../lib/core/clock.ts";
 import { GatewayError } from "../../lib/core/errors.ts";
 import { TokenizerPool } from "../../lib/tokenizer/pool.ts";
 import type { GatewayTokenizer } from "../../lib/tokenizer/tokenizer.ts";
-import { qwen3 } from "../support/qwen3.ts";
+import { qwen3 } from "../../support/qwen3.ts";
 
 const TEXTS = [
   "Hello, world!",

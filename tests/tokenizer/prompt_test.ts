@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { GatewayError } from "../../lib/core/errors.ts";
 import { promptOf } from "../../lib/tokenizer/prompt.ts";
-import { qwen3 } from "../support/qwen3.ts";
+import { qwen3 } from "../../support/qwen3.ts";
 
 const tok = qwen3();
 

@@ -12,7 +12,7 @@ import { ConfigError } from "../../lib/core/errors.ts";
 import { CachedEncoder } from "../../lib/tokenizer/cache.ts";
 import { IncrementalDecoder, StopMatcher } from "../../lib/tokenizer/detokenize.ts";
 import { loadTokenizer } from "../../lib/tokenizer/tokenizer.ts";
-import { qwen3, writeQwen3 } from "../support/qwen3.ts";
+import { qwen3, writeQwen3 } from "../../support/qwen3.ts";
 
 const SAMPLES = [
   "Hello, world!",

@@ -13,7 +13,7 @@ import { Http1Client, type Http1Options } from "../../lib/upstream/http1.ts";
 import { readAll, UpstreamError, type UpstreamResponse } from "../../lib/upstream/types.ts";
 import { Cancel } from "../../lib/core/cancel.ts";
 import { type RawConn, RawServer, sized } from "../support/raw_server.ts";
-import { Waiters } from "../support/wait.ts";
+import { Waiters } from "../../support/wait.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

@@ -13,8 +13,9 @@ import { startSimWorker } from "../../lib/sim/worker.ts";
 import { Http1Client } from "../../lib/upstream/http1.ts";
 import { header, readAll, type UpstreamResponse } from "../../lib/upstream/types.ts";
 import { Cancel } from "../../lib/core/cancel.ts";
-import { freePort, hasCommand, openssl } from "../support/process.ts";
-import { poll } from "../support/wait.ts";
+import { hasCommand, openssl } from "../../support/gateway_process.ts";
+import { freePort } from "../../lib/core/free_port.ts";
+import { poll } from "../../support/wait.ts";
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();

@@ -11,7 +11,7 @@ import { silentLogger } from "../../lib/core/log.ts";
 import { HealthChecker } from "../../lib/workers/health.ts";
 import type { FetchFn } from "../../lib/workers/http.ts";
 import { WorkerRegistry } from "../../lib/workers/registry.ts";
-import { timerSet } from "../support/wait.ts";
+import { timerSet } from "../../support/wait.ts";
 import { workerSetup } from "../support/workers.ts";
 
 function setup(health: Partial<HealthConfig> = {}) {

@@ -11,7 +11,7 @@ import { silentLogger } from "../../lib/core/log.ts";
 import type { FetchFn } from "../../lib/workers/http.ts";
 import { LoadMonitor } from "../../lib/workers/load_monitor.ts";
 import { WorkerRegistry } from "../../lib/workers/registry.ts";
-import { timerSet } from "../support/wait.ts";
+import { timerSet } from "../../support/wait.ts";
 import { workerSetup } from "../support/workers.ts";
 
 type Routes = Record<string, () => Response>;

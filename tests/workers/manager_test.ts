@@ -8,7 +8,7 @@ import { FakeClock } from "../../lib/core/clock.ts";
 import { GatewayError } from "../../lib/core/errors.ts";
 import { parseWorkerSpec } from "../../lib/workers/manager.ts";
 import { DuplicateWorkerError } from "../../lib/workers/registry.ts";
-import { until } from "../support/wait.ts";
+import { until } from "../../support/wait.ts";
 import { workerSetup } from "../support/workers.ts";
 
 Deno.test("parseWorkerSpec: SMG's snake_case spec", () => {

@@ -9,8 +9,8 @@ import { DEFAULT_CHARS_PER_TOKEN, MIN_SAMPLES } from "../../lib/core/chars_per_t
 import { FakeClock } from "../../lib/core/clock.ts";
 import { TextRatios } from "../../lib/workers/text_ratios.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
-import { startGateway } from "../support/gateway.ts";
-import { until, within } from "../support/wait.ts";
+import { startGateway } from "../../support/gateway.ts";
+import { until, within } from "../../support/wait.ts";
 import { workerSetup } from "../support/workers.ts";
 
 Deno.test("text ratios: the default, then the model's answers, a peer's figure meanwhile", () => {

@@ -18,8 +18,8 @@ import { stickyMapKey } from "../../../lib/policies/sticky_map.ts";
 import type { Policy } from "../../../lib/policies/policy.ts";
 import { PolicyReplicas } from "../../../lib/policies/replicas.ts";
 import { createPolicy } from "../../../lib/policies/factory.ts";
-import { Cluster } from "../../../bench/mesh/cluster.ts";
-import { request, view } from "../../support/policies.ts";
+import { Cluster } from "../../../support/mesh_cluster.ts";
+import { request, view } from "../../../support/policies.ts";
 
 const WORKERS = Array.from({ length: 8 }, (_, i) => view(`p${i}`));
 

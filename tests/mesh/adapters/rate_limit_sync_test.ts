@@ -24,7 +24,7 @@ import {
 import { LwwStore } from "../../../lib/mesh/store/lww_store.ts";
 import { StoreSync } from "../../../lib/mesh/store/store_sync.ts";
 import { Metrics } from "../../../lib/metrics/metrics.ts";
-import { Cluster } from "../../../bench/mesh/cluster.ts";
+import { Cluster } from "../../../support/mesh_cluster.ts";
 
 /** 120 requests a minute: 2 a second, a bucket of 120. Tokens never bind. */
 const POLICY = new PolicySet({

@@ -16,9 +16,9 @@ import type { SelectionNote, WorkerView } from "../../../lib/core/types.ts";
 import { type TreeCounter, TreeSync } from "../../../lib/mesh/adapters/tree_sync.ts";
 import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.ts";
 import { PolicyReplicas } from "../../../lib/policies/replicas.ts";
-import { Cluster } from "../../../bench/mesh/cluster.ts";
+import { Cluster } from "../../../support/mesh_cluster.ts";
 import { believed } from "../../support/beliefs.ts";
-import { request, view } from "../../support/policies.ts";
+import { request, view } from "../../../support/policies.ts";
 
 const WORKERS = Array.from({ length: 6 }, (_, i) => view(`u${i}`));
 const conversation = (i: number) =>

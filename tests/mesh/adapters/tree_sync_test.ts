@@ -20,7 +20,7 @@ import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.
 import { ladder, pathHashes, Placements } from "../../../lib/policies/cache_aware/shared_paths.ts";
 import { PolicyReplicas, type TreeRole } from "../../../lib/policies/replicas.ts";
 import { believed } from "../../support/beliefs.ts";
-import { request, view } from "../../support/policies.ts";
+import { request, view } from "../../../support/policies.ts";
 
 interface Node {
   name: string;

@@ -6,7 +6,7 @@ import { silentLogger } from "../../../lib/core/log.ts";
 import { LwwStore } from "../../../lib/mesh/store/lww_store.ts";
 import { bucketOf, summary } from "../../../lib/mesh/store/anti_entropy.ts";
 import { StoreSync } from "../../../lib/mesh/store/store_sync.ts";
-import { Cluster } from "../../../bench/mesh/cluster.ts";
+import { Cluster } from "../../../support/mesh_cluster.ts";
 
 const bytes = (s: string) => new TextEncoder().encode(s);
 

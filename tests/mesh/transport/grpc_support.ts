@@ -16,7 +16,7 @@ import type {
 } from "../../../lib/mesh/transport/transport.ts";
 import type { AckMessage, MeshRequest, PingMessage, StreamFrame } from "../../../lib/mesh/wire.ts";
 import { GOSSIP_PATHS } from "../../../lib/mesh/transport/codec.ts";
-import { openssl } from "../../support/process.ts";
+import { openssl } from "../../../support/gateway_process.ts";
 
 /** An ack from `from` echoing `req`'s seq. */
 export function ackFor(req: MeshRequest, from: string): AckMessage {

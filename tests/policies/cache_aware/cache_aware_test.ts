@@ -13,7 +13,7 @@ import type { SelectionNote, WorkerView } from "../../../lib/core/types.ts";
 import { CacheAwarePolicy } from "../../../lib/policies/cache_aware/cache_aware.ts";
 import { placementFresh } from "../../../lib/policies/cache_aware/matches.ts";
 import type { PolicyObserver } from "../../../lib/policies/policy.ts";
-import { load, request, view } from "../../support/policies.ts";
+import { load, request, view } from "../../../support/policies.ts";
 
 interface Seen {
   branches: string[];

@@ -20,7 +20,7 @@ import {
   type TreeEntry,
 } from "../../../lib/policies/replicas.ts";
 import { believed } from "../../support/beliefs.ts";
-import { request, view } from "../../support/policies.ts";
+import { request, view } from "../../../support/policies.ts";
 
 const clock = { t: 0 };
 

@@ -18,7 +18,7 @@ import {
   RecentPairs,
 } from "../../../lib/policies/cache_aware/shared_paths.ts";
 import { PolicyReplicas, type TreeRole } from "../../../lib/policies/replicas.ts";
-import { request, view } from "../../support/policies.ts";
+import { request, view } from "../../../support/policies.ts";
 
 interface Delta {
   role: TreeRole;
