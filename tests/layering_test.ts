@@ -72,6 +72,7 @@ const ALLOWED: Record<string, string[]> = {
     "discovery",
     "mesh",
     "mesh/adapters",
+    "tls",
     "feature",
   ],
   server: [

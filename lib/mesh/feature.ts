@@ -7,13 +7,14 @@
  */
 
 import type { MeshConfig } from "../config/config.ts";
-import { ConfigError } from "../core/errors.ts";
 import type { Feature } from "../core/feature.ts";
 import type { Logger } from "../core/log.ts";
 import { MeshMetrics } from "./mesh_metrics.ts";
 import { MeshNode } from "./node.ts";
 import { swimConfigOf } from "./swim_config.ts";
-import type { MeshTls } from "./transport/grpc.ts";
+import { MeshCertificates } from "./transport/certificates.ts";
+import type { MeshPem } from "../tls/pem.ts";
+import { CertificateReloader, type ReloadOutcome } from "../tls/reload.ts";
 import type {
   FrameConn,
   MeshTransport,
@@ -43,27 +44,6 @@ const NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 export function randomMeshName(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(4));
   return "Mesh_" + [...bytes].map((b) => NAME_CHARS[b % NAME_CHARS.length]).join("");
-}
-
-function readPem(flag: string, path: string): Uint8Array {
-  try {
-    return Deno.readFileSync(path);
-  } catch (e) {
-    const why = e instanceof Deno.errors.NotCapable
-      ? `no read permission (run with --allow-read=${path})`
-      : (e as Error).message;
-    throw new ConfigError(`${flag}: cannot read '${path}': ${why}`);
-  }
-}
-
-/** The mTLS material named by the flags, or null. Throws ConfigError when a file is unreadable. */
-export function meshTls(m: MeshConfig): MeshTls | null {
-  if (m.tlsCaCert === null || m.tlsCert === null || m.tlsKey === null) return null;
-  return {
-    caCert: readPem("--mesh-tls-ca-cert", m.tlsCaCert),
-    cert: readPem("--mesh-tls-cert", m.tlsCert),
-    key: readPem("--mesh-tls-key", m.tlsKey),
-  };
 }
 
 /**
@@ -108,6 +88,11 @@ export interface Mesh extends Feature {
   trees: TreeSync;
   /** The mesh's metrics (the status page reads the replication lag). */
   metrics: MeshMetrics;
+  /**
+   * Reads the router's mTLS certificate and key again (SIGHUP); null without mTLS. Its files are
+   * watched too, once the mesh has started.
+   */
+  reloadTls(reason: string): Promise<ReloadOutcome | null>;
   /** Stops the adapters, the replication and the router (once a start under way is over). */
   stop(): Promise<void>;
   /** Starts serving and gossiping; a bind failure is logged and counted, not thrown. */
@@ -130,6 +115,8 @@ export interface MeshState {
   limits?: { limiter: TenantLimiter; syncMs: number } | null;
   /** Characters per token per model, shared with the peers (default: not shared). */
   ratios?: TextRatios;
+  /** The mesh's mTLS material, read and checked (`loadTls`); absent or null: plaintext. */
+  tls?: MeshPem | null;
 }
 
 /** How often a router publishes its characters per token (ms). */
@@ -161,7 +148,22 @@ export function createMesh(
   const address = `${m.advertiseHost ?? m.host}:${m.port}`;
   const mm = new MeshMetrics(metrics.registry);
   const mlog = log.child({ module: "mesh", name });
-  const tls = meshTls(m);
+  const pem = state.tls ?? null;
+  const certs = pem ? new MeshCertificates(pem.ca, pem.own.cert, pem.own.key) : null;
+  // The router's certificate is reloaded as the main port's is: on a change of its files, and
+  // on SIGHUP (`reloadTls`); the CA is read once.
+  const reloader = pem && m.tlsCert !== null && m.tlsKey !== null
+    ? new CertificateReloader({
+      certPath: m.tlsCert,
+      keyPath: m.tlsKey,
+      flags: { cert: "--mesh-tls-cert", key: "--mesh-tls-key" },
+      current: pem.own,
+      apply: (next) => certs!.update(next.cert, next.key),
+      log: log.child({ module: "mesh" }),
+      clock: state.clock,
+    })
+    : null;
+  const tls = certs;
   const transport = new DeferredTransport(async () => {
     const { GrpcTransport } = await import("./transport/grpc.ts");
     return new GrpcTransport({ host: m.host, port: m.port, tls, clock: state.clock });
@@ -278,8 +280,10 @@ export function createMesh(
     store,
     trees,
     metrics: mm,
+    reloadTls: (reason) => reloader?.reload(reason) ?? Promise.resolve(null),
     async stop() {
       await started;
+      await reloader?.stop();
       workers.stop();
       trees.stop();
       loads?.stop();
@@ -303,6 +307,7 @@ export function createMesh(
       pins.start();
       limits?.start();
       ratios?.start();
+      reloader?.start();
       mlog.info("mesh listening", {
         bind: `${m.host}:${m.port}`,
         advertise: address,

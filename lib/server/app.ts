@@ -214,6 +214,7 @@ export class Gateway {
         clock,
         limits: limits && rl.scope === "cluster" ? { limiter: limits, syncMs: rl.syncMs } : null,
         ratios: this.ratios,
+        tls: tls.mesh,
       })
       : null;
     const mesh = this.mesh;

@@ -32,7 +32,7 @@ export interface Listening {
 
 /** Options for `listenGateway`. */
 export interface ListenOptions {
-  /** Install SIGTERM/SIGINT (and with HTTPS, SIGHUP) handlers (default true). */
+  /** Install SIGTERM/SIGINT (and with HTTPS or mesh mTLS, SIGHUP) handlers (default true). */
   signals?: boolean;
   /** The runtime net grant as the start-up line shows it (`net_grant`); absent: not shown. */
   netGrant?: string;
@@ -78,7 +78,12 @@ export async function listenGateway(
     });
     reloader.start();
   }
-  const onHangup = () => void reloader?.reload("SIGHUP");
+  // SIGHUP reads every certificate again: the main port's and the mesh's.
+  const onHangup = () => {
+    void reloader?.reload("SIGHUP");
+    void gw.mesh?.reloadTls("SIGHUP");
+  };
+  const hangup = reloader !== null || c.mesh.tlsCert !== null;
   const metricsServer = Deno.serve({
     hostname: c.prometheusHost,
     port: c.prometheusPort,
@@ -130,7 +135,7 @@ export async function listenGateway(
       if (opts.signals !== false) {
         Deno.removeSignalListener("SIGTERM", shutdown);
         Deno.removeSignalListener("SIGINT", shutdown);
-        if (reloader) Deno.removeSignalListener("SIGHUP", onHangup);
+        if (hangup) Deno.removeSignalListener("SIGHUP", onHangup);
       }
       log.info("shutdown complete");
       markFinished();
@@ -140,7 +145,7 @@ export async function listenGateway(
   if (opts.signals !== false) {
     Deno.addSignalListener("SIGTERM", shutdown);
     Deno.addSignalListener("SIGINT", shutdown);
-    if (reloader) Deno.addSignalListener("SIGHUP", onHangup);
+    if (hangup) Deno.addSignalListener("SIGHUP", onHangup);
   }
   // Said only once SIGTERM drains: a supervisor may signal as soon as it reads the line.
   log.info("smg listening", {

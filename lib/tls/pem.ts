@@ -1,9 +1,10 @@
 /**
  * TLS material read from the files the flags name and checked before anything listens or
  * connects, so that a wrong path or file stops the gateway at start (`ConfigError`, exit 2)
- * with the flag and the path, not at the first handshake. In: `GatewayConfig.tls`. Out: the
- * main port's certificate and key (`CertifiedKey`) and what the gateway trusts and presents
- * toward workers (`WorkerTls`), as PEM text.
+ * with the flag and the path, not at the first handshake. In: `GatewayConfig.tls` and the
+ * mesh's `--mesh-tls-*`. Out: the main port's certificate and key (`CertifiedKey`), what the
+ * gateway trusts and presents toward workers (`WorkerTls`) and the mesh's mTLS (`MeshPem`), as
+ * PEM text.
  *
  * Checked: each file is readable; a certificate file holds PEM certificates that parse (the
  * first is the leaf, the rest its chain); a key file holds one PEM private key, unencrypted
@@ -35,21 +36,41 @@ export interface WorkerTls {
   client: CertifiedKey | null;
 }
 
+/** The mesh's mutual TLS: the CA every router's certificate is signed by, and this router's. */
+export interface MeshPem {
+  /** The mesh CA's certificates (`--mesh-tls-ca-cert`), PEM. */
+  ca: string;
+  /** This router's certificate and key (`--mesh-tls-cert`, `--mesh-tls-key`). */
+  own: CertifiedKey;
+}
+
 /** Every TLS file the configuration names, read and checked. */
 export interface TlsMaterial {
   /** The main port's certificate, or null for plain HTTP. */
   server: CertifiedKey | null;
   /** Toward workers. */
   worker: WorkerTls;
+  /** The mesh's mTLS, or null for a plaintext mesh (or none). */
+  mesh: MeshPem | null;
 }
 
 /** No TLS anywhere (what a gateway without TLS flags runs with). */
-export const NO_TLS: TlsMaterial = { server: null, worker: { caCerts: [], client: null } };
+export const NO_TLS: TlsMaterial = {
+  server: null,
+  worker: { caCerts: [], client: null },
+  mesh: null,
+};
+
+/** Whether the mesh of `c` runs over mTLS. */
+function meshTls(c: GatewayConfig): boolean {
+  return c.mesh.enabled && c.mesh.tlsCaCert !== null;
+}
 
 /** Whether `c` names any TLS file (then `loadTls` must have read them). */
 export function wantsTls(c: GatewayConfig): boolean {
   const t = c.tls;
-  return t.certPath !== null || t.clientCertPath !== null || t.caCertPaths.length > 0;
+  return t.certPath !== null || t.clientCertPath !== null || t.caCertPaths.length > 0 ||
+    meshTls(c);
 }
 
 /** Reads and checks every file `c.tls` names; throws `ConfigError` naming the flag and path. */
@@ -71,7 +92,14 @@ export async function loadTls(c: GatewayConfig): Promise<TlsMaterial> {
   for (const path of t.caCertPaths) {
     caCerts.push(...await readCertificates("--ca-cert-paths", path));
   }
-  return { server, worker: { caCerts, client } };
+  const m = c.mesh;
+  const mesh = meshTls(c)
+    ? {
+      ca: (await readCertificates("--mesh-tls-ca-cert", m.tlsCaCert!)).join(""),
+      own: await readCertifiedKey("--mesh-tls-cert", m.tlsCert!, "--mesh-tls-key", m.tlsKey!),
+    }
+    : null;
+  return { server, worker: { caCerts, client }, mesh };
 }
 
 const BLOCK = /-----BEGIN ([A-Z0-9 ]+)-----\r?\n[\s\S]*?-----END \1-----/g;

@@ -1,6 +1,6 @@
 /**
  * Certificate reload without restart. In: the certificate and key paths, what is served now, and
- * `apply`, which makes the main port serve a new pair to new connections. Out: `apply` called
+ * `apply`, which makes the main port (or the mesh) serve a new pair to new connections. Out: `apply` called
  * with each new valid pair, a log line for each reload, failed or done.
  *
  * Two triggers, both on: a change seen in the directories holding the files (and those their
@@ -23,10 +23,12 @@ export type ReloadOutcome = "reloaded" | "unchanged" | "failed";
 
 /** Options of `CertificateReloader`. */
 export interface ReloaderOptions {
-  /** `--tls-cert-path`. */
+  /** `--tls-cert-path` (or the mesh's `--mesh-tls-cert`). */
   certPath: string;
-  /** `--tls-key-path`. */
+  /** `--tls-key-path` (or the mesh's `--mesh-tls-key`). */
   keyPath: string;
+  /** The flags naming the two files, in errors (default the main port's). */
+  flags?: { cert: string; key: string };
   /** The pair served now. */
   current: CertifiedKey;
   /** Serves `next` to new connections from now on. */
@@ -127,7 +129,8 @@ export class CertificateReloader {
     const { certPath, keyPath, log } = this.#o;
     let outcome: ReloadOutcome;
     try {
-      const next = await readCertifiedKey("--tls-cert-path", certPath, "--tls-key-path", keyPath);
+      const flags = this.#o.flags ?? { cert: "--tls-cert-path", key: "--tls-key-path" };
+      const next = await readCertifiedKey(flags.cert, certPath, flags.key, keyPath);
       if (next.cert === this.#current.cert && next.key === this.#current.key) {
         log.debug("tls: certificate files unchanged", { reason });
         outcome = "unchanged";

@@ -1,7 +1,8 @@
 /**
  * The TLS files the flags name, read and checked at start: a good pair and chain load; every
  * bad file (missing, not PEM, the wrong key, an encrypted key, a CA file without certificates)
- * is a `ConfigError` naming the flag and the path, for the main port's pair and the workers'.
+ * is a `ConfigError` naming the flag and the path, for the main port's pair, the workers' and
+ * the mesh's.
  */
 
 import assert from "node:assert/strict";
@@ -49,6 +50,40 @@ Deno.test({
       assert.ok(m.server!.notAfter.getTime() > Date.now());
       assert.equal(m.worker.client?.subject, "CN=gateway");
       assert.equal(m.worker.caCerts.length, 2);
+    }),
+});
+
+Deno.test({
+  name: "tls pem: the mesh's mTLS files load through the same checks, named by their flags" +
+    NO_OPENSSL,
+  ignore: !OPENSSL,
+  fn: () =>
+    withPki(async (pki) => {
+      const mesh = (tlsKey: string) => {
+        const c = defaultConfig();
+        c.mesh = {
+          ...c.mesh,
+          enabled: true,
+          tlsCaCert: pki.ca,
+          tlsCert: pki.server.cert,
+          tlsKey,
+        };
+        return c;
+      };
+      const m = await loadTls(mesh(pki.server.key));
+      assert.equal(m.mesh?.own.subject, "CN=server-1");
+      assert.match(m.mesh!.ca, /BEGIN CERTIFICATE/);
+      assert.equal(m.server, null);
+      await refused(
+        loadTls(mesh(pki.client.key)),
+        new RegExp(
+          `^--mesh-tls-key: '${pki.client.key}' is not the private key of the certificate in --mesh-tls-cert`,
+        ),
+      );
+      // Named but not enabled: no mesh, nothing read.
+      const off = mesh(pki.client.key);
+      off.mesh.enabled = false;
+      assert.equal((await loadTls(off)).mesh, null);
     }),
 });
 

@@ -30,6 +30,7 @@ import { setImmediate } from "node:timers";
 import * as grpc from "@grpc/grpc-js";
 import type { Clock } from "../../core/clock.ts";
 import { MAX_MESSAGE_BYTES, type MeshRequest } from "../wire.ts";
+import type { MeshCertificates } from "./certificates.ts";
 import * as codec from "./codec.ts";
 import type { Decoded } from "./codec.ts";
 import { deadConn, type DuplexCall, GrpcFrameConn } from "./grpc_stream.ts";
@@ -42,24 +43,14 @@ import type {
   TransportHandlers,
 } from "./transport.ts";
 
-/** PEM material for mutual TLS. */
-export interface MeshTls {
-  /** The mesh CA: peers' certificates must be signed by it. */
-  caCert: string | Uint8Array;
-  /** This router's certificate chain, signed by the mesh CA. */
-  cert: string | Uint8Array;
-  /** This router's private key. */
-  key: string | Uint8Array;
-}
-
 /** How a `GrpcTransport` listens and dials. */
 export interface GrpcTransportOptions {
   /** Address to bind. Default "0.0.0.0". */
   host?: string;
   /** Port to bind; 0 takes a free one (read it back from `port`). Default 0. */
   port?: number;
-  /** mTLS material, or null for plaintext. Default null. */
-  tls?: MeshTls | null;
+  /** The mesh CA and this router's certificate (mTLS), or null for plaintext. Default null. */
+  tls?: MeshCertificates | null;
   /** Inbound unary requests per second, all peers together; Infinity disables. Default 500. */
   requestsPerSecond?: number;
   /** Requests allowed in a burst above the rate. Default 1000. */
@@ -136,7 +127,7 @@ if (!Deno.env.get("GRPC_VERBOSITY") && !Deno.env.get("GRPC_NODE_VERBOSITY")) {
 export class GrpcTransport implements MeshTransport {
   #host: string;
   #port: number;
-  #tls: MeshTls | null;
+  #tls: MeshCertificates | null;
   #graceMs: number;
   #clock: Clock;
   #buckets: PerHostBuckets;
@@ -163,7 +154,7 @@ export class GrpcTransport implements MeshTransport {
     );
     const t = this.#tls;
     this.#clientCreds = t
-      ? grpc.credentials.createSsl(pem(t.caCert), pem(t.key), pem(t.cert), {
+      ? grpc.experimental.createCertificateProviderChannelCredentials(t, t, {
         checkServerIdentity: () => undefined,
       })
       : grpc.credentials.createInsecure();
@@ -195,9 +186,7 @@ export class GrpcTransport implements MeshTransport {
     });
     const t = this.#tls;
     const creds = t
-      ? grpc.ServerCredentials.createSsl(pem(t.caCert), [
-        { cert_chain: pem(t.cert), private_key: pem(t.key) },
-      ], true)
+      ? grpc.experimental.createCertificateProviderServerCredentials(t, t, true)
       : grpc.ServerCredentials.createInsecure();
     const host = this.#host.includes(":") ? `[${this.#host}]` : this.#host;
     try {
@@ -363,10 +352,6 @@ const CLOSED: TransportError = { code: "closed", message: "mesh transport closed
  */
 function closeSoon(client: grpc.Client): void {
   setImmediate(() => client.close());
-}
-
-function pem(value: string | Uint8Array): Buffer {
-  return typeof value === "string" ? Buffer.from(value, "utf8") : Buffer.from(value);
 }
 
 function message(e: unknown): string {

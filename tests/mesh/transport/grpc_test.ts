@@ -6,6 +6,7 @@
  * `grpc_unreachable_test.ts`, without the op sanitizer (see there).
  */
 
+import { MeshCertificates } from "../../../lib/mesh/transport/certificates.ts";
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import * as grpc from "@grpc/grpc-js";
@@ -356,8 +357,13 @@ Deno.test("grpc: serve rejects when the port is taken", async () => {
 
 Deno.test("grpc: over mTLS, routers with CA-signed certificates talk by IP", async () => {
   const certs = await makeCerts();
-  const b = await startNode("b", { tls: { caCert: certs.ca, ...certs.b } });
-  const a = new GrpcTransport({ tls: { caCert: certs.ca, ...certs.a }, clock: systemClock });
+  const b = await startNode("b", {
+    tls: new MeshCertificates(certs.ca, certs.b.cert, certs.b.key),
+  });
+  const a = new GrpcTransport({
+    tls: new MeshCertificates(certs.ca, certs.a.cert, certs.a.key),
+    clock: systemClock,
+  });
   try {
     assert.equal((await ask(a, b.address, ping("a"))).err, null);
     const conn = a.openStream(b.address);
@@ -374,19 +380,69 @@ Deno.test("grpc: over mTLS, routers with CA-signed certificates talk by IP", asy
   }
 });
 
+/** The subject CN a mesh port at `port` presents to a TLS client holding `client`'s pair. */
+async function presented(
+  port: number,
+  ca: string,
+  client: { cert: string; key: string },
+): Promise<string> {
+  const tls = await import("node:tls");
+  const socket = tls.connect({
+    host: "127.0.0.1",
+    port,
+    ca,
+    cert: client.cert,
+    key: client.key,
+    servername: "smg-mesh",
+    ALPNProtocols: ["h2"],
+    checkServerIdentity: () => undefined,
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      socket.once("secureConnect", () => resolve());
+      socket.once("error", reject);
+    });
+    return String(socket.getPeerCertificate().subject.CN);
+  } finally {
+    socket.destroy();
+  }
+}
+
+Deno.test("grpc: over mTLS, a new certificate is presented on connections made after update", async () => {
+  const certs = await makeCerts();
+  const mine = new MeshCertificates(certs.ca, certs.b.cert, certs.b.key);
+  const b = await startNode("b", { tls: mine });
+  const a = new GrpcTransport({
+    tls: new MeshCertificates(certs.ca, certs.a.cert, certs.a.key),
+    clock: systemClock,
+  });
+  try {
+    assert.equal(await presented(b.t.port, certs.ca, certs.a), "router-b");
+    mine.update(certs.a.cert, certs.a.key);
+    assert.equal(await presented(b.t.port, certs.ca, certs.a), "router-a");
+    // The routers still talk: the new pair is the CA's too.
+    assert.equal((await ask(a, b.address, ping("a"))).err, null);
+  } finally {
+    await a.close();
+    await b.t.close();
+  }
+});
+
 Deno.test("grpc: plaintext and mTLS run with --allow-env limited to GRPC_ENV_VARS", async () => {
   const certs = await makeCerts();
   const dir = await Deno.makeTempDir({ dir: "/tmp", prefix: "smg-grpc-env-" });
   try {
     const grpcTs = new URL("../../../lib/mesh/transport/grpc.ts", import.meta.url).href;
     const clockTs = new URL("../../../lib/core/clock.ts", import.meta.url).href;
+    const certsTs = new URL("../../../lib/mesh/transport/certificates.ts", import.meta.url).href;
     // Deno throws NotCapable on a read of an environment variable it was not granted.
     await Deno.writeTextFile(
       `${dir}/probe.ts`,
       `import { GrpcTransport } from ${JSON.stringify(grpcTs)};
 import { systemClock } from ${JSON.stringify(clockTs)};
+import { MeshCertificates } from ${JSON.stringify(certsTs)};
 const certs = ${JSON.stringify(certs)};
-for (const tls of [null, { caCert: certs.ca, ...certs.a }]) {
+for (const tls of [null, new MeshCertificates(certs.ca, certs.a.cert, certs.a.key)]) {
   const b = new GrpcTransport({ host: "127.0.0.1", tls, clock: systemClock });
   await b.serve({
     onRequest: (r, respond) => respond({ seq: r.seq, from: "b", nack: false, updates: [], fullState: false, error: "" }),

@@ -10,6 +10,7 @@
  * module gets its own isolate) and `grpc_test.ts` keeps the sanitizers on for everything else.
  */
 
+import { MeshCertificates } from "../../../lib/mesh/transport/certificates.ts";
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import * as grpc from "@grpc/grpc-js";
@@ -60,7 +61,8 @@ Deno.test({
   ...unsanitized,
   fn: async (t) => {
     const certs = await makeCerts();
-    const tls = (pair: { cert: string; key: string }) => ({ caCert: certs.ca, ...pair });
+    const tls = (pair: { cert: string; key: string }) =>
+      new MeshCertificates(certs.ca, pair.cert, pair.key);
     const b = await startNode("b", { tls: tls(certs.b) });
     const evilServer = await startNode("evil", { tls: tls(certs.evil) });
     const closers: { close(): unknown }[] = [];
