@@ -5,8 +5,9 @@
  * defaults, which differ from the CLI's), kept while the model has workers. Models without a
  * label share the default instance (one cache-aware policy keeps per-model trees inside it).
  *
- * Worker removals reach every policy instance, so trees, rings and pins forget the worker.
- * Knows nothing of the worker registry: the composition root feeds it worker events.
+ * Worker removals reach every policy instance (and PD's two legs), so trees, rings and pins
+ * forget the worker. It follows the worker registry's events (`follow`), read structurally: the
+ * policies layer imports nothing of the workers'.
  */
 
 import type { PolicyName } from "../config/config.ts";
@@ -16,6 +17,21 @@ import type { Policy } from "./policy.ts";
 
 /** Builds a fresh instance of a policy by name; throws when it cannot. */
 export type PolicyBuilder = (name: PolicyName) => Policy;
+
+/** A worker registry event, as far as policies read it. */
+export interface WorkerEvent {
+  /** `added`, `models` and `removed` are read; others are ignored. */
+  kind: string;
+  /** The worker. */
+  worker: {
+    id: string;
+    models: readonly string[] | null;
+    labels: Readonly<Record<string, string | undefined>>;
+  };
+}
+
+/** Subscribes a listener to worker events; returns the unsubscribe function. */
+export type WorkerEvents = (listener: (e: WorkerEvent) => void) => () => void;
 
 interface ModelEntry {
   policy: Policy;
@@ -69,6 +85,22 @@ export class PolicyRegistry {
       entry.workers.add(workerId);
     }
     this.#workerModels.set(workerId, [...now]);
+  }
+
+  /**
+   * Follows the worker registry: a worker's models decide their policies; a removal reaches
+   * every policy, and `also` (policies outside the model map: PD's prefill and decode legs).
+   */
+  follow(events: WorkerEvents, also: readonly Policy[] = []): () => void {
+    return events((e) => {
+      const w = e.worker;
+      if (e.kind === "added" || e.kind === "models") {
+        this.workerModels(w.id, w.models, w.labels.policy);
+      } else if (e.kind === "removed") {
+        this.workerRemoved(w.id);
+        for (const p of also) p.onWorkerRemoved?.(w.id);
+      }
+    });
   }
 
   /** A worker left: it leaves every model, and every policy forgets it. */

@@ -226,11 +226,12 @@ export class Gateway {
         clock,
       })
       : null;
+    const pd = createPdPolicies(config, policyDeps);
+    policies.follow((l) => registry.subscribe(l), pd ? [pd.prefill, pd.decode] : []);
     registry.subscribe((e) => {
       if (e.kind === "added") this.checker.poke();
       if (e.kind === "removed") {
         grpcWorkers.forget(e.worker.url);
-        policies.workerRemoved(e.worker.id);
         metrics.workerActive.with(e.worker.url).set(0);
       }
       if (e.kind === "breaker") {
@@ -242,12 +243,8 @@ export class Gateway {
         // A mesh import is its owner's to remove (it would be imported again anyway).
         if (e.worker.origin === "local") this.manager.remove(e.worker.id);
       }
-      if (e.kind === "added" || e.kind === "models") {
-        policies.workerModels(e.worker.id, e.worker.models, e.worker.labels.policy);
-      }
     });
 
-    const pd = createPdPolicies(config, policyDeps, registry);
     const kv = this.kv = kvIndexes
       ? new KvEvents({
         monitor: kvIndexes,

@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import type { PolicyName } from "../../lib/config/config.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import type { Policy } from "../../lib/policies/policy.ts";
-import { normalise, PolicyRegistry } from "../../lib/policies/registry.ts";
+import { normalise, PolicyRegistry, type WorkerEvent } from "../../lib/policies/registry.ts";
 import { NEEDS_NOTHING } from "../../lib/policies/policy.ts";
 
 function fake(name: PolicyName, removed: string[]): Policy {
@@ -84,4 +84,26 @@ Deno.test("policy registry: labels are matched ignoring case, underscores and da
   assert.equal(normalise("prefix-hash"), "prefix_hash");
   assert.equal(normalise("nope"), null);
   assert.equal(normalise(undefined), null);
+});
+
+Deno.test("policy registry: following the worker events, models decide and removals reach PD's legs too", () => {
+  const { reg, removed } = registry();
+  const listeners: ((e: WorkerEvent) => void)[] = [];
+  const prefill = fake("round_robin", removed);
+  const off = reg.follow((l) => {
+    listeners.push(l);
+    return () => listeners.splice(listeners.indexOf(l), 1);
+  }, [prefill]);
+  const emit = (kind: string, id: string, models: string[] | null, policy?: string) =>
+    listeners.forEach((l) => l({ kind, worker: { id, models, labels: { policy } } }));
+  emit("added", "w1", null, "manual");
+  assert.equal(reg.forModel("m").name, "cache_aware");
+  emit("models", "w1", ["m"], "manual");
+  assert.equal(reg.forModel("m").name, "manual");
+  emit("status", "w1", ["m"]); // not read
+  emit("removed", "w1", ["m"]);
+  assert.equal(reg.forModel("m").name, "cache_aware", "m lost its only worker");
+  assert.deepEqual(removed.sort(), ["cache_aware:w1", "manual:w1", "round_robin:w1"]);
+  off();
+  assert.equal(listeners.length, 0);
 });
