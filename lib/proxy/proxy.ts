@@ -41,7 +41,7 @@ import { Call, Holds } from "./call.ts";
 import { Deadlines } from "./deadlines.ts";
 import { GrpcProtocol } from "./grpc/leg.ts";
 import { type GrpcInput, grpcInput } from "./grpc/request.ts";
-import { promptEncodeChars } from "../tokenizer/prompt.ts";
+import { promptEncodeChars, promptOfAsync } from "../tokenizer/prompt.ts";
 import { HttpProtocol } from "./http/leg.ts";
 import { WorkerLedger } from "./ledger.ts";
 import { PdPlan } from "./pd.ts";
@@ -172,10 +172,10 @@ export class InferenceProxy {
   }
 
   /**
-   * The tokenize stage. The request as gRPC workers take it (its token ids) is prepared at most
-   * once: now, for a model served only by gRPC workers (policies then route on its exact
-   * tokens), or for HTTP workers publishing KV events when it encodes quickly, or by its first
-   * gRPC attempt (`prepare`).
+   * The tokenize stage. The request as gRPC workers take it (token ids, sampling) is prepared at
+   * most once: now, for a model served only by gRPC workers (policies then route on its exact
+   * tokens), or by its first gRPC attempt (`prepare`). For HTTP workers publishing KV events,
+   * only the prompt's token ids are made, where they come at once.
    */
   async #tokenize(endpoint: Endpoint, body: unknown, rr: RouteRequest): Promise<Tokenized> {
     const d = this.#d;
@@ -198,15 +198,11 @@ export class InferenceProxy {
       this.#encodesQuickly(endpoint, body as Record<string, unknown>)
     ) {
       // HTTP workers publishing KV events: route on the prompt's tokens, as the engine holds
-      // them, where they come at once; a body the gRPC form refuses still goes, on its text.
+      // them; a body the tokenizer refuses still goes, on its text.
       try {
-        const grpc = await prepare();
-        return {
-          rr: { ...rr, tokens: grpc.ids, tokenizedText: true },
-          grpc,
-          prepare,
-          connection: "http",
-        };
+        const { ids } = await promptOfAsync(endpoint, body as Record<string, unknown>, tok!);
+        const tokenized = { ...rr, tokens: ids, tokenizedText: true };
+        return { rr: tokenized, grpc: null, prepare, connection: "http" };
       } catch { /* routed on text */ }
     }
     return { rr, grpc: null, prepare, connection: "http" };
