@@ -1,7 +1,7 @@
 /**
  * An optional part of the gateway as a value: built by its own folder from its slice of the
- * config and the services it is handed, then started, refreshed before each scrape and stopped
- * by the composition root (`lib/server/app.ts`), which holds the features in one list in
+ * config and the services it is handed, then started, refreshed before each scrape, reloaded on
+ * SIGHUP and stopped by the composition root (`lib/server/app.ts`), which holds the features in one list in
  * dependency order: started first to last, stopped last to first. Nothing else about a feature
  * is the root's business.
  */
@@ -19,6 +19,11 @@ export interface Feature {
   stop?(): Promise<void>;
   /** Sets its gauges just before a scrape renders the metrics. */
   gauges?(): void;
+  /**
+   * Reads its files again (certificates: SIGHUP reaches every feature that has this); never
+   * rejects, a bad file is logged and what is in use kept.
+   */
+  reload?(reason: string): Promise<unknown>;
 }
 
 /** A loop that runs until its signal aborts (health probes, load polls, history samples). */

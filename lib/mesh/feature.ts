@@ -89,10 +89,10 @@ export interface Mesh extends Feature {
   /** The mesh's metrics (the status page reads the replication lag). */
   metrics: MeshMetrics;
   /**
-   * Reads the router's mTLS certificate and key again (SIGHUP); null without mTLS. Its files are
-   * watched too, once the mesh has started.
+   * Reads the router's mTLS certificate and key again (SIGHUP); absent without mTLS. Its files
+   * are watched too, once the mesh has started.
    */
-  reloadTls(reason: string): Promise<ReloadOutcome | null>;
+  reload?(reason: string): Promise<ReloadOutcome>;
   /** Stops the adapters, the replication and the router (once a start under way is over). */
   stop(): Promise<void>;
   /** Starts serving and gossiping; a bind failure is logged and counted, not thrown. */
@@ -151,7 +151,7 @@ export function createMesh(
   const pem = state.tls ?? null;
   const certs = pem ? new MeshCertificates(pem.ca, pem.own.cert, pem.own.key) : null;
   // The router's certificate is reloaded as the main port's is: on a change of its files, and
-  // on SIGHUP (`reloadTls`); the CA is read once.
+  // on SIGHUP (`reload`); the CA is read once.
   const reloader = pem && m.tlsCert !== null && m.tlsKey !== null
     ? new CertificateReloader({
       certPath: m.tlsCert,
@@ -280,7 +280,7 @@ export function createMesh(
     store,
     trees,
     metrics: mm,
-    reloadTls: (reason) => reloader?.reload(reason) ?? Promise.resolve(null),
+    ...(reloader ? { reload: (reason: string) => reloader.reload(reason) } : {}),
     async stop() {
       await started;
       await reloader?.stop();

@@ -365,6 +365,16 @@ export class Gateway {
     return Promise.all(this.#features.map((f) => f.start?.(signal))).then(() => {});
   }
 
+  /** Every feature reads its files again (SIGHUP); settles once each has. */
+  reload(reason: string): Promise<void> {
+    return Promise.all(this.#features.map((f) => f.reload?.(reason))).then(() => {});
+  }
+
+  /** Whether any feature has files to read again (then SIGHUP is listened to). */
+  get reloads(): boolean {
+    return this.#features.some((f) => f.reload !== undefined);
+  }
+
   /** The names of the features this gateway runs, in start order. */
   get features(): string[] {
     return this.#features.map((f) => f.name);

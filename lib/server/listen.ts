@@ -78,12 +78,12 @@ export async function listenGateway(
     });
     reloader.start();
   }
-  // SIGHUP reads every certificate again: the main port's and the mesh's.
+  // SIGHUP reads every certificate again: the main port's and the features' (mesh, workers).
   const onHangup = () => {
     void reloader?.reload("SIGHUP");
-    void gw.mesh?.reloadTls("SIGHUP");
+    void gw.reload("SIGHUP");
   };
-  const hangup = reloader !== null || c.mesh.tlsCert !== null;
+  const hangup = reloader !== null || gw.reloads;
   const metricsServer = Deno.serve({
     hostname: c.prometheusHost,
     port: c.prometheusPort,

@@ -76,8 +76,7 @@ export function workerClients(o: WorkerClientOptions): WorkerClients {
     (o.fetch ? new FetchUpstream(o.fetch) : new Http1Client({
       idleTimeoutMs: config.upstreamPoolIdleTimeoutSecs * 1000,
       onResend: o.onResend,
-      caCerts: tls.caCerts,
-      clientCert: tls.client,
+      tls: () => tls,
       clock: o.clock,
     }));
   return {

@@ -74,13 +74,25 @@ export interface Http1Options {
   bodyIdleTimeoutMs?: number;
   /** Called when a request is resent after a stale pooled connection. */
   onResend?: () => void;
-  /** Extra CA certificates (PEM) trusted for `https://` workers, besides the system's. */
-  caCerts?: string[];
-  /** The certificate chain and key (PEM) presented to `https://` workers that ask (mTLS). */
-  clientCert?: { cert: string; key: string } | null;
+  /**
+   * What `https://` workers are reached with, read at each new connection (so a renewed client
+   * certificate is presented from the next one on): extra CA certificates (PEM) trusted besides
+   * the system's, and the chain and key presented to workers that ask (mTLS). Default: neither.
+   */
+  tls?: () => TlsToWorkers;
   /** The gateway's clock: pool ages, sweeps and timeouts. */
   clock: Clock;
 }
+
+/** What `https://` workers are reached with (`Http1Options.tls`). */
+export interface TlsToWorkers {
+  /** Extra CA certificates (PEM), besides the system's. */
+  caCerts: string[];
+  /** The chain and key (PEM) presented to workers that ask, or null. */
+  client: { cert: string; key: string } | null;
+}
+
+const NO_TLS_TO_WORKERS: TlsToWorkers = { caCerts: [], client: null };
 
 /** The keep-alive HTTP/1.1 client (see the module comment). */
 export class Http1Client implements Upstream, ConnOwner {
@@ -96,8 +108,7 @@ export class Http1Client implements Upstream, ConnOwner {
   readonly #headTimeoutMs: number;
   readonly #bodyIdleTimeoutMs: number;
   readonly #onResend: () => void;
-  readonly #caCerts: string[] | undefined;
-  readonly #clientCert: { cert: string; key: string } | null;
+  readonly #tls: () => TlsToWorkers;
   /** Connections with a request in progress, when a head or body timeout is set. */
   readonly #active = new Set<Conn>();
   readonly #clock: Clock;
@@ -121,8 +132,7 @@ export class Http1Client implements Upstream, ConnOwner {
     this.#headTimeoutMs = o.headTimeoutMs ?? 0;
     this.#bodyIdleTimeoutMs = o.bodyIdleTimeoutMs ?? 0;
     this.#onResend = o.onResend ?? (() => {});
-    this.#caCerts = o.caCerts;
-    this.#clientCert = o.clientCert ?? null;
+    this.#tls = o.tls ?? (() => NO_TLS_TO_WORKERS);
     this.timed = this.#headTimeoutMs > 0 || this.#bodyIdleTimeoutMs > 0;
   }
 
@@ -220,12 +230,13 @@ export class Http1Client implements Upstream, ConnOwner {
     let socket: Deno.Conn | null = null;
     try {
       if (o.tls) {
+        const { caCerts, client } = this.#tls();
         const p = Deno.connectTls({
           hostname: o.hostname,
           port: o.port,
           alpnProtocols: ["http/1.1"],
-          caCerts: this.#caCerts,
-          ...(this.#clientCert ? { cert: this.#clientCert.cert, key: this.#clientCert.key } : {}),
+          caCerts,
+          ...(client ? { cert: client.cert, key: client.key } : {}),
         });
         const tls: Deno.TlsConn = socket = await abortable(p, both, closeQuietly);
         // Certificate errors surface here as connect failures, not on the first write.

@@ -101,11 +101,11 @@ Deno.test("mesh: routers with certificates of the mesh CA form a mesh over mTLS"
     assert.deepEqual(view.members.map((m: { name: string }) => m.name), ["a", "b"]);
     // The router's pair is read again as the main port's is (SIGHUP calls this): a key that is
     // not the certificate's is refused and the pair in use kept; another CA-signed pair is taken.
-    assert.equal(await a.gw.mesh!.reloadTls("test"), "unchanged");
+    assert.equal(await a.gw.mesh!.reload!("test"), "unchanged");
     await Deno.writeTextFile(`${dir}/a.key`, certs.b.key);
-    assert.equal(await a.gw.mesh!.reloadTls("test"), "failed");
+    assert.equal(await a.gw.mesh!.reload!("test"), "failed");
     await Deno.writeTextFile(`${dir}/a.crt`, certs.b.cert);
-    assert.equal(await a.gw.mesh!.reloadTls("test"), "reloaded");
+    assert.equal(await a.gw.mesh!.reload!("test"), "reloaded");
   } finally {
     await b.close(); // one after the other: b leaves, a stops dialling it, then a stops
     await a.close();

@@ -369,7 +369,11 @@ Deno.test({
       async (req) => new Response(`tls ${(await req.text()).length}`),
     );
     const base = `https://127.0.0.1:${server.addr.port}`;
-    const trusting = new Http1Client({ idleTimeoutMs: 3000, caCerts: [ca], clock: systemClock });
+    const trusting = new Http1Client({
+      idleTimeoutMs: 3000,
+      tls: () => ({ caCerts: [ca], client: null }),
+      clock: systemClock,
+    });
     const plain = new Http1Client({ idleTimeoutMs: 3000, clock: systemClock });
     try {
       assert.equal(await text(await send(trusting, base, "/x")), "tls 2");
