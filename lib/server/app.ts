@@ -56,8 +56,9 @@ export interface GatewayOptions {
   /** Root logger. */
   log: Logger;
   /**
-   * `fetch` toward workers for health, loads and info (default: fetch over a keep-alive pool);
-   * also the inference client when `upstream` is not given (tests' scripted workers).
+   * `fetch` toward HTTP workers for health, loads and info (the HTTP worker control; default:
+   * fetch over a keep-alive pool); also the inference client when `upstream` is not given
+   * (tests' scripted workers).
    */
   fetch?: FetchFn;
   /** Inference client toward workers (default: `Http1Client`). */
@@ -151,8 +152,8 @@ export class Gateway {
     });
     this.#closeClient = clients.close;
     const { upstream, grpc: grpcWorkers } = clients;
-    // Control paths (health, models, loads, info, flush) reach gRPC workers through their RPCs.
-    const fetchFn = clients.controlFetch;
+    // Health, models, loads, info and flush: HTTP workers over fetch, gRPC ones over their RPCs.
+    const control = clients.control;
     const registry = this.registry;
 
     const replicas = new PolicyReplicas();
@@ -181,7 +182,7 @@ export class Gateway {
     this.checker = new HealthChecker({
       config: config.health,
       registry,
-      fetch: fetchFn,
+      control,
       clock,
       log: log.child({ module: "health" }),
       onProbe: (w, ok) => metrics.healthChecks.with(w.type, ok ? "success" : "failure").inc(),
@@ -189,7 +190,7 @@ export class Gateway {
     this.monitor = new LoadMonitor({
       config: config.loadMonitor,
       registry,
-      fetch: fetchFn,
+      control,
       clock,
       log: log.child({ module: "load" }),
       wanted: () => policies.all().some((p) => p.needs.backendLoads),
@@ -278,7 +279,7 @@ export class Gateway {
     const draining = () => this.#draining;
     const infoDeps: info.InfoApiDeps = {
       registry,
-      fetch: fetchFn,
+      control,
       draining,
       pd: config.pd.enabled,
       timeoutMs: config.health.timeoutSecs * 1000,

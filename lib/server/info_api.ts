@@ -1,13 +1,13 @@
 /**
- * Probes and info: `/readiness`, `/v1/models` (from the registry), the pass-through GETs to the
+ * Probes and info: `/readiness`, `/v1/models` (from the registry), the pass-throughs to the
  * first ready worker (`/health_generate`, `/get_server_info`, `/get_model_info`), and the
- * fan-outs `/get_loads` and `/flush_cache`.
+ * fan-outs `/get_loads` and `/flush_cache`, all through the workers' `WorkerControl`.
  */
 
 import type { Clock } from "../core/clock.ts";
 import { errorResponse, GatewayError } from "../core/errors.ts";
-import { type FetchFn, getText, tryJson } from "../workers/http.ts";
-import { fetchLoad } from "../workers/load_monitor.ts";
+import type { WorkerControl } from "../workers/control.ts";
+import { tryJson } from "../workers/http.ts";
 import { usedTokensOrUnknown } from "../workers/load_report.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 
@@ -15,8 +15,8 @@ import type { WorkerRegistry } from "../workers/registry.ts";
 export interface InfoApiDeps {
   /** The registry. */
   registry: WorkerRegistry;
-  /** HTTP client toward workers. */
-  fetch: FetchFn;
+  /** The calls to workers. */
+  control: WorkerControl;
   /** Whether the gateway is shutting down. */
   draining: () => boolean;
   /** PD mode: ready needs a ready prefill and a ready decode worker. */
@@ -62,10 +62,13 @@ export function listModels(d: InfoApiDeps): Response {
   });
 }
 
-/** Passes a GET through to the first ready worker. */
+/** The worker calls `firstReady` passes through. */
+export type PassThrough = "healthGenerate" | "serverInfo" | "modelInfo";
+
+/** Passes `op` through to the first ready worker, its status and body as the worker gave them. */
 export async function firstReady(
   d: InfoApiDeps,
-  path: string,
+  op: PassThrough,
   requestId: string,
 ): Promise<Response> {
   const now = d.clock.now();
@@ -76,7 +79,7 @@ export async function firstReady(
       requestId,
     );
   }
-  const res = await getText(d.fetch, w.url + path, d.timeoutMs, w.apiKey);
+  const res = await d.control[op](w, { timeoutMs: d.timeoutMs });
   if (res.status === 0) {
     return errorResponse(
       new GatewayError(502, "call_upstream_failed", `worker ${w.url} unreachable: ${res.error}`),
@@ -98,7 +101,7 @@ export async function getLoads(d: InfoApiDeps): Promise<Response> {
   const workers = await Promise.all(
     d.registry.all().map(async (w) => {
       const snap = w.status === "ready"
-        ? await fetchLoad(d.fetch, w, new Set(), d.timeoutMs)
+        ? await d.control.load(w, { timeoutMs: d.timeoutMs })
         : null;
       return {
         worker: w.url,
@@ -114,14 +117,7 @@ export async function getLoads(d: InfoApiDeps): Promise<Response> {
 export async function flushCache(d: InfoApiDeps): Promise<Response> {
   const results = await Promise.all(
     d.registry.all().map(async (w) => {
-      const r = await getText(
-        d.fetch,
-        `${w.url}/flush_cache`,
-        d.timeoutMs,
-        w.apiKey,
-        undefined,
-        "POST",
-      );
+      const r = await d.control.flushCache(w, { timeoutMs: d.timeoutMs });
       const ok = r.status >= 200 && r.status < 300;
       return {
         worker: w.url,

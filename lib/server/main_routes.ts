@@ -64,7 +64,7 @@ export function mainRoutes(d: MainRouteDeps): Route[] {
       method: "GET",
       path: "/health_generate",
       protected: false,
-      handler: (_r, ctx) => info.firstReady(d.info, "/health_generate", ctx.requestId),
+      handler: (_r, ctx) => info.firstReady(d.info, "healthGenerate", ctx.requestId),
     },
     {
       method: "GET",
@@ -76,13 +76,13 @@ export function mainRoutes(d: MainRouteDeps): Route[] {
       method: "GET",
       path: "/get_server_info",
       protected: false,
-      handler: (_r, ctx) => info.firstReady(d.info, "/get_server_info", ctx.requestId),
+      handler: (_r, ctx) => info.firstReady(d.info, "serverInfo", ctx.requestId),
     },
     {
       method: "GET",
       path: "/get_model_info",
       protected: false,
-      handler: (_r, ctx) => info.firstReady(d.info, "/get_model_info", ctx.requestId),
+      handler: (_r, ctx) => info.firstReady(d.info, "modelInfo", ctx.requestId),
     },
     {
       method: "GET",

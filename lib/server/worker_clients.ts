@@ -1,8 +1,9 @@
 /**
  * The clients the composition root builds toward workers, all with the workers' TLS settings:
- * the `fetch` of the control paths (health, models, loads, info) over one keep-alive pool, the
- * inference client, the gRPC workers' clients, and the proxy's view of gRPC workers (their
- * clients, and the gateway's tokenizer behind its two-level cache).
+ * the worker control (health, models, loads, info; over `fetch` on one keep-alive pool for HTTP
+ * workers, over their RPCs for gRPC ones), the inference client, the gRPC workers' clients, and
+ * the proxy's view of gRPC workers (their clients, and the gateway's tokenizer behind its
+ * two-level cache).
  */
 
 import type { GatewayConfig } from "../config/config.ts";
@@ -15,7 +16,10 @@ import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
 import { FetchUpstream } from "../upstream/fetch_upstream.ts";
 import { Http1Client } from "../upstream/http1.ts";
 import type { Upstream } from "../upstream/types.ts";
+import { controlByScheme, type WorkerControl } from "../workers/control.ts";
 import type { FetchFn } from "../workers/http.ts";
+import { httpWorkerControl } from "../workers/http_control.ts";
+import { grpcWorkerControl } from "../proxy/grpc/control.ts";
 import { type GrpcClientFactory, GrpcWorkers } from "../proxy/grpc/workers.ts";
 import type { WorkerTls } from "../tls/pem.ts";
 
@@ -29,7 +33,10 @@ export interface WorkerClientOptions {
   clock: Clock;
   /** Called when the inference client sends a request again on a fresh connection. */
   onResend: () => void;
-  /** Control `fetch` (default `workerFetch`); also the inference client without `upstream`. */
+  /**
+   * `fetch` of the HTTP worker control (default `workerFetch`); also the inference client
+   * without `upstream`.
+   */
   fetch?: FetchFn;
   /** Inference client (default `Http1Client`, or a `FetchUpstream` over `fetch`). */
   upstream?: Upstream;
@@ -41,8 +48,8 @@ export interface WorkerClientOptions {
 
 /** The gateway's clients toward workers. */
 export interface WorkerClients {
-  /** Control paths; `grpc://` workers answered through their RPCs (`GrpcWorkers.controlFetch`). */
-  controlFetch: FetchFn;
+  /** Calls to workers besides inference: HTTP workers over `fetch`, gRPC ones over RPCs. */
+  control: WorkerControl;
   /** The inference client toward HTTP workers. */
   upstream: Upstream;
   /** The gRPC workers' clients. */
@@ -71,7 +78,7 @@ export function workerClients(o: WorkerClientOptions): WorkerClients {
       "grpcs:// workers trust only --ca-cert-paths: reading the system's CAs needs --allow-sys=ca",
     );
   }
-  const grpc = new GrpcWorkers(httpFetch, make ? (url) => make(url, tls) : null);
+  const grpc = new GrpcWorkers(make ? (url) => make(url, tls) : null);
   const upstream = o.upstream ??
     (o.fetch ? new FetchUpstream(o.fetch) : new Http1Client({
       idleTimeoutMs: config.upstreamPoolIdleTimeoutSecs * 1000,
@@ -80,7 +87,10 @@ export function workerClients(o: WorkerClientOptions): WorkerClients {
       clock: o.clock,
     }));
   return {
-    controlFetch: grpc.controlFetch,
+    control: controlByScheme(
+      httpWorkerControl(httpFetch),
+      grpcWorkerControl((url) => grpc.client(url)),
+    ),
     upstream,
     grpc,
     close() {

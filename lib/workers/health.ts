@@ -12,9 +12,9 @@
 import type { HealthConfig } from "../config/config.ts";
 import { type Clock, pause } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
-import { discoverCapacity, discoverModels } from "./model_discovery.ts";
+import type { WorkerControl } from "./control.ts";
 import { applyProbe } from "./health_state.ts";
-import { type FetchFn, getText, RUNTIME_REFUSED } from "./http.ts";
+import { RUNTIME_REFUSED } from "./http.ts";
 import type { WorkerRegistry } from "./registry.ts";
 import type { Worker } from "./worker.ts";
 
@@ -24,8 +24,8 @@ export interface HealthCheckerDeps {
   config: HealthConfig;
   /** The registry whose workers are probed. */
   registry: WorkerRegistry;
-  /** HTTP client. */
-  fetch: FetchFn;
+  /** The calls to workers (probe, model and KV-capacity discovery). */
+  control: WorkerControl;
   /** Clock. */
   clock: Clock;
   /** Logger (module `health`). */
@@ -78,13 +78,10 @@ export class HealthChecker {
         if (w.status === "pending") await this.#activate(w, signal);
         return;
       }
-      const res = await getText(
-        d.fetch,
-        w.url + cfg.endpoint,
-        cfg.timeoutSecs * 1000,
-        w.apiKey,
+      const res = await d.control.probe(w, cfg.endpoint, {
+        timeoutMs: cfg.timeoutSecs * 1000,
         signal,
-      );
+      });
       if (signal?.aborted) return;
       const ok = res.status >= 200 && res.status < 300;
       d.onProbe?.(w, ok);
@@ -118,20 +115,14 @@ export class HealthChecker {
 
   async #activate(w: Worker, signal?: AbortSignal): Promise<void> {
     const d = this.#d;
+    const call = { timeoutMs: d.config.timeoutSecs * 1000, signal };
     if (w.models === null) {
-      const models = await discoverModels(
-        d.fetch,
-        w.url,
-        d.config.timeoutSecs * 1000,
-        w.apiKey,
-        signal,
-      );
+      const models = await d.control.models(w, call);
       if (signal?.aborted || w.status !== "pending") return;
       if (models) d.registry.setModels(w, models);
     }
     if (w.kvCapacity === null) {
-      const ms = d.config.timeoutSecs * 1000;
-      w.kvCapacity = await discoverCapacity(d.fetch, w.url, ms, w.apiKey, signal);
+      w.kvCapacity = await d.control.kvCapacity(w, call);
       if (signal?.aborted || w.status !== "pending") return;
     }
     d.log.info("worker ready", { worker: w.url, id: w.id, models: w.models ?? "any" });

@@ -1,22 +1,14 @@
 /**
- * Small GET helpers for the control paths (health, discovery, loads): a timeout per call, the
+ * Small request helpers of the HTTP worker control (`http_control.ts`): a timeout per call, the
  * worker's bearer key, and an outer signal that stops everything at shutdown.
  */
 
-/** The `fetch` the worker modules call; injectable for tests. */
+import type { ControlReply } from "./control.ts";
+
+/** The `fetch` the HTTP worker control calls; injectable for tests. */
 export type FetchFn = (url: string, init: RequestInit) => Promise<Response>;
 
-/** The outcome of a control GET. */
-export interface GetResult {
-  /** HTTP status, or 0 for a transport error or timeout. */
-  status: number;
-  /** Body text (empty on transport errors). */
-  text: string;
-  /** Transport error message, if any. */
-  error?: string;
-}
-
-/** GETs `url` with a timeout; never throws. */
+/** GETs (or `method`s) `url` with a timeout; never throws. */
 export async function getText(
   fetchFn: FetchFn,
   url: string,
@@ -24,7 +16,7 @@ export async function getText(
   apiKey: string | null,
   signal?: AbortSignal,
   method = "GET",
-): Promise<GetResult> {
+): Promise<ControlReply> {
   const timeout = AbortSignal.timeout(timeoutMs);
   const sig = signal ? AbortSignal.any([signal, timeout]) : timeout;
   try {

@@ -1,35 +1,17 @@
 /**
  * The load monitor: every `--load-monitor-interval` it asks each ready worker for a load report
- * (`GET /v1/loads`, else `/get_load`, else the engine's Prometheus `/metrics`), stores it on the
- * worker for policies, and applies the overload veto. Which source a worker answers is
- * remembered per URL; a worker that fails to report keeps no stale veto.
- *
- * A source is "absent" after 404/405/501 or a 200 that does not parse; transport errors and 5xx
- * are inconclusive (tried again next poll).
+ * (`WorkerControl.load`: over HTTP `GET /v1/loads`, else `/get_load`, else the engine's
+ * Prometheus `/metrics`; over gRPC `GetLoads`), stores it on the worker for policies, and
+ * applies the overload veto. Which HTTP sources a worker lacks is remembered per URL; a worker
+ * that fails to report keeps no stale veto.
  */
 
 import type { LoadMonitorConfig } from "../config/config.ts";
 import { type Clock, pause } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { LoadSnapshot } from "../core/types.ts";
-import { type FetchFn, getText, tryJson } from "./http.ts";
-import { parseGetLoad, parseLoads, parsePrometheusLoad } from "./load_report.ts";
+import type { LoadSource, WorkerControl } from "./control.ts";
 import type { WorkerRegistry } from "./registry.ts";
-import type { Worker } from "./worker.ts";
-
-type Source = "loads" | "get_load" | "metrics";
-
-const SOURCES: { source: Source; path: string; parse: (text: string) => LoadSnapshot | null }[] = [
-  {
-    source: "loads",
-    path: "/v1/loads?include=core,disagg,queues,memory",
-    parse: (t) => parseLoads(tryJson(t)),
-  },
-  { source: "get_load", path: "/get_load", parse: (t) => parseGetLoad(tryJson(t)) },
-  { source: "metrics", path: "/metrics", parse: parsePrometheusLoad },
-];
-
-const ABSENT = new Set([404, 405, 501]);
 
 /** What the monitor is built from. */
 export interface LoadMonitorDeps {
@@ -37,8 +19,8 @@ export interface LoadMonitorDeps {
   config: LoadMonitorConfig;
   /** Workers to poll. */
   registry: WorkerRegistry;
-  /** HTTP client. */
-  fetch: FetchFn;
+  /** The calls to workers (load reports). */
+  control: WorkerControl;
   /** Clock. */
   clock: Clock;
   /** Logger (module `load`). */
@@ -49,32 +31,10 @@ export interface LoadMonitorDeps {
   wanted?: () => boolean;
 }
 
-/** Fetches one worker's load report, trying the sources it has not ruled out. */
-export async function fetchLoad(
-  fetchFn: FetchFn,
-  w: Worker,
-  absent: Set<Source>,
-  timeoutMs: number,
-  signal?: AbortSignal,
-): Promise<LoadSnapshot | null> {
-  for (const s of SOURCES) {
-    if (absent.has(s.source)) continue;
-    const res = await getText(fetchFn, w.url + s.path, timeoutMs, w.apiKey, signal);
-    if (res.status === 200) {
-      const snap = s.parse(res.text);
-      if (snap) return snap;
-      absent.add(s.source);
-    } else if (ABSENT.has(res.status)) {
-      absent.add(s.source);
-    }
-  }
-  return null;
-}
-
 /** Polls worker loads. */
 export class LoadMonitor {
   readonly #d: LoadMonitorDeps;
-  readonly #absent = new Map<string, Set<Source>>();
+  readonly #absent = new Map<string, Set<LoadSource>>();
 
   /** A monitor over `deps.registry`. */
   constructor(deps: LoadMonitorDeps) {
@@ -102,9 +62,8 @@ export class LoadMonitor {
         }
         let absent = this.#absent.get(w.url);
         if (!absent) this.#absent.set(w.url, absent = new Set());
-        const snap = await fetchLoad(d.fetch, w, absent, d.timeoutMs ?? 5000, signal);
+        const snap = await d.control.load(w, { timeoutMs: d.timeoutMs ?? 5000, signal, absent });
         if (signal?.aborted) return;
-        if (absent.size === SOURCES.length) absent.clear(); // try again from the top next time
         if (!snap) {
           w.overloaded = false;
           return;

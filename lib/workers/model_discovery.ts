@@ -1,8 +1,8 @@
 /**
- * Learns which models a worker serves: `GET /v1/models` (OpenAI list, as sglang and vLLM serve
- * it), else `GET /get_model_info` (sglang's `model_path`). Null when neither answers, which
- * leaves the worker serving any model. Also its KV cache capacity, where sglang states it
- * (`GET /get_server_info`, `max_total_num_tokens`).
+ * Learns over HTTP which models a worker serves: `GET /v1/models` (OpenAI list, as sglang and
+ * vLLM serve it), else `GET /get_model_info` (sglang's `model_path`). Null when neither answers,
+ * which leaves the worker serving any model. Also its KV cache capacity, where sglang states it
+ * (`GET /get_server_info`, `max_total_num_tokens`; `capacityOf` reads it, gRPC's too).
  */
 
 import { type FetchFn, getText, tryJson } from "./http.ts";
@@ -41,8 +41,12 @@ export async function discoverCapacity(
   signal?: AbortSignal,
 ): Promise<number | null> {
   const info = await getText(fetchFn, `${url}/get_server_info`, timeoutMs, apiKey, signal);
-  if (info.status !== 200) return null;
-  const body = tryJson(info.text) as {
+  return info.status === 200 ? capacityOf(tryJson(info.text)) : null;
+}
+
+/** The KV cache capacity in tokens a server-info body states, or null when it does not. */
+export function capacityOf(info: unknown): number | null {
+  const body = info as {
     max_total_num_tokens?: unknown;
     scheduler_info?: { max_total_num_tokens?: unknown } | null;
   } | null;

@@ -15,7 +15,7 @@ Deno.test("grpc clients: the KV-event stream gets its own channel; forget and cl
     made.push(c);
     return c as unknown as SglangClient;
   };
-  const g = new GrpcWorkers(() => Promise.reject(new Error("no HTTP here")), make);
+  const g = new GrpcWorkers(make);
   const a = "grpc://127.0.0.1:1";
   const b = "grpc://127.0.0.1:2";
   assert.equal(g.client(a), g.client(a), "one generation channel per worker");

@@ -1,7 +1,7 @@
 /**
- * The probe and info routes as plain functions over a real registry and a fake fetch:
- * `/readiness` reasons, `/v1/models` from the registry, pass-through to the first ready worker,
- * and the `/get_loads` and `/flush_cache` fan-outs.
+ * The probe and info routes as plain functions over a real registry and the HTTP worker
+ * control over a fake fetch: `/readiness` reasons, `/v1/models` from the registry, pass-through
+ * to the first ready worker, and the `/get_loads` and `/flush_cache` fan-outs.
  */
 
 import assert from "node:assert/strict";
@@ -16,6 +16,7 @@ import {
   readiness,
 } from "../../lib/server/info_api.ts";
 import type { FetchFn } from "../../lib/workers/http.ts";
+import { httpWorkerControl } from "../../lib/workers/http_control.ts";
 import type { WorkerSpec } from "../../lib/workers/worker.ts";
 import { workerSetup } from "../support/workers.ts";
 
@@ -39,7 +40,7 @@ function setup(routes: Record<string, Route> = {}) {
   let draining = false;
   const deps: InfoApiDeps = {
     registry,
-    fetch: fetchFn,
+    control: httpWorkerControl(fetchFn),
     draining: () => draining,
     timeoutMs: 1000,
     clock,
@@ -130,7 +131,7 @@ Deno.test("firstReady: 503 no_workers with Retry-After when no worker is availab
   t.add({ url: "http://pending" }, "pending");
   const busy = t.add({ url: "http://vetoed" });
   busy.overloaded = true;
-  const res = await firstReady(t.deps, "/get_server_info", "rid-1");
+  const res = await firstReady(t.deps, "serverInfo", "rid-1");
   assert.equal(res.status, 503);
   assert.equal(res.headers.get("x-smg-error-code"), "no_workers");
   assert.equal(res.headers.get("retry-after"), "1");
@@ -148,7 +149,7 @@ Deno.test("firstReady: passes the worker's answer through, from the first availa
   t.add({ url: "http://a" }, "pending");
   const b = t.add({ url: "http://b", apiKey: "kb" });
   t.add({ url: "http://c" });
-  const res = await firstReady(t.deps, "/get_server_info", "rid-2");
+  const res = await firstReady(t.deps, "serverInfo", "rid-2");
   assert.equal(res.status, 200);
   assert.equal(res.headers.get("content-type"), "application/json");
   assert.equal(res.headers.get("x-smg-routed-worker-id"), b.id);
@@ -168,7 +169,7 @@ Deno.test("firstReady: a worker whose breaker is open is skipped", async () => {
   t.add({ url: "http://b" });
   for (let i = 0; i < 10; i++) a.breaker.record("failure", t.clock.now());
   assert.equal(a.breaker.state(t.clock.now()), "open");
-  const res = await firstReady(t.deps, "/health_generate", "r");
+  const res = await firstReady(t.deps, "healthGenerate", "r");
   assert.equal(res.status, 200);
   assert.equal(res.headers.get("content-type"), "text/plain");
   assert.equal(await res.text(), "OK");
@@ -181,7 +182,7 @@ Deno.test("firstReady: worker error statuses pass through unchanged", async () =
     "http://a/get_model_info": () => new Response("model not loaded", { status: 500 }),
   });
   t.add({ url: "http://a" });
-  const res = await firstReady(t.deps, "/get_model_info", "r");
+  const res = await firstReady(t.deps, "modelInfo", "r");
   assert.equal(res.status, 500);
   assert.equal(await res.text(), "model not loaded");
   await t.stop();
@@ -190,7 +191,7 @@ Deno.test("firstReady: worker error statuses pass through unchanged", async () =
 Deno.test("firstReady: 502 call_upstream_failed when the worker is unreachable", async () => {
   const t = setup({ "http://a/get_server_info": () => Promise.reject(new TypeError("refused")) });
   t.add({ url: "http://a" });
-  const res = await firstReady(t.deps, "/get_server_info", "rid-3");
+  const res = await firstReady(t.deps, "serverInfo", "rid-3");
   assert.equal(res.status, 502);
   assert.equal(res.headers.get("x-smg-error-code"), "call_upstream_failed");
   assert.equal(res.headers.get("x-request-id"), "rid-3");

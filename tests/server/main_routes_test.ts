@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import { FakeClock } from "../../lib/core/clock.ts";
 import { mainRoutes } from "../../lib/server/main_routes.ts";
 import type { Route, RouteContext } from "../../lib/server/routes.ts";
+import { httpWorkerControl } from "../../lib/workers/http_control.ts";
 import { workerSetup } from "../support/workers.ts";
 
 function routes(): Route[] {
@@ -16,7 +17,7 @@ function routes(): Route[] {
     inference: () => Promise.reject(new Error("no inference here")),
     info: {
       registry,
-      fetch: () => Promise.reject(new Error("no fetch")),
+      control: httpWorkerControl(() => Promise.reject(new Error("no fetch"))),
       draining: () => false,
       timeoutMs: 1000,
       clock,

@@ -10,6 +10,7 @@ import { FakeClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import { HealthChecker } from "../../lib/workers/health.ts";
 import type { FetchFn } from "../../lib/workers/http.ts";
+import { httpWorkerControl } from "../../lib/workers/http_control.ts";
 import { WorkerRegistry } from "../../lib/workers/registry.ts";
 import { timerSet } from "../../support/wait.ts";
 import { workerSetup } from "../support/workers.ts";
@@ -30,7 +31,13 @@ function setup(health: Partial<HealthConfig> = {}) {
     }
     return Promise.resolve(new Response("", { status: 404 }));
   };
-  const checker = new HealthChecker({ config, registry, fetch: fetchFn, clock, log: silentLogger });
+  const checker = new HealthChecker({
+    config,
+    registry,
+    control: httpWorkerControl(fetchFn),
+    clock,
+    log: silentLogger,
+  });
   const { manager } = workerSetup(clock, { registry, health: config });
   return {
     clock,

@@ -9,6 +9,7 @@ import { defaultConfig, type LoadMonitorConfig } from "../../lib/config/config.t
 import { FakeClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import type { FetchFn } from "../../lib/workers/http.ts";
+import { httpWorkerControl } from "../../lib/workers/http_control.ts";
 import { LoadMonitor } from "../../lib/workers/load_monitor.ts";
 import { WorkerRegistry } from "../../lib/workers/registry.ts";
 import { timerSet } from "../../support/wait.ts";
@@ -30,7 +31,13 @@ function setup(routes: Routes, cfg: Partial<LoadMonitorConfig> = {}) {
   const { manager } = workerSetup(clock, { registry });
   const w = manager.add({ url: "http://w1", models: ["m"] });
   w.setStatus("ready");
-  const monitor = new LoadMonitor({ config, registry, fetch: fetchFn, clock, log: silentLogger });
+  const monitor = new LoadMonitor({
+    config,
+    registry,
+    control: httpWorkerControl(fetchFn),
+    clock,
+    log: silentLogger,
+  });
   return { w, monitor, hits, routes, clock };
 }
 
