@@ -32,6 +32,8 @@ export interface Pki {
   server2: Pair;
   /** A client certificate from CA 1 (CN gateway). */
   client: Pair;
+  /** Another client certificate from CA 1 (CN gateway-2), a renewal of `client`. */
+  client2: Pair;
   /** Removes the directory. */
   remove(): Promise<void>;
 }
@@ -144,10 +146,11 @@ export async function makePki(): Promise<Pki> {
   try {
     await settled([makeCa(dir, "ca"), makeCa(dir, "ca2"), makeCa(dir, "stranger")]);
     const serverExt = "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth";
-    const [server, server2, client] = await settled([
+    const [server, server2, client, client2] = await settled([
       makeLeaf(dir, "server", "ca", "server-1", serverExt),
       makeLeaf(dir, "server2", "ca2", "server-2", serverExt),
       makeLeaf(dir, "client", "ca", "gateway", "extendedKeyUsage=clientAuth"),
+      makeLeaf(dir, "client2", "ca", "gateway-2", "extendedKeyUsage=clientAuth"),
     ]);
     return {
       dir,
@@ -159,6 +162,7 @@ export async function makePki(): Promise<Pki> {
       server,
       server2,
       client,
+      client2,
       remove: () => Deno.remove(dir, { recursive: true }),
     };
   } catch (e) {

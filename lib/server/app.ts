@@ -43,6 +43,8 @@ import { type Feature, loopFeature } from "../core/feature.ts";
 import { meshStatus } from "./mesh_status.ts";
 import type { GatewayTokenizer } from "../tokenizer/tokenizer.ts";
 import { NO_TLS, type TlsMaterial, wantsTls } from "../tls/pem.ts";
+import { WorkerTlsSource } from "../tls/worker_tls.ts";
+import { workerTlsReload } from "../tls/feature.ts";
 import type { TenantLimiter } from "../limits/limiter.ts";
 import { createLimiter, createTenants } from "../limits/feature.ts";
 import { createDashboard, type Dashboard } from "../dashboard/feature.ts";
@@ -140,9 +142,10 @@ export class Gateway {
     const tls = this.tls = opts.tls ?? NO_TLS;
     const metrics = this.metrics;
     const resends = metrics.upstreamSendRetries.with();
+    const workerTls = new WorkerTlsSource(tls.worker);
     const clients = workerClients({
       config,
-      tls: tls.worker,
+      tls: workerTls,
       clock,
       onResend: () => resends.inc(),
       fetch: opts.fetch,
@@ -323,6 +326,7 @@ export class Gateway {
     });
     // The optional parts, in dependency order: started first to last, stopped last to first.
     this.#features = [
+      workerTlsReload(config, workerTls, log, clock),
       loopFeature("health", this.checker),
       loopFeature("loads", this.monitor),
       this.dashboard,

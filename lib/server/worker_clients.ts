@@ -22,13 +22,14 @@ import { httpWorkerControl } from "../workers/http_control.ts";
 import { grpcWorkerControl } from "../proxy/grpc/control.ts";
 import { type GrpcClientFactory, GrpcWorkers } from "../proxy/grpc/workers.ts";
 import type { WorkerTls } from "../tls/pem.ts";
+import type { WorkerTlsSource } from "../tls/worker_tls.ts";
 
 /** What `workerClients` builds from; `fetch`, `upstream` and `grpc` are tests' or optional. */
 export interface WorkerClientOptions {
   /** Validated configuration (the pool's idle time). */
   config: GatewayConfig;
-  /** CAs and client certificate toward workers. */
-  tls: WorkerTls;
+  /** CAs and client certificate toward workers, as they are now (read at each connection). */
+  tls: WorkerTlsSource;
   /** The gateway's clock (the inference pool's idle timers). */
   clock: Clock;
   /** Called when the inference client sends a request again on a fresh connection. */
@@ -68,22 +69,23 @@ function mayReadSystemCas(): boolean {
   return Deno.permissions.querySync(ca).state === "granted";
 }
 
-/** Builds the clients toward workers, each with `o.tls`. */
+/** Builds the clients toward workers, each with `o.tls`, renewed when it changes. */
 export function workerClients(o: WorkerClientOptions): WorkerClients {
   const { config, tls } = o;
   const httpFetch = o.fetch ?? workerFetch(config, tls);
   const make = o.grpc;
-  if (make && tls.caCerts.length > 0 && !mayReadSystemCas()) {
+  if (make && tls.current.caCerts.length > 0 && !mayReadSystemCas()) {
     o.log.warn(
       "grpcs:// workers trust only --ca-cert-paths: reading the system's CAs needs --allow-sys=ca",
     );
   }
-  const grpc = new GrpcWorkers(make ? (url) => make(url, tls) : null);
+  const grpc = new GrpcWorkers(make ? (url) => make(url, tls.current) : null);
+  const stopRenewing = tls.onChange(() => grpc.renew());
   const upstream = o.upstream ??
     (o.fetch ? new FetchUpstream(o.fetch) : new Http1Client({
       idleTimeoutMs: config.upstreamPoolIdleTimeoutSecs * 1000,
       onResend: o.onResend,
-      tls: () => tls,
+      tls: () => tls.current,
       clock: o.clock,
     }));
   return {
@@ -94,6 +96,7 @@ export function workerClients(o: WorkerClientOptions): WorkerClients {
     upstream,
     grpc,
     close() {
+      stopRenewing();
       upstream.close();
       (httpFetch as { close?: () => void }).close?.();
       void grpc.close();
@@ -104,17 +107,25 @@ export function workerClients(o: WorkerClientOptions): WorkerClients {
 /**
  * The default worker client: one keep-alive pool whose idle connections close after the
  * configured time, never following redirects, trusting `tls.caCerts` besides the system's and
- * presenting `tls.client` to `https://` workers; `close()` releases the pool at shutdown.
+ * presenting `tls.client` to `https://` workers; a new pool when they change (the previous one
+ * kept for the requests under way); `close()` releases the pools at shutdown.
  */
 export function workerFetch(
   config: GatewayConfig,
-  tls: WorkerTls,
+  source: WorkerTlsSource,
 ): FetchFn & { close?: () => void } {
-  const client = Deno.createHttpClient({
-    poolIdleTimeout: config.upstreamPoolIdleTimeoutSecs * 1000,
-    http2: false,
-    caCerts: tls.caCerts,
-    ...(tls.client ? { cert: tls.client.cert, key: tls.client.key } : {}),
+  const pool = (tls: WorkerTls) =>
+    Deno.createHttpClient({
+      poolIdleTimeout: config.upstreamPoolIdleTimeoutSecs * 1000,
+      http2: false,
+      caCerts: tls.caCerts,
+      ...(tls.client ? { cert: tls.client.cert, key: tls.client.key } : {}),
+    });
+  let client = pool(source.current);
+  const previous: Deno.HttpClient[] = [];
+  const off = source.onChange((tls) => {
+    previous.push(client);
+    client = pool(tls);
   });
   const fetchFn: FetchFn & { close?: () => void } = (url, init) => {
     (init as RequestInit & { client: Deno.HttpClient }).client = client;
@@ -123,7 +134,10 @@ export function workerFetch(
     (init as RequestInit).redirect = "manual";
     return fetch(url, init);
   };
-  fetchFn.close = () => client.close();
+  fetchFn.close = () => {
+    off();
+    for (const c of [...previous, client]) c.close();
+  };
   return fetchFn;
 }
 

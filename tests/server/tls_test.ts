@@ -284,3 +284,41 @@ Deno.test({
       }
     }),
 });
+
+Deno.test({
+  name: "tls: a renewed client certificate reaches the workers without a restart" + NO_OPENSSL,
+  ignore: !OPENSSL,
+  fn: () =>
+    withPki(async (pki) => {
+      const w = new FakeWorker();
+      const mtls = await MtlsWorker.start(Number(new URL(w.url).port), {
+        cert: pki.server.certPem,
+        key: pki.server.keyPem,
+        ca: pki.caPem,
+      });
+      const cert = `${pki.dir}/live-client.pem`;
+      const key = `${pki.dir}/live-client.key`;
+      await Deno.writeTextFile(cert, pki.client.certPem);
+      await Deno.writeTextFile(key, pki.client.keyPem);
+      const g = await startGateway([mtls.url], {
+        tls: tls({ clientCertPath: cert, clientKeyPath: key, caCertPaths: [pki.ca] }),
+      });
+      try {
+        assert.equal((await chatThrough(g))[0], 200);
+        assert.ok(mtls.accepted.every((cn) => cn === "gateway"), mtls.accepted.join(","));
+        // The renewal is written (key first: a reload between the two files fails, keeps the
+        // pair in use); SIGHUP's reload takes it, and new connections present it.
+        await Deno.writeTextFile(key, pki.client2.keyPem);
+        await Deno.writeTextFile(cert, pki.client2.certPem);
+        await g.gw.reload("test");
+        const results = await Promise.all([chatThrough(g), chatThrough(g), chatThrough(g)]);
+        assert.deepEqual(results.map(([status]) => status), [200, 200, 200]);
+        await mtls.waiters.wait(() => mtls.accepted.includes("gateway-2"), "the renewed pair");
+        assert.equal(mtls.refused, 0);
+      } finally {
+        await g.close();
+        await mtls.close();
+        await w.close();
+      }
+    }),
+});

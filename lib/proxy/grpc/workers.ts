@@ -1,7 +1,8 @@
 /**
  * The gRPC workers' clients: one `SglangClient`, so one channel, per worker URL, made on first
  * use and reused by generations and control calls (`control.ts`), and one more per worker for
- * its KV-event stream; a removed worker's are closed.
+ * its KV-event stream; a removed worker's are closed, and every one is renewed when the client
+ * certificate is.
  */
 
 import type { SglangClient, WorkerTlsPem } from "../../grpc/sglang_client.ts";
@@ -45,6 +46,17 @@ export class GrpcWorkers {
       map.delete(url);
       void c.close();
     }
+  }
+
+  /**
+   * Closes every channel to new calls (those under way finish on it): the next call of each
+   * worker opens a new one, with what workers are reached with now (a renewed certificate).
+   */
+  renew(): void {
+    const all = [...this.#clients.values(), ...this.#events.values()];
+    this.#clients.clear();
+    this.#events.clear();
+    for (const c of all) void c.close();
   }
 
   /** Closes every channel. */
