@@ -1,11 +1,13 @@
 /**
- * The composition root: the only place that wires modules together. Builds the registry,
- * manager, health checker, load monitor, policy, admission, proxy, status page and routes from a
- * `GatewayConfig`, owns the background loops (started by `start()`, stopped by `stop()`), and
- * exposes the main-port entry and the metrics rendering. Listening and signals live in
- * `listen.ts`. One `Clock` (`systemClock`, or a test's `FakeClock`) is handed to every loop and
- * timer: health, loads, drains, admission, deadlines, retry backoff, the upstream pool, the
- * mesh, discovery, PD prefill drains and shutdown.
+ * The composition root: the only place that wires modules together. From a `GatewayConfig` it
+ * builds, in order: the clients toward workers, the registry and its worker lifecycle, the
+ * policies, the health checker and load monitor, the manager, the tenant limits, the request path
+ * (proxy, routes, entry) and the status page; the optional parts are features (`Feature`, built
+ * by their folders' `feature.ts`) held in one list in dependency order, started by `start()`,
+ * reloaded on SIGHUP, asked for gauges at each scrape and stopped in reverse by `stop()`.
+ * Listening and signals live in `listen.ts`. One `Clock` (`systemClock`, or a test's
+ * `FakeClock`) is handed to every loop and timer: health, loads, drains, admission, deadlines,
+ * retry backoff, the upstream pool, the mesh, discovery, PD prefill drains and shutdown.
  */
 
 import type { GatewayConfig } from "../config/config.ts";
@@ -18,8 +20,9 @@ import { Metrics } from "../metrics/metrics.ts";
 import { createPolicy, type Policy } from "../policies/mod.ts";
 import { PolicyReplicas } from "../policies/replicas.ts";
 import { PolicyRegistry } from "../policies/registry.ts";
+import type { PolicyDeps } from "../policies/policy_deps.ts";
 import { Admission } from "../proxy/admission.ts";
-import { InferenceProxy } from "../proxy/proxy.ts";
+import { InferenceProxy, type PdPolicies } from "../proxy/proxy.ts";
 import type { Upstream } from "../upstream/types.ts";
 import type { FetchFn } from "../workers/http.ts";
 import { HealthChecker } from "../workers/health.ts";
@@ -27,16 +30,14 @@ import { LoadMonitor } from "../workers/load_monitor.ts";
 import { WorkerManager } from "../workers/manager.ts";
 import { WorkerRegistry } from "../workers/registry.ts";
 import { refreshWorkerGauges } from "./gauges.ts";
-import * as info from "./info_api.ts";
 import { policyObserver } from "./observers.ts";
 import { createPdPolicies } from "./pd_policies.ts";
 import { createEntry, type Entry } from "./routes.ts";
 import { mainRoutes } from "./main_routes.ts";
 import { RequestInbound, toResponse } from "./inbound.ts";
-import * as workersApi from "./workers_api.ts";
 import { createMesh, type Mesh } from "../mesh/feature.ts";
 import { createDiscovery, type Discovery } from "../discovery/feature.ts";
-import type { GrpcClientFactory } from "../proxy/grpc/workers.ts";
+import type { GrpcClientFactory, GrpcWorkers } from "../proxy/grpc/workers.ts";
 import { grpcBackend, workerClients } from "./worker_clients.ts";
 import { createKvIndexes, KvEvents } from "../kv/feature.ts";
 import { type Feature, loopFeature } from "../core/feature.ts";
@@ -165,7 +166,7 @@ export class Gateway {
     const kvIndexes = config.cacheAware.kvEvents === "auto"
       ? createKvIndexes({ config, metrics, log: kvLog, clock })
       : null;
-    const policyDeps = {
+    const { policies, pd } = buildPolicies(config, {
       random,
       now: () => clock.now(),
       log: log.child({ module: "policy" }),
@@ -173,15 +174,9 @@ export class Gateway {
       observer: policyObserver(metrics),
       replicas,
       cacheIndex: (model: string) => kvIndexes?.view(model) ?? null,
-    };
-    this.policy = createPolicy(config.policy, policyDeps);
-    const policies = this.policies = new PolicyRegistry(
-      this.policy,
-      (name) => createPolicy(name, policyDeps),
-      log.child({ module: "policy" }),
-    );
-    replicas.mainFor = (model) => policies.forModel(model);
-    policies.onRetired = (p) => replicas.remove(p);
+    }, registry);
+    this.policies = policies;
+    this.policy = policies.default;
     this.checker = new HealthChecker({
       config: config.health,
       registry,
@@ -230,23 +225,13 @@ export class Gateway {
         clock,
       })
       : null;
-    const pd = createPdPolicies(config, policyDeps);
-    policies.follow((l) => registry.subscribe(l), pd ? [pd.prefill, pd.decode] : []);
-    registry.subscribe((e) => {
-      if (e.kind === "added") this.checker.poke();
-      if (e.kind === "removed") {
-        grpcWorkers.forget(e.worker.url);
-        metrics.workerActive.with(e.worker.url).set(0);
-      }
-      if (e.kind === "breaker") {
-        const { worker: w, from, to } = e;
-        metrics.cbTransitions.with(w.url, from, to).inc();
-        log.warn("circuit breaker changed", { module: "breaker", worker: w.url, from, to });
-      }
-      if (e.kind === "status" && e.to === "failed" && config.health.removeUnhealthy) {
-        // A mesh import is its owner's to remove (it would be imported again anyway).
-        if (e.worker.origin === "local") this.manager.remove(e.worker.id);
-      }
+    followWorkers(registry, {
+      checker: this.checker,
+      manager,
+      grpcWorkers,
+      metrics,
+      log,
+      removeUnhealthy: config.health.removeUnhealthy,
     });
 
     const kv = this.kv = kvIndexes
@@ -280,40 +265,31 @@ export class Gateway {
       ratios: this.ratios,
     });
     const draining = () => this.#draining;
-    const infoDeps: info.InfoApiDeps = {
-      registry,
-      control,
-      draining,
-      pd: config.pd.enabled,
-      timeoutMs: config.health.timeoutSecs * 1000,
-      clock,
-    };
-    const wDeps: workersApi.WorkersApiDeps = {
-      registry,
-      manager: this.manager,
-      clock,
-      grpc: opts.grpc !== undefined,
-    };
-    const policy = this.policy.name;
     this.dashboard = createDashboard({
       registry,
       metrics,
       clock,
       draining,
       mesh,
-      policy,
+      policy: this.policy.name,
       ratios: this.ratios,
     });
     this.handleMetrics = metricsPortHandler(this);
-    const routes = mainRoutes({
-      inference: (inb, endpoint, ctx) => proxy.handle(inb, endpoint, ctx),
-      info: infoDeps,
-      workers: wDeps,
-      meshStatus: () => meshStatus(mesh),
-      dashboard: this.dashboard,
-    });
     this.entry = createEntry({
-      routes,
+      routes: mainRoutes({
+        inference: (inb, endpoint, ctx) => proxy.handle(inb, endpoint, ctx),
+        info: {
+          registry,
+          control,
+          draining,
+          pd: config.pd.enabled,
+          timeoutMs: config.health.timeoutSecs * 1000,
+          clock,
+        },
+        workers: { registry, manager, clock, grpc: opts.grpc !== undefined },
+        meshStatus: () => meshStatus(mesh),
+        dashboard: this.dashboard,
+      }),
       apiKey: config.apiKey,
       controlPlaneApiKeys: config.controlPlaneApiKeys,
       corsAllowedOrigins: config.corsAllowedOrigins,
@@ -428,4 +404,58 @@ export class Gateway {
     for (const f of this.#features) f.gauges?.();
     return this.metrics.render();
   }
+}
+
+/**
+ * The policies: the default (`--policy`), the per-model map that follows the workers' models and
+ * removals, and PD's two legs; the shared trees and pins registered for the mesh.
+ */
+function buildPolicies(
+  config: GatewayConfig,
+  deps: PolicyDeps & { replicas: PolicyReplicas },
+  registry: WorkerRegistry,
+): { policies: PolicyRegistry; pd: PdPolicies | undefined } {
+  const policies = new PolicyRegistry(
+    createPolicy(config.policy, deps),
+    (name) => createPolicy(name, deps),
+    deps.log,
+  );
+  deps.replicas.mainFor = (model) => policies.forModel(model);
+  policies.onRetired = (p) => deps.replicas.remove(p);
+  const pd = createPdPolicies(config, deps);
+  policies.follow((l) => registry.subscribe(l), pd ? [pd.prefill, pd.decode] : []);
+  return { policies, pd };
+}
+
+/**
+ * What the root itself does on the workers' events: a new worker probed at once, a removed one's
+ * gRPC channels closed and its gauge zeroed, breaker transitions counted and logged, a failed
+ * worker removed with `--remove-unhealthy-workers` (a mesh import is its owner's to remove).
+ */
+function followWorkers(
+  registry: WorkerRegistry,
+  d: {
+    checker: HealthChecker;
+    manager: WorkerManager;
+    grpcWorkers: GrpcWorkers;
+    metrics: Metrics;
+    log: Logger;
+    removeUnhealthy: boolean;
+  },
+): void {
+  registry.subscribe((e) => {
+    if (e.kind === "added") d.checker.poke();
+    if (e.kind === "removed") {
+      d.grpcWorkers.forget(e.worker.url);
+      d.metrics.workerActive.with(e.worker.url).set(0);
+    }
+    if (e.kind === "breaker") {
+      const { worker: w, from, to } = e;
+      d.metrics.cbTransitions.with(w.url, from, to).inc();
+      d.log.warn("circuit breaker changed", { module: "breaker", worker: w.url, from, to });
+    }
+    if (e.kind === "status" && e.to === "failed" && d.removeUnhealthy) {
+      if (e.worker.origin === "local") d.manager.remove(e.worker.id);
+    }
+  });
 }

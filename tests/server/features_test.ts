@@ -35,3 +35,20 @@ Deno.test("features: started and stopped on fake time, a gateway leaves no timer
   await gw.stop();
   assert.equal(clock.pending, 0);
 });
+
+Deno.test("features: docs/architecture.md's table names every feature a gateway can run", async () => {
+  const page = await Deno.readTextFile(new URL("../../docs/architecture.md", import.meta.url));
+  const documented = [...page.matchAll(/^\| `([a-z_]+)` +\|/gm)].map((m) => m[1]);
+  const everything = await features([
+    "--enable-mesh",
+    "--mesh-host",
+    "127.0.0.1",
+    "--mesh-port",
+    "1",
+    "--service-discovery",
+    "--selector",
+    "app=sglang",
+  ]);
+  // The client certificate's reload needs its files read (loadTls): its place is first.
+  assert.deepEqual(documented, ["worker_tls", ...everything]);
+});
