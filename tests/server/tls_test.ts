@@ -235,18 +235,24 @@ async function chatThrough(g: TestGateway): Promise<[number, string]> {
   return [res.status, await res.text()];
 }
 
+/** A fake worker behind an `https://` front that requires a client certificate of `pki`'s CA. */
+async function mtlsWorker(pki: Pki): Promise<{ w: FakeWorker; mtls: MtlsWorker }> {
+  const w = new FakeWorker();
+  const mtls = await MtlsWorker.start(Number(new URL(w.url).port), {
+    cert: pki.server.certPem,
+    key: pki.server.keyPem,
+    ca: pki.caPem,
+  });
+  return { w, mtls };
+}
+
 Deno.test({
   name: "tls: an https:// worker requiring a client certificate refuses a gateway without one " +
     "and serves one with it" + NO_OPENSSL,
   ignore: !OPENSSL,
   fn: () =>
     withPki(async (pki) => {
-      const w = new FakeWorker();
-      const mtls = await MtlsWorker.start(Number(new URL(w.url).port), {
-        cert: pki.server.certPem,
-        key: pki.server.keyPem,
-        ca: pki.caPem,
-      });
+      const { w, mtls } = await mtlsWorker(pki);
       try {
         // Trusting the worker's CA but presenting nothing: every handshake is refused.
         const bare = await startGateway([], { tls: tls({ caCertPaths: [pki.ca] }) });
@@ -290,12 +296,7 @@ Deno.test({
   ignore: !OPENSSL,
   fn: () =>
     withPki(async (pki) => {
-      const w = new FakeWorker();
-      const mtls = await MtlsWorker.start(Number(new URL(w.url).port), {
-        cert: pki.server.certPem,
-        key: pki.server.keyPem,
-        ca: pki.caPem,
-      });
+      const { w, mtls } = await mtlsWorker(pki);
       const cert = `${pki.dir}/live-client.pem`;
       const key = `${pki.dir}/live-client.key`;
       await Deno.writeTextFile(cert, pki.client.certPem);
