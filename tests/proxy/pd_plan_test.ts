@@ -20,7 +20,11 @@ import { workerSetup } from "../support/workers.ts";
 import { burstFleet } from "../support/burst.ts";
 
 const OK: FakeReply = { status: 200, chunks: ['{"ok":', "true}"] };
-const SSE: FakeReply = { status: 200, chunks: ["data: 1\n\n", "data: [DONE]\n\n"] };
+const SSE: FakeReply = {
+  status: 200,
+  chunks: ["data: 1\n\n", "data: [DONE]\n\n"],
+  headers: [["content-type", "text/event-stream"]],
+};
 
 function setup(prefill: Record<string, FakeReply[]>, decode: Record<string, FakeReply[]>) {
   const config = testConfig({});

@@ -232,13 +232,39 @@ Deno.test("proxy: a stream that breaks before its first byte is retried on anoth
         headers: { "content-type": "text/event-stream" },
       }),
     );
-  const good = () => Promise.resolve(new Response('data: {"x":1}\n\ndata: [DONE]\n\n'));
+  const good = () =>
+    Promise.resolve(
+      new Response('data: {"x":1}\n\ndata: [DONE]\n\n', {
+        headers: { "content-type": "text/event-stream" },
+      }),
+    );
   const t = setup({ "http://a": [broken], "http://b": [good] });
   const r = await t.send({ ...chat, stream: true });
   assert.equal(r.res.status, 200);
   assert.equal(r.res.headers.get("content-type"), "text/event-stream");
   assert.match(r.text, /\[DONE\]/);
   assert.equal(t.calls.length, 2);
+});
+
+Deno.test("proxy: a stream answered with a whole JSON body is retried on another worker, nothing relayed", async () => {
+  const json = () =>
+    Promise.resolve(Response.json({ choices: [{ message: { content: "whole" } }] }));
+  const sse = () =>
+    Promise.resolve(
+      new Response('data: {"x":1}\n\ndata: [DONE]\n\n', {
+        headers: { "content-type": "text/event-stream" },
+      }),
+    );
+  const t = setup({ "http://a": [json], "http://b": [sse] });
+  const r = await t.send({ ...chat, stream: true });
+  assert.equal(r.res.status, 200);
+  assert.equal(r.text, 'data: {"x":1}\n\ndata: [DONE]\n\n');
+  assert.equal(t.calls.length, 2);
+  assert.equal(t.workers[0].breaker.consecutiveFailures, 1, "it counts against the worker");
+  const alone = setup({ "http://a": [json] });
+  const r2 = await alone.send({ ...chat, stream: true });
+  assert.equal(r2.res.status, 502);
+  assert.match(r2.text, /answered a stream wrongly: content-type application\/json/);
 });
 
 Deno.test("proxy: a stream that breaks mid-way ends with an SSE error event", async () => {
@@ -253,6 +279,7 @@ Deno.test("proxy: a stream that breaks mid-way ends with an SSE error event", as
             else c.error(new Error("connection reset"));
           },
         }),
+        { headers: { "content-type": "text/event-stream" } },
       ),
     );
   };

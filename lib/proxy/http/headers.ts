@@ -79,6 +79,24 @@ export function clientHeaders(
   return h;
 }
 
+/**
+ * Why a worker's 2xx answer to a streamed request cannot be relayed as a stream, or null when it
+ * can: its `content-type` is not `text/event-stream` (a whole JSON answer, say), or it carries a
+ * `content-encoding` (the gateway never asks for one, and relays events, not compressed bytes).
+ */
+export function notAnEventStream(worker: HeaderList): string | null {
+  let type: string | null = null;
+  for (const [k, v] of worker) {
+    if (k === "content-type") type = v;
+    else if (k === "content-encoding" && v.trim().toLowerCase() !== "identity") {
+      return `content-encoding ${v}, not an event stream the gateway can relay`;
+    }
+  }
+  if (type === null) return "no content-type, not text/event-stream";
+  const media = type.split(";", 1)[0].trim().toLowerCase();
+  return media === "text/event-stream" ? null : `content-type ${type}, not text/event-stream`;
+}
+
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "trailer", "upgrade"]);
 
 /** Headers for a worker's error response passed through as the request's answer. */

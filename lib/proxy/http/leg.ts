@@ -3,8 +3,9 @@
  * sent to the endpoint's path, the response head judged — a retryable status (5xx, 408, 429)
  * fails the attempt with the worker's answer kept for pass-through if it is the last, another
  * error status is passed through to the client, a 2xx is ready — and the client's reply: a
- * stream's first bytes are read before anything reaches the client (a worker that dies before
- * them can still be retried), then relayed through `SseRelay`; a 2xx whole answer is read to its
+ * stream must be an uncompressed event stream (else the attempt fails and is retried), its first
+ * bytes are read before anything reaches the client (a worker that dies before them can still be
+ * retried), then relayed through `SseRelay` (which ends a stream cut short with an error event); a 2xx whole answer is read to its
  * end first (`whole.ts`, up to a cap), so a worker that breaks or stalls mid-body can be retried
  * too; an error status is relayed as it comes. Transport errors are retryable failures (or a 504
  * past the deadline). The worker's slot is held until the client's response is done, or until a
@@ -29,7 +30,7 @@ import type {
   ProxyDeps,
   Ready,
 } from "../types.ts";
-import { clientHeaders, upstreamHeaders } from "./headers.ts";
+import { clientHeaders, notAnEventStream, upstreamHeaders } from "./headers.ts";
 import { SseRelay } from "./relay.ts";
 import { countEvents, MeteredBody, reportedUsage } from "./usage.ts";
 import { readWhole, WHOLE_ANSWER_MAX_BYTES } from "./whole.ts";
@@ -163,6 +164,13 @@ class HttpLeg implements Leg {
     if (!this.#c.rr.stream) return res.body.whole ? this.#whole(res) : await this.#wholeAnswer(res);
     const c = this.#c;
     const worker = this.worker;
+    // A stream is relayed event by event: a body that is not one cannot be (a whole JSON answer,
+    // or bytes compressed against no asked-for encoding). Nothing has reached the client yet.
+    const wrong = notAnEventStream(res.headers);
+    if (wrong !== null) {
+      this.#drop();
+      return this.#ledger.failure(c, worker, new Error(wrong), "answered a stream wrongly", "http");
+    }
     let first: Uint8Array;
     try {
       first = (await res.body.read()) ?? EMPTY;

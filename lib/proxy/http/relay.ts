@@ -3,8 +3,8 @@
  * worker per chunk the client takes; a read returns everything queued, so events that arrived
  * together leave in one write), as a `ChunkSource` the server reads. The first chunk was already
  * read by the caller (so a worker that dies before its first byte can still be retried
- * elsewhere). If the worker's stream breaks, the client gets an SSE `error` event and a clean
- * end instead of a cut connection; if the client leaves, the worker's body is cancelled, which
+ * elsewhere). If the worker's stream breaks, or ends without its `data: [DONE]` (cut short, not
+ * complete), the client gets an SSE `error` event and a clean end instead of a cut connection; if the client leaves, the worker's body is cancelled, which
  * closes that connection so the engine aborts the request. `bodyStream` turns any `ChunkSource`
  * into a `ReadableStream`, for servers that need a `Response`.
  */
@@ -17,6 +17,17 @@ export type { ChunkSource };
 export type RelayEnd = "done" | "error" | "cancelled";
 
 const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/** A stream's last event: `data: [DONE]`, then its blank line (or nothing after it). */
+const TERMINATOR = /data: ?\[DONE\]\s*$/;
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.byteLength + b.byteLength);
+  out.set(a);
+  out.set(b, a.byteLength);
+  return out;
+}
 
 /** The SSE event sent when the worker's stream breaks mid-way. */
 export function sseErrorEvent(message: string, code: string, needsBoundary: boolean): Uint8Array {
@@ -71,6 +82,15 @@ export class SseRelay implements ChunkSource {
     this.#onEnd(how, err);
   }
 
+  /**
+   * Whether the worker's last event was `data: [DONE]`: it is in the last two chunks read (its 14
+   * bytes split across three would need a chunk shorter than they are in between).
+   */
+  #terminated(): boolean {
+    const tail = this.#prev === null ? this.#last : concat(this.#prev, this.#last);
+    return TERMINATOR.test(decoder.decode(tail.subarray(Math.max(0, tail.byteLength - 64))));
+  }
+
   /** The last two chunks read from the worker (where a stream's usage is). */
   tail(): Uint8Array[] {
     return this.#prev === null ? [this.#last] : [this.#prev, this.#last];
@@ -91,8 +111,15 @@ export class SseRelay implements ChunkSource {
     if (this.#ended) return null;
     try {
       const chunk = await this.#source.read();
-      if (chunk === null) this.#end("done");
-      else {
+      if (chunk === null) {
+        if (!this.#terminated()) {
+          // Ended, but not as an OpenAI or sglang stream ends: cut short, not complete.
+          const msg = `worker ${this.#workerUrl} ended its stream without data: [DONE]`;
+          this.#end("error", new Error("stream ended without data: [DONE]"));
+          return sseErrorEvent(msg, "upstream_stream_truncated", !endsWithBlankLine(this.#last));
+        }
+        this.#end("done");
+      } else {
         this.#prev = this.#last;
         this.#last = chunk;
         this.#observe?.(chunk);

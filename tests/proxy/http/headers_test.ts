@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import {
   clientHeaders,
   type HeaderList,
+  notAnEventStream,
   upstreamHeaders,
 } from "../../../lib/proxy/http/headers.ts";
 
@@ -158,4 +159,22 @@ Deno.test("clientHeaders: several set-cookie values all reach the client", () =>
   assert.deepEqual(all(h, "set-cookie"), ["a=1; Path=/", "b=2; Path=/"]);
   const res = new Response(null, { headers: h });
   assert.deepEqual(res.headers.getSetCookie(), ["a=1; Path=/", "b=2; Path=/"]);
+});
+
+Deno.test("notAnEventStream: only an uncompressed text/event-stream answer is relayed as a stream", () => {
+  const ok: HeaderList[] = [
+    [["content-type", "text/event-stream"]],
+    [["content-type", "text/event-stream; charset=utf-8"], ["content-encoding", "identity"]],
+    [["content-type", "Text/Event-Stream"]],
+  ];
+  for (const h of ok) assert.equal(notAnEventStream(h), null, JSON.stringify(h));
+  const wrong: [HeaderList, RegExp][] = [
+    [[["content-type", "application/json"]], /content-type application\/json/],
+    [[], /no content-type/],
+    [
+      [["content-type", "text/event-stream"], ["content-encoding", "gzip"]],
+      /content-encoding gzip/,
+    ],
+  ];
+  for (const [h, re] of wrong) assert.match(notAnEventStream(h) ?? "", re, JSON.stringify(h));
 });

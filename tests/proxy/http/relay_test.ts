@@ -101,6 +101,24 @@ Deno.test("SseRelay: the first chunk, then the rest in order; onEnd(done) once a
   assert.equal(r.state.cancelled, false);
 });
 
+Deno.test("SseRelay: a stream that ends without data: [DONE] ends with an error event, not cleanly", async () => {
+  const r = await relay(["data: a\n\n", "data: b\n\n"]);
+  const text = await new Response(r.out).text();
+  const events = sseEvents(text);
+  assert.deepEqual(events.slice(0, 2).map((e) => e.data), ["a", "b"]);
+  assert.equal(events[2].event, "error");
+  assert.equal(JSON.parse(events[2].data).error.code, "upstream_stream_truncated");
+  assert.deepEqual(r.ends.map(([how]) => how), ["error"]);
+});
+
+Deno.test("SseRelay: data: [DONE] split across the last two chunks still ends cleanly", async () => {
+  for (const chunks of [["data: a\n\ndata: [DO", "NE]\n\n"], ["data: a\n\n", "data:[DONE]"]]) {
+    const r = await relay(chunks);
+    assert.equal(await new Response(r.out).text(), chunks.join(""));
+    assert.deepEqual(r.ends.map(([how]) => how), ["done"], chunks.join(""));
+  }
+});
+
 Deno.test("SseRelay: one worker chunk is read per chunk the client takes", async () => {
   const r = await relay(["1", "2", "3", "4"]);
   assert.equal(r.state.pulls, 1, "only the first chunk, read by the caller");
@@ -184,7 +202,7 @@ Deno.test("SseRelay: cancelling before the first chunk is taken also cancels the
 });
 
 Deno.test("SseRelay: cancelling after the end does not report a second end", async () => {
-  const r = await relay(["data: a\n\n"]);
+  const r = await relay(["data: a\n\n", "data: [DONE]\n\n"]);
   await readAll(r.out);
   await r.out.cancel().catch(() => {});
   assert.deepEqual(r.ends.map(([how]) => how), ["done"]);
