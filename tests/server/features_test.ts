@@ -22,7 +22,7 @@ Deno.test("features: the loops and the status page always; KV events only where 
   assert.deepEqual(await features([]), ["health", "loads", "dashboard", "kv_events"]);
 });
 
-Deno.test("features: the mesh starts after the status page that reads it, before KV events", async () => {
+Deno.test("features: the mesh comes after the status page and before KV events in the list", async () => {
   const mesh = ["--enable-mesh", "--mesh-host", "127.0.0.1", "--mesh-port", "1"];
   assert.deepEqual(await features(mesh), ["health", "loads", "dashboard", "mesh", "kv_events"]);
 });
