@@ -267,6 +267,25 @@ Deno.test("proxy: a stream answered with a whole JSON body is retried on another
   assert.match(r2.text, /answered a stream wrongly: content-type application\/json/);
 });
 
+Deno.test("proxy: a worker head too large to relay is retried on another worker", async () => {
+  const huge = () => {
+    const headers = new Headers({ "content-type": "application/json" });
+    for (let i = 0; i < 1000; i++) headers.append(`x-h${i}`, "v");
+    return Promise.resolve(new Response('{"ok":"huge"}', { headers }));
+  };
+  const sane = () => Promise.resolve(Response.json({ ok: "sane" }));
+  const t = setup({ "http://a": [huge], "http://b": [sane] });
+  const r = await t.send(chat);
+  assert.equal(r.res.status, 200);
+  assert.equal(r.text, '{"ok":"sane"}');
+  assert.equal(t.calls.length, 2);
+  const alone = setup({ "http://a": [huge] });
+  const r2 = await alone.send(chat);
+  assert.equal(r2.res.status, 502);
+  assert.match(r2.text, /1001 headers of \d+ bytes, over the 8192 relayed/);
+  assert.ok([...r2.res.headers.keys()].length < 20, "none of the worker's headers relayed");
+});
+
 Deno.test("proxy: a stream that breaks mid-way ends with an SSE error event", async () => {
   const enc = new TextEncoder();
   const dying = () => {

@@ -97,6 +97,21 @@ export function notAnEventStream(worker: HeaderList): string | null {
   return media === "text/event-stream" ? null : `content-type ${type}, not text/event-stream`;
 }
 
+/**
+ * The most a worker's response headers may weigh (names, values and their `: ` and CRLF) to be
+ * relayed: under the 16 KiB head that Node's HTTP client accepts by default, with room for the
+ * gateway's own. Engines send a few hundred bytes.
+ */
+export const MAX_RELAYED_HEAD_BYTES = 8 * 1024;
+
+/** Why the worker's head is too large to relay (over `MAX_RELAYED_HEAD_BYTES`), or null. */
+export function headOverBound(worker: HeaderList): string | null {
+  let bytes = 0;
+  for (let i = 0; i < worker.length; i++) bytes += worker[i][0].length + worker[i][1].length + 4;
+  if (bytes <= MAX_RELAYED_HEAD_BYTES) return null;
+  return `${worker.length} headers of ${bytes} bytes, over the ${MAX_RELAYED_HEAD_BYTES} relayed`;
+}
+
 const HOP_BY_HOP = new Set(["connection", "keep-alive", "trailer", "upgrade"]);
 
 /** Headers for a worker's error response passed through as the request's answer. */

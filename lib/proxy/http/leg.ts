@@ -1,15 +1,16 @@
 /**
  * Speaking HTTP to a worker: the request's body (with the PD bootstrap fields on a pair's legs)
- * sent to the endpoint's path, the response head judged — a retryable status (5xx, 408, 429)
- * fails the attempt with the worker's answer kept for pass-through if it is the last, another
- * error status is passed through to the client, a 2xx is ready — and the client's reply: a
- * stream must be an uncompressed event stream (else the attempt fails and is retried), its first
- * bytes are read before anything reaches the client (a worker that dies before them can still be
- * retried), then relayed through `SseRelay` (which ends a stream cut short with an error event); a 2xx whole answer is read to its
- * end first (`whole.ts`, up to a cap), so a worker that breaks or stalls mid-body can be retried
- * too; an error status is relayed as it comes. Transport errors are retryable failures (or a 504
- * past the deadline). The worker's slot is held until the client's response is done, or until a
- * drained leg's end.
+ * sent to the endpoint's path, the response head judged — a head over `MAX_RELAYED_HEAD_BYTES`
+ * fails the attempt (retried: relayed, it would break the client), a retryable status (5xx, 408,
+ * 429) fails it with the worker's answer kept for pass-through if it is the last, another error
+ * status is passed through to the client, a 2xx is ready — and the client's reply: a stream must
+ * be an uncompressed event stream (else the attempt fails and is retried), its first bytes are
+ * read before anything reaches the client (a worker that dies before them can still be retried),
+ * then relayed through `SseRelay` (which ends a stream cut short with an error event); a 2xx
+ * whole answer is read to its end first (`whole.ts`, up to a cap), so a worker that breaks or
+ * stalls mid-body can be retried too; an error status is relayed as it comes. Transport errors
+ * are retryable failures (or a 504 past the deadline). The worker's slot is held until the
+ * client's response is done, or until a drained leg's end.
  */
 
 import { ENDPOINT_PATHS } from "../../core/types.ts";
@@ -30,7 +31,7 @@ import type {
   ProxyDeps,
   Ready,
 } from "../types.ts";
-import { clientHeaders, notAnEventStream, upstreamHeaders } from "./headers.ts";
+import { clientHeaders, headOverBound, notAnEventStream, upstreamHeaders } from "./headers.ts";
 import { SseRelay } from "./relay.ts";
 import { countEvents, MeteredBody, reportedUsage } from "./usage.ts";
 import { readWhole, WHOLE_ANSWER_MAX_BYTES } from "./whole.ts";
@@ -142,6 +143,14 @@ class HttpLeg implements Leg {
       return clientClosed();
     }
     const status = res.status;
+    const oversized = headOverBound(res.headers);
+    if (oversized !== null) {
+      // Relayed, it would break the client (Node's 16 KiB, HAProxy's and nginx's buffers); the
+      // next worker may answer sanely. Nothing has reached the client yet.
+      this.#drop();
+      const e = new Error(oversized);
+      return this.#ledger.failure(c, this.worker, e, "answered what cannot be relayed", "http");
+    }
     if (isRetryableStatus(status)) return await this.#retryable(res);
     if (status < 200 || status > 599) {
       // A status no client response may carry (1xx: the client skips interim answers, so
