@@ -9,21 +9,9 @@ import { silentLogger } from "../lib/core/log.ts";
 import type { RouteRequest, WorkerView } from "../lib/core/types.ts";
 import { AVAILABLE_POLICIES, createPolicy } from "../lib/policies/mod.ts";
 import { extractRouteRequest } from "../lib/requests/route_request.ts";
-import { DEFAULT_CHARS_PER_TOKEN } from "../lib/core/chars_per_token.ts";
+import { request as makeRequest } from "../support/policies.ts";
 
-const request: RouteRequest = {
-  endpoint: "chat",
-  model: "m",
-  stream: false,
-  text: "hello",
-  tokens: null,
-  charsPerToken: DEFAULT_CHARS_PER_TOKEN,
-  headers: new Headers(),
-  routingKey: null,
-  rid: null,
-  ridKey: null,
-  stickyKey: null,
-};
+const request: RouteRequest = makeRequest();
 
 /** consistent_hashing routes keyless requests at random; bench its ring path instead. */
 const KEYED: Partial<Record<string, RouteRequest>> = {

@@ -7,19 +7,11 @@
 import assert from "node:assert/strict";
 import { seededRandom } from "../lib/core/clock.ts";
 import { SimEngine } from "../lib/sim/engine.ts";
+import { DEFAULT_ENGINE } from "../lib/sim/cli.ts";
 import type { EngineConfig, GenerateResult } from "../lib/sim/types.ts";
 
 /** The `smg sim-worker` defaults, at time scale 1. */
-export const DEFAULTS: EngineConfig = {
-  kvTokens: 65536,
-  blockSize: 16,
-  maxRunning: 32,
-  prefillChunk: 2048,
-  prefillTps: 8000,
-  decodeBaseMs: 6,
-  decodePerReqMs: 0.35,
-  timeScale: 1,
-};
+export const DEFAULTS: EngineConfig = DEFAULT_ENGINE;
 
 /** An engine on a virtual clock that only sleeping advances; `sleeps` records each sleep. */
 export function virtualEngine(cfg: Partial<EngineConfig> = {}, seed = 1) {

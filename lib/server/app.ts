@@ -31,7 +31,8 @@ import { WorkerManager } from "../workers/manager.ts";
 import { WorkerRegistry } from "../workers/registry.ts";
 import { refreshWorkerGauges } from "./gauges.ts";
 import { policyObserver } from "./observers.ts";
-import { createPdPolicies } from "./pd_policies.ts";
+import { buildPolicies } from "./policies.ts";
+import { followWorkers } from "./worker_events.ts";
 import { createEntry, type Entry } from "./routes.ts";
 import { mainRoutes } from "./main_routes.ts";
 import { RequestInbound, toResponse } from "./inbound.ts";
@@ -404,58 +405,4 @@ export class Gateway {
     for (const f of this.#features) f.gauges?.();
     return this.metrics.render();
   }
-}
-
-/**
- * The policies: the default (`--policy`), the per-model map that follows the workers' models and
- * removals, and PD's two legs; the shared trees and pins registered for the mesh.
- */
-function buildPolicies(
-  config: GatewayConfig,
-  deps: PolicyDeps & { replicas: PolicyReplicas },
-  registry: WorkerRegistry,
-): { policies: PolicyRegistry; pd: PdPolicies | undefined } {
-  const policies = new PolicyRegistry(
-    createPolicy(config.policy, deps),
-    (name) => createPolicy(name, deps),
-    deps.log,
-  );
-  deps.replicas.mainFor = (model) => policies.forModel(model);
-  policies.onRetired = (p) => deps.replicas.remove(p);
-  const pd = createPdPolicies(config, deps);
-  policies.follow((l) => registry.subscribe(l), pd ? [pd.prefill, pd.decode] : []);
-  return { policies, pd };
-}
-
-/**
- * What the root itself does on the workers' events: a new worker probed at once, a removed one's
- * gRPC channels closed and its gauge zeroed, breaker transitions counted and logged, a failed
- * worker removed with `--remove-unhealthy-workers` (a mesh import is its owner's to remove).
- */
-function followWorkers(
-  registry: WorkerRegistry,
-  d: {
-    checker: HealthChecker;
-    manager: WorkerManager;
-    grpcWorkers: GrpcWorkers;
-    metrics: Metrics;
-    log: Logger;
-    removeUnhealthy: boolean;
-  },
-): void {
-  registry.subscribe((e) => {
-    if (e.kind === "added") d.checker.poke();
-    if (e.kind === "removed") {
-      d.grpcWorkers.forget(e.worker.url);
-      d.metrics.workerActive.with(e.worker.url).set(0);
-    }
-    if (e.kind === "breaker") {
-      const { worker: w, from, to } = e;
-      d.metrics.cbTransitions.with(w.url, from, to).inc();
-      d.log.warn("circuit breaker changed", { module: "breaker", worker: w.url, from, to });
-    }
-    if (e.kind === "status" && e.to === "failed" && d.removeUnhealthy) {
-      if (e.worker.origin === "local") d.manager.remove(e.worker.id);
-    }
-  });
 }
