@@ -101,7 +101,8 @@ const ALLOWED: Record<string, string[]> = {
   // publisher (what engines speak), never the gateway's own layers.
   sim: ["core", "grpc", "kv", "sim"],
   mesh: ["core", "config", "metrics", "mesh"],
-  // Adapters bridge the mesh to workers and policies; only the composition root imports them.
+  // Adapters bridge the mesh to workers and policies, and `feature.ts` among them wires the
+  // router (its mTLS material read by tls); only the composition root imports them.
   "mesh/adapters": [
     "core",
     "config",
@@ -110,6 +111,7 @@ const ALLOWED: Record<string, string[]> = {
     "workers",
     "policies",
     "limits",
+    "tls",
     "mesh/adapters",
   ],
   // Kubernetes discovery: pods to workers; only the composition root imports it.
@@ -188,7 +190,8 @@ async function addGraph(g: Map<string, string[]>, entry: string): Promise<void> 
 /** The layer of a file relative to lib/: its folder, `mesh/adapters`, or `feature`. */
 function layer(file: string): string {
   const parts = file.split("/");
-  if (parts.length === 2 && parts[1] === "feature.ts") return "feature";
+  // `core/feature.ts` is the interface, at the bottom; every other folder's builds a feature.
+  if (parts.length === 2 && parts[1] === "feature.ts" && parts[0] !== "core") return "feature";
   return parts[0] === "mesh" && parts[1] === "adapters" ? "mesh/adapters" : parts[0];
 }
 

@@ -14,7 +14,7 @@ import type { DashboardMesh, SnapshotDeps } from "./snapshot.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { TextRatios } from "../workers/text_ratios.ts";
-import type { Mesh } from "../mesh/feature.ts";
+import type { Mesh } from "../mesh/adapters/feature.ts";
 
 /** What the status page reads. */
 export interface DashboardInputs {

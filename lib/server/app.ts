@@ -12,17 +12,15 @@
 
 import type { GatewayConfig } from "../config/config.ts";
 import { egressPolicy } from "../config/egress.ts";
-import { type EgressPolicy, EgressRefusedError } from "../core/egress.ts";
-import { ConfigError } from "../core/errors.ts";
+import type { EgressPolicy } from "../core/egress.ts";
 import { type Clock, osRandom, type Random, seededRandom, systemClock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import { Metrics } from "../metrics/metrics.ts";
-import { createPolicy, type Policy } from "../policies/mod.ts";
+import type { Policy } from "../policies/mod.ts";
 import { PolicyReplicas } from "../policies/replicas.ts";
 import { PolicyRegistry } from "../policies/registry.ts";
-import type { PolicyDeps } from "../policies/policy_deps.ts";
 import { Admission } from "../proxy/admission.ts";
-import { InferenceProxy, type PdPolicies } from "../proxy/proxy.ts";
+import { InferenceProxy } from "../proxy/proxy.ts";
 import type { Upstream } from "../upstream/types.ts";
 import type { FetchFn } from "../workers/http.ts";
 import { HealthChecker } from "../workers/health.ts";
@@ -32,13 +30,13 @@ import { WorkerRegistry } from "../workers/registry.ts";
 import { refreshWorkerGauges } from "./gauges.ts";
 import { policyObserver } from "./observers.ts";
 import { buildPolicies } from "./policies.ts";
-import { followWorkers } from "./worker_events.ts";
+import { addConfiguredWorkers, followWorkers } from "./worker_events.ts";
 import { createEntry, type Entry } from "./routes.ts";
 import { mainRoutes } from "./main_routes.ts";
 import { RequestInbound, toResponse } from "./inbound.ts";
-import { createMesh, type Mesh } from "../mesh/feature.ts";
+import { createMesh, type Mesh } from "../mesh/adapters/feature.ts";
 import { createDiscovery, type Discovery } from "../discovery/feature.ts";
-import type { GrpcClientFactory, GrpcWorkers } from "../proxy/grpc/workers.ts";
+import type { GrpcClientFactory } from "../proxy/grpc/workers.ts";
 import { grpcBackend, workerClients } from "./worker_clients.ts";
 import { createKvIndexes, KvEvents } from "../kv/feature.ts";
 import { type Feature, loopFeature } from "../core/feature.ts";
@@ -325,24 +323,7 @@ export class Gateway {
    * (the mesh bound, or failed softly: `mesh.failure`).
    */
   start(): Promise<void> {
-    const c = this.config;
-    const common = { apiKey: c.apiKey, disableHealthCheck: c.health.disabled };
-    try {
-      for (const url of c.workerUrls) this.manager.add({ url, ...common });
-      for (const p of c.pd.prefill) {
-        this.manager.add({
-          url: p.url,
-          workerType: "prefill",
-          bootstrapPort: p.bootstrapPort,
-          ...common,
-        });
-      }
-      for (const url of c.pd.decode) this.manager.add({ url, workerType: "decode", ...common });
-    } catch (e) {
-      // validate.ts checked the configured ports; a port 0 is known only now, once bound.
-      if (e instanceof EgressRefusedError) throw new ConfigError(e.message);
-      throw e;
-    }
+    addConfiguredWorkers(this.config, this.manager);
     const signal = this.#loops.signal;
     return Promise.all(this.#features.map((f) => f.start?.(signal))).then(() => {});
   }

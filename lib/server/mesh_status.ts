@@ -5,7 +5,7 @@
  */
 
 import { errorResponse, GatewayError } from "../core/errors.ts";
-import type { Mesh } from "../mesh/feature.ts";
+import type { Mesh } from "../mesh/adapters/feature.ts";
 import { WORKERS_NS } from "../mesh/adapters/worker_sync.ts";
 import { PINS_NS } from "../mesh/adapters/pin_sync.ts";
 import { RATE_LIMIT_NS } from "../mesh/adapters/rate_limit_sync.ts";

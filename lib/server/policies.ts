@@ -13,7 +13,7 @@ import type { PolicyDeps } from "../policies/policy_deps.ts";
 import type { PdPolicies } from "../proxy/proxy.ts";
 
 /** The prefill and decode policies with `--pd-disaggregation`, else undefined. */
-export function createPdPolicies(
+function createPdPolicies(
   config: GatewayConfig,
   deps: PolicyDeps,
 ): PdPolicies | undefined {

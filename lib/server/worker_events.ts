@@ -1,8 +1,12 @@
 /**
- * The composition root's own duties on the worker registry's events (the features subscribe to
- * them themselves).
+ * The composition root's own duties toward workers: registering those the configuration names at
+ * start, and what it does on the worker registry's events (the features subscribe to them
+ * themselves).
  */
 
+import type { GatewayConfig } from "../config/config.ts";
+import { EgressRefusedError } from "../core/egress.ts";
+import { ConfigError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { GrpcWorkers } from "../proxy/grpc/workers.ts";
@@ -41,4 +45,23 @@ export function followWorkers(
       if (e.worker.origin === "local") d.manager.remove(e.worker.id);
     }
   });
+}
+
+/**
+ * Registers the workers the configuration names (`--worker-urls`, PD's `--prefill` and
+ * `--decode`); a host the egress policy refuses is a `ConfigError`.
+ */
+export function addConfiguredWorkers(c: GatewayConfig, manager: WorkerManager): void {
+  const common = { apiKey: c.apiKey, disableHealthCheck: c.health.disabled };
+  try {
+    for (const url of c.workerUrls) manager.add({ url, ...common });
+    for (const p of c.pd.prefill) {
+      manager.add({ url: p.url, workerType: "prefill", bootstrapPort: p.bootstrapPort, ...common });
+    }
+    for (const url of c.pd.decode) manager.add({ url, workerType: "decode", ...common });
+  } catch (e) {
+    // validate.ts checked the configured ports; a port 0 is known only now, once bound.
+    if (e instanceof EgressRefusedError) throw new ConfigError(e.message);
+    throw e;
+  }
 }

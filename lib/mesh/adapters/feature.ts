@@ -6,37 +6,37 @@
  * cannot bind its port logs and counts, and the router stops (`listen.ts`).
  */
 
-import type { MeshConfig } from "../config/config.ts";
-import type { Feature } from "../core/feature.ts";
-import type { Logger } from "../core/log.ts";
-import { MeshMetrics } from "./mesh_metrics.ts";
-import { MeshNode } from "./node.ts";
-import { swimConfigOf } from "./swim_config.ts";
-import { MeshCertificates } from "./transport/certificates.ts";
-import type { MeshPem } from "../tls/pem.ts";
-import { CertificateReloader, type ReloadOutcome } from "../tls/reload.ts";
+import type { MeshConfig } from "../../config/config.ts";
+import type { Feature } from "../../core/feature.ts";
+import type { Logger } from "../../core/log.ts";
+import { MeshMetrics } from "../mesh_metrics.ts";
+import { MeshNode } from "../node.ts";
+import { swimConfigOf } from "../swim_config.ts";
+import { MeshCertificates } from "../transport/certificates.ts";
+import type { MeshPem } from "../../tls/pem.ts";
+import { CertificateReloader, type ReloadOutcome } from "../../tls/reload.ts";
 import type {
   FrameConn,
   MeshTransport,
   ReplyCallback,
   TransportHandlers,
-} from "./transport/transport.ts";
-import type { MeshRequest } from "./wire.ts";
-import type { Metrics } from "../metrics/metrics.ts";
-import { WORKERS_NS, WorkerSync } from "./adapters/worker_sync.ts";
-import { type TreeCounter, TreeSync } from "./adapters/tree_sync.ts";
-import { PINS_NS, PinSync } from "./adapters/pin_sync.ts";
-import { RATE_LIMIT_NS, RateLimitSync } from "./adapters/rate_limit_sync.ts";
-import { RATIO_NS, RatioSync } from "./adapters/ratio_sync.ts";
-import { LoadSync } from "./adapters/load_sync.ts";
-import type { TextRatios } from "../workers/text_ratios.ts";
-import type { TenantLimiter } from "../limits/limiter.ts";
-import type { PolicyReplicas } from "../policies/replicas.ts";
-import { LwwStore } from "./store/lww_store.ts";
-import { StoreSync } from "./store/store_sync.ts";
-import { type Clock, seededRandom } from "../core/clock.ts";
-import type { WorkerManager } from "../workers/manager.ts";
-import type { WorkerRegistry } from "../workers/registry.ts";
+} from "../transport/transport.ts";
+import type { MeshRequest } from "../wire.ts";
+import type { Metrics } from "../../metrics/metrics.ts";
+import { WORKERS_NS, WorkerSync } from "./worker_sync.ts";
+import { type TreeCounter, TreeSync } from "./tree_sync.ts";
+import { PINS_NS, PinSync } from "./pin_sync.ts";
+import { RATE_LIMIT_NS, RateLimitSync } from "./rate_limit_sync.ts";
+import { RATIO_NS, RatioSync } from "./ratio_sync.ts";
+import { LoadSync } from "./load_sync.ts";
+import type { TextRatios } from "../../workers/text_ratios.ts";
+import type { TenantLimiter } from "../../limits/limiter.ts";
+import type { PolicyReplicas } from "../../policies/replicas.ts";
+import { LwwStore } from "../store/lww_store.ts";
+import { StoreSync } from "../store/store_sync.ts";
+import { type Clock, seededRandom } from "../../core/clock.ts";
+import type { WorkerManager } from "../../workers/manager.ts";
+import type { WorkerRegistry } from "../../workers/registry.ts";
 
 const NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
 
@@ -165,7 +165,7 @@ export function createMesh(
     : null;
   const tls = certs;
   const transport = new DeferredTransport(async () => {
-    const { GrpcTransport } = await import("./transport/grpc.ts");
+    const { GrpcTransport } = await import("../transport/grpc.ts");
     return new GrpcTransport({ host: m.host, port: m.port, tls, clock: state.clock });
   });
   const node = new MeshNode({
