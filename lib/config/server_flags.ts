@@ -116,7 +116,16 @@ export const SERVER_FLAGS = {
     name: "stream-head-timeout-secs",
     kind: int,
     default: 30,
-    help: "a stream's wait for its worker's response head before another is tried; 0 is none",
+    help:
+      "wait for a worker's response head before another worker is tried (a whole answer's adds a quarter second per max_tokens); 0 is none",
+    check: atLeast(0),
+  },
+  streamIdleTimeoutSecs: {
+    name: "stream-idle-timeout-secs",
+    kind: int,
+    default: 20,
+    help:
+      "longest silence inside a worker's stream (its first piece waits longer while the worker answers others); past it the stream is retried or continued and the worker excluded until it shows progress; 0 is none",
     check: atLeast(0),
   },
   maxPayloadSize: {

@@ -316,8 +316,10 @@ export interface GatewayConfig {
   controlPlaneApiKeys: ControlPlaneKey[];
   /** Total time allowed for one request, stream included (`--request-timeout-secs`). */
   requestTimeoutSecs: number;
-  /** A stream's wait for its worker's response head, 0 none (`--stream-head-timeout-secs`). */
+  /** The wait for a worker's response head, 0 none (`--stream-head-timeout-secs`). */
   streamHeadTimeoutSecs: number;
+  /** Longest silence inside a worker's stream, 0 none (`--stream-idle-timeout-secs`). */
+  streamIdleTimeoutSecs: number;
   /** Largest request body in bytes (`--max-payload-size`). */
   maxPayloadSize: number;
   /** Seconds an idle pooled worker connection is kept (`--upstream-pool-idle-timeout-secs`). */

@@ -59,18 +59,43 @@ export class WorkerLedger {
   readonly #timeoutMs: number;
   readonly #predictions: CachePredictions;
   readonly #ratios: TextRatios | null;
+  readonly #stallMs: number;
 
   /**
    * Over the proxy's metric series, clock and request timeout; `ratios` learns characters per
-   * token from the answers (null: nothing learned).
+   * token from the answers (null: nothing learned); a worker that misses a progress deadline
+   * gets no new requests for `stallMs` unless it shows progress first (0: it is not excluded).
    */
-  constructor(pm: ProxyMetrics, clock: Clock, timeoutMs: number, ratios: TextRatios | null) {
+  constructor(
+    pm: ProxyMetrics,
+    clock: Clock,
+    timeoutMs: number,
+    ratios: TextRatios | null,
+    stallMs = 0,
+  ) {
     this.#m = pm.m;
     this.#pm = pm;
     this.#clock = clock;
     this.#timeoutMs = timeoutMs;
     this.#predictions = new CachePredictions(pm.m);
     this.#ratios = ratios;
+    this.#stallMs = stallMs;
+  }
+
+  /**
+   * An attempt on `worker` failed with `e` after its start: a breaker failure, and when it was
+   * a missed progress deadline (the worker went silent), the worker's exclusion until progress.
+   */
+  broke(worker: Worker, e: unknown): void {
+    this.record(worker, "failure");
+    if (this.#stallMs > 0 && e instanceof UpstreamError && e.kind === "timeout") {
+      worker.progress.stall(this.#clock.now(), this.#stallMs);
+    }
+  }
+
+  /** Something arrived from `worker` (a head, a piece, an answer's end): it is progressing. */
+  saw(worker: Worker): void {
+    worker.progress.saw(this.#clock.now());
   }
 
   /** Records one outcome on the worker's breaker and metrics. */
@@ -122,7 +147,7 @@ export class WorkerLedger {
     connection: ConnectionMode,
   ): AttemptResult {
     if (c.inb.gone.aborted) return clientClosed();
-    this.record(worker, "failure");
+    this.broke(worker, e);
     const late = c.timedOut();
     const silent = late || (e instanceof UpstreamError && e.kind === "timeout");
     const status = silent ? 504 : 502;

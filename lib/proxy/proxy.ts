@@ -78,7 +78,14 @@ export class InferenceProxy {
     this.#d = deps;
     this.#timeoutMs = deps.config.requestTimeoutSecs * 1000;
     this.#pm = new ProxyMetrics(deps.metrics);
-    const ledger = new WorkerLedger(this.#pm, deps.clock, this.#timeoutMs, deps.ratios ?? null);
+    const { streamIdleTimeoutSecs: idle, streamHeadTimeoutSecs: head } = deps.config;
+    const ledger = new WorkerLedger(
+      this.#pm,
+      deps.clock,
+      this.#timeoutMs,
+      deps.ratios ?? null,
+      (idle || head) * 1000,
+    );
     const ratios = deps.ratios;
     this.#extract = {
       routingKeyHeaders: deps.config.routingKeyHeaders,

@@ -66,7 +66,7 @@ export function selectWorker(env: SelectEnv, s: Selection): Worker | null {
       code,
       `all ${candidates.length} ${candidates[0]?.type ?? "regular"} workers for model '${
         rr.model ?? "any"
-      }' are unavailable (unhealthy or circuit open)`,
+      }' are unavailable (unhealthy, circuit open or stalled)`,
       { retryAfter: 1 },
     );
   }

@@ -33,7 +33,8 @@
  *   `body.cancel()`. A closed connection is never reused.
  * - Bounds: the response head (`maxHeadBytes`, 64 KiB), the connect time (`connectTimeoutMs`,
  *   10 s), the time to the head (`headTimeoutMs`, or a request's own) and between body bytes
- *   (`bodyIdleTimeoutMs`), both off by default: the gateway's own deadline covers those.
+ *   (`bodyIdleTimeoutMs`, or a request's own), both off by default: the gateway's own deadline
+ *   covers those. A request may waive a passed one (`excused`: the wait starts over).
  * - Time: pool ages, the idle sweep and the head and body-idle timeouts read and run on the
  *   given `Clock`; the connect timeout is the socket's own (`AbortSignal.timeout`).
  */
@@ -98,8 +99,6 @@ const NO_TLS_TO_WORKERS: TlsToWorkers = { caCerts: [], client: null };
 export class Http1Client implements Upstream, ConnOwner {
   /** Clock in ms (pool ages, timeouts). */
   readonly now: () => number;
-  /** Whether a head or body timeout is set (activity is then tracked). */
-  readonly timed: boolean;
   readonly #pools = new Map<string, Pool>();
   readonly #idleTimeoutMs: number;
   readonly #maxIdle: number;
@@ -133,7 +132,6 @@ export class Http1Client implements Upstream, ConnOwner {
     this.#bodyIdleTimeoutMs = o.bodyIdleTimeoutMs ?? 0;
     this.#onResend = o.onResend ?? (() => {});
     this.#tls = o.tls ?? (() => NO_TLS_TO_WORKERS);
-    this.timed = this.#headTimeoutMs > 0 || this.#bodyIdleTimeoutMs > 0;
   }
 
   /** Idle connections pooled now, over all origins. */
@@ -156,6 +154,9 @@ export class Http1Client implements Upstream, ConnOwner {
       conn.received = 0;
       conn.cancel = cancel;
       conn.headLimit = req.headTimeoutMs || this.#headTimeoutMs;
+      conn.idleLimit = req.idleTimeoutMs || this.#bodyIdleTimeoutMs;
+      conn.timed = conn.headLimit > 0 || conn.idleLimit > 0;
+      conn.excused = req.excused;
       this.#track(conn, "head");
       cancel.on(conn.onAbort); // last: it closes the connection at once if already cancelled
       try {
@@ -216,7 +217,7 @@ export class Http1Client implements Upstream, ConnOwner {
       const empty = bodiless(head.status, method);
       if (!empty && !head.chunked && head.length < 0) head.keepAlive = false;
       c.phase = "body";
-      if (this.timed) c.activeAt = this.now();
+      if (c.timed) c.activeAt = this.now();
       const body = new Http1Body(c, head, empty);
       return { status: head.status, headers: head.headers, body };
     }
@@ -313,11 +314,12 @@ export class Http1Client implements Upstream, ConnOwner {
 
   #track(c: Conn, phase: "head" | "body"): void {
     c.phase = phase;
-    const shortest = Math.min(c.headLimit || Infinity, this.#bodyIdleTimeoutMs || Infinity);
+    const shortest = Math.min(c.headLimit || Infinity, c.idleLimit || Infinity);
     if (shortest === Infinity) return;
     c.activeAt = this.now();
     this.#active.add(c);
-    const tick = Math.max(10, shortest / 4);
+    // Checked at a quarter of the limit, at least every second: a miss is seen within 1 s of it.
+    const tick = Math.max(10, Math.min(1000, shortest / 4));
     if (tick < this.#sweepTick) {
       // None runs yet, or it runs too seldom for this request's limit.
       this.#stopTimer();
@@ -334,8 +336,14 @@ export class Http1Client implements Upstream, ConnOwner {
   #sweepActive(): void {
     const now = this.now();
     for (const c of this.#active) {
-      const limit = c.phase === "head" ? c.headLimit : this.#bodyIdleTimeoutMs;
+      const limit = c.phase === "head" ? c.headLimit : c.idleLimit;
+      // A body's clock runs while the caller waits for the worker, not while the client does.
+      if (c.phase === "body" && !c.reading) continue;
       if (limit > 0 && now - c.activeAt >= limit) {
+        if (c.phase !== "" && c.excused?.(c.phase)) {
+          c.activeAt = now;
+          continue;
+        }
         const what = c.phase === "head" ? "response head" : "more body bytes";
         c.destroy(new UpstreamError("timeout", `no ${what} from the worker within ${limit} ms`));
       }

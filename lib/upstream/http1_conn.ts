@@ -13,8 +13,6 @@ import { type HeaderList, UpstreamError, type UpstreamRequest } from "./types.ts
 export interface ConnOwner {
   /** Clock in ms. */
   readonly now: () => number;
-  /** Whether a head or body timeout is set (activity is then tracked). */
-  readonly timed: boolean;
   /** Forgets a connection's request (done, failed or cancelled). */
   untrack(c: Conn): void;
   /** A connection whose response is complete. */
@@ -70,6 +68,14 @@ export class Conn {
   phase: "" | "head" | "body" = "";
   /** The current request's head timeout (ms; 0: none). */
   headLimit = 0;
+  /** The current request's body idle timeout (ms; 0: none). */
+  idleLimit = 0;
+  /** Whether a read of the response is waiting for the worker (a body timeout runs only then). */
+  reading = false;
+  /** Whether activity is tracked for the current request (it has a head or idle timeout). */
+  timed = false;
+  /** The current request's waiver of a passed timeout (`UpstreamRequest.excused`). */
+  excused: ((phase: "head" | "body") => boolean) | undefined = undefined;
   cancel: Cancel | null = null;
   #pending: Promise<number | null> | null = null;
 
@@ -114,15 +120,21 @@ export class Conn {
   /** Reads more bytes into the buffer; false at end of stream. */
   async fill(): Promise<boolean> {
     // The body-idle clock runs only while the caller waits for the worker, not for the client.
-    if (this.phase === "body" && this.pool.client.timed) this.activeAt = this.pool.client.now();
+    if (this.phase === "body" && this.timed) this.activeAt = this.pool.client.now();
     let p = this.#pending;
     if (p) this.#pending = null;
     else p = this.socket.read(readSpace(this));
-    const n = await p;
+    this.reading = true;
+    let n: number | null;
+    try {
+      n = await p;
+    } finally {
+      this.reading = false;
+    }
     if (n === null) return false;
     this.end += n;
     this.received += n;
-    if (this.pool.client.timed) this.activeAt = this.pool.client.now();
+    if (this.timed) this.activeAt = this.pool.client.now();
     return true;
   }
 

@@ -57,6 +57,16 @@ export interface UpstreamRequest {
    * own (`headTimeoutMs`); absent or 0: the client's. Past it the call fails with `timeout`.
    */
   headTimeoutMs?: number;
+  /**
+   * Longest wait for more body bytes (ms), the first ones included, in place of the client's own
+   * body idle timeout; absent or 0: the client's. Past it the body's read fails with `timeout`.
+   */
+  idleTimeoutMs?: number;
+  /**
+   * Asked when a head or idle timeout passes: true waives it once (the wait starts over), for a
+   * request that is slow for a reason the caller can see (its worker busy elsewhere).
+   */
+  excused?: (phase: "head" | "body") => boolean;
 }
 
 /** Why a worker call failed without a response head. */

@@ -14,6 +14,7 @@ import type {
 import { decayed } from "../core/recent_work.ts";
 import { RatioEstimate } from "../core/chars_per_token.ts";
 import { BREAKER_GAUGE, CircuitBreaker } from "./circuit_breaker.ts";
+import { WorkerProgress } from "./progress.ts";
 import type { HealthCounters } from "./health_state.ts";
 
 /** What a caller says about a worker when registering it (`POST /workers` body, snake_case). */
@@ -113,6 +114,8 @@ export class Worker implements WorkerView {
   nextProbeAt = 0;
   /** The worker's circuit breaker. */
   readonly breaker: CircuitBreaker;
+  /** What its attempts received lately; a missed progress deadline excludes it a while. */
+  readonly progress = new WorkerProgress();
   #status: WorkerStatus;
   #inFlight = 0;
   /** This gateway's recent work, decayed to `#workAt`. */
@@ -259,9 +262,10 @@ export class Worker implements WorkerView {
     return model === null || this.models === null || this.models.includes(model);
   }
 
-  /** Routable right now: ready, breaker not open, not vetoed. */
+  /** Routable right now: ready, breaker not open, not vetoed, not stalled. */
   available(now: number): boolean {
-    return this.#status === "ready" && !this.overloaded && this.breaker.allows(now);
+    return this.#status === "ready" && !this.overloaded && this.breaker.allows(now) &&
+      !this.progress.stalled(now);
   }
 
   /** The `GET /workers` item (SMG's WorkerInfo fields; never the API key). */
@@ -286,6 +290,7 @@ export class Worker implements WorkerView {
         consecutive_failures: this.breaker.consecutiveFailures,
       },
       overloaded: this.overloaded,
+      stalled: this.progress.stalled(now),
       requests_total: this.requestsTotal,
     };
     if (this.load) {

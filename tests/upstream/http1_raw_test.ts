@@ -357,9 +357,51 @@ Deno.test("http1: head and body-idle timeouts close the connection", async () =>
     clock.advance(50);
     await rejectsWith(head, "timeout", /response head/);
     const r = await post(c, s.url, "stall-body");
-    const body = readAll(r.body);
+    assert.equal(dec.decode((await r.body.read())!), "abc");
+    clock.advance(200); // nobody reads: the body's clock waits for the caller, not the worker
+    const rest = r.body.read();
     clock.advance(50);
-    await rejectsWith(body, "timeout", /more body bytes/);
+    await rejectsWith(rest, "timeout", /more body bytes/);
+  });
+});
+
+Deno.test("http1: a request's own idle timeout applies to it; an excused miss starts the wait over", async () => {
+  const received = new Waiters();
+  let requests = 0;
+  const s = new RawServer(async (k) => {
+    await k.request();
+    requests++;
+    received.poke();
+    await k.send("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n");
+    await k.closedByPeer();
+  });
+  const clock = new FakeClock();
+  const { c } = client({ clock });
+  let excuses = 1;
+  const asked: string[] = [];
+  const excused = (phase: "head" | "body") => {
+    asked.push(phase);
+    return excuses-- > 0;
+  };
+  await with_(s, c, async () => {
+    const cancel = new Cancel();
+    const r = await c.send({
+      base: s.url,
+      path: "/",
+      method: "POST",
+      headers: [],
+      body: new TextEncoder().encode("x"),
+      cancel,
+      idleTimeoutMs: 100,
+      excused,
+    });
+    const first = r.body.read();
+    clock.advance(100); // excused once: waits another 100 ms
+    clock.advance(99);
+    assert.deepEqual(asked, ["body"]);
+    clock.advance(1);
+    await rejectsWith(first, "timeout", /more body bytes from the worker within 100 ms/);
+    assert.deepEqual(asked, ["body", "body"]);
   });
 });
 

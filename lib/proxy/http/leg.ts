@@ -32,6 +32,7 @@ import type {
   Ready,
 } from "../types.ts";
 import { clientHeaders, headOverBound, notAnEventStream, upstreamHeaders } from "./headers.ts";
+import { progressDeadlines } from "../progress.ts";
 import { SseRelay } from "./relay.ts";
 import { countEvents, MeteredBody, reportedUsage } from "./usage.ts";
 import { readWhole, WHOLE_ANSWER_MAX_BYTES } from "./whole.ts";
@@ -95,6 +96,8 @@ class HttpLeg implements Leg {
   readonly #body: Uint8Array<ArrayBuffer>;
   #res: UpstreamResponse | null = null;
   #stopped = false;
+  /** Whether the stream's first piece has come (its wait is then an idle one). */
+  #firstPiece = false;
 
   constructor(
     d: ProxyDeps,
@@ -117,24 +120,32 @@ class HttpLeg implements Leg {
   /** Sends the request (called once, right after `open`) and judges the response head. */
   async ready(): Promise<Ready | AttemptResult> {
     const c = this.#c;
+    const d = this.#d;
     let res: UpstreamResponse;
     try {
-      res = this.#res = await this.#d.upstream.send({
+      res = this.#res = await d.upstream.send({
         base: this.worker.url,
         path: ENDPOINT_PATHS[c.rr.endpoint],
         method: "POST",
         headers: upstreamHeaders(c.inb.headers, c.ctx.requestId, this.worker.apiKey),
         body: this.#body,
         cancel: this.#cancel,
-        // A stream's head comes at once (engines answer before prefill): a worker that holds it
-        // is hung, and another can take the request. A whole answer's head comes at its end.
-        headTimeoutMs: c.rr.stream ? this.#d.config.streamHeadTimeoutSecs * 1000 : 0,
+        ...progressDeadlines(
+          d.clock,
+          this.worker,
+          c.rr.stream,
+          c.body,
+          d.config.streamHeadTimeoutSecs,
+          d.config.streamIdleTimeoutSecs,
+          () => this.#firstPiece,
+        ),
       });
     } catch (e) {
       this.#slot.release();
       if (this.#stopped) return clientClosed();
       return this.#ledger.failure(c, this.worker, e, "unreachable", "http");
     }
+    this.#ledger.saw(this.worker);
     this.#ledger.upstreamStatus(res.status);
     // A whole answer's head comes with its last token; a stream's first bytes are its first.
     if (!c.rr.stream) this.#slot.firstToken();
@@ -181,19 +192,25 @@ class HttpLeg implements Leg {
       return this.#ledger.failure(c, worker, new Error(wrong), "answered a stream wrongly", "http");
     }
     let first: Uint8Array;
+    const ledger = this.#ledger;
     try {
       first = (await res.body.read()) ?? EMPTY;
+      this.#firstPiece = true;
+      ledger.saw(worker);
       this.#slot.firstToken();
     } catch (e) {
       this.#drop();
-      return this.#ledger.failure(c, worker, e, "stream broke before its first byte", "http");
+      if (this.#stopped) return clientClosed();
+      return ledger.failure(c, worker, e, "stream broke before its first byte", "http");
     }
-    const ledger = this.#ledger;
     const wantsUsage = ledger.wantsUsage(c, worker);
     const meter = c.meter;
     let events = 0;
     meter?.live(() => ({ prompt: 0, completion: events }));
-    const count = meter ? (chunk: Uint8Array) => void (events += countEvents(chunk)) : undefined;
+    const progress = (chunk: Uint8Array) => {
+      ledger.saw(worker);
+      if (meter) events += countEvents(chunk);
+    };
     const body: SseRelay = new SseRelay(first, res.body, worker.url, (how, err) => {
       if (how === "done" && wantsUsage) ledger.reported(c, worker, usageIn(body.tail()));
       if (how === "done" && meter) {
@@ -201,13 +218,13 @@ class HttpLeg implements Leg {
         if (u) meter.final(u.prompt, u.completion);
       }
       if (how !== "error" || c.timedOut()) return;
-      ledger.record(worker, "failure");
+      ledger.broke(worker, err);
       this.#d.log.warn("worker stream broke; client got an error event", {
         request_id: c.ctx.requestId,
         worker: worker.url,
         err,
       });
-    }, count);
+    }, progress);
     ledger.streaming(c, worker, res.status);
     return this.#reply(res, body, true);
   }
@@ -257,6 +274,7 @@ class HttpLeg implements Leg {
     let body: UpstreamBody;
     try {
       body = await readWhole(res.body, WHOLE_ANSWER_MAX_BYTES);
+      this.#ledger.saw(this.worker);
     } catch (e) {
       this.#drop();
       if (this.#stopped) return clientClosed();

@@ -3,13 +3,15 @@
  * worker per chunk the client takes; a read returns everything queued, so events that arrived
  * together leave in one write), as a `ChunkSource` the server reads. The first chunk was already
  * read by the caller (so a worker that dies before its first byte can still be retried
- * elsewhere). If the worker's stream breaks, or ends without its `data: [DONE]` (cut short, not
- * complete), the client gets an SSE `error` event and a clean end instead of a cut connection; if the client leaves, the worker's body is cancelled, which
+ * elsewhere). If the worker's stream breaks, goes silent past its idle deadline, or ends without
+ * its `data: [DONE]` (cut short, not complete), the client gets an SSE `error` event and a clean
+ * end instead of a cut connection; if the client leaves, the worker's body is cancelled, which
  * closes that connection so the engine aborts the request. `bodyStream` turns any `ChunkSource`
  * into a `ReadableStream`, for servers that need a `Response`.
  */
 
 import type { ChunkSource } from "../../core/http.ts";
+import { UpstreamError } from "../../upstream/types.ts";
 
 export type { ChunkSource };
 
@@ -131,7 +133,11 @@ export class SseRelay implements ChunkSource {
         (err as Error)?.message ?? String(err)
       }`;
       this.#end("error", err);
-      return sseErrorEvent(msg, "upstream_stream_error", !endsWithBlankLine(this.#last));
+      // A missed idle deadline: the worker went silent mid-stream (`--stream-idle-timeout-secs`).
+      const code = err instanceof UpstreamError && err.kind === "timeout"
+        ? "upstream_stream_stalled"
+        : "upstream_stream_error";
+      return sseErrorEvent(msg, code, !endsWithBlankLine(this.#last));
     }
   }
 

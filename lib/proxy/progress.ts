@@ -1,0 +1,70 @@
+/**
+ * An attempt's progress deadlines, from `--stream-head-timeout-secs` (H) and
+ * `--stream-idle-timeout-secs` (I):
+ *
+ * - a stream's response head within H: engines answer a stream's head before its prefill, so a
+ *   worker that holds it is hung;
+ * - a whole answer's head within H plus a quarter second per token of its budget (`max_tokens`,
+ *   `max_completion_tokens`, sglang's `sampling_params.max_new_tokens`): its head comes with its
+ *   last token, and a sequence decoding at 4 tokens a second is on a worker far past sane load;
+ *   without a budget, only the request deadline bounds it;
+ * - between a stream's pieces (and while a body is read), at most I of silence.
+ *
+ * The waits before anything came (a whole answer's head, a stream's first piece) cover the queue
+ * and prefill too, which grow with load: they are waived, one period at a time, while the worker
+ * shows progress elsewhere (something received from it within I), so a busy worker is not taken
+ * for a hung one. A worker silent on every attempt is. A miss excludes the worker (`WorkerProgress`)
+ * and fails the attempt: retried elsewhere if nothing reached the client.
+ */
+
+import type { Clock } from "../core/clock.ts";
+import type { UpstreamRequest } from "../upstream/types.ts";
+import type { Worker } from "../workers/worker.ts";
+
+/** A whole answer's head may take this much longer per token of its budget (ms). */
+export const WHOLE_ANSWER_MS_PER_TOKEN = 250;
+
+/** The request's token budget, or null when it sets none. */
+export function tokenBudget(body: unknown): number | null {
+  if (typeof body !== "object" || body === null) return null;
+  const b = body as Record<string, unknown>;
+  const sp = b.sampling_params;
+  const raw = b.max_completion_tokens ?? b.max_tokens ??
+    (typeof sp === "object" && sp !== null
+      ? (sp as Record<string, unknown>).max_new_tokens
+      : undefined);
+  return typeof raw === "number" && Number.isFinite(raw) && raw >= 0 ? raw : null;
+}
+
+/** The deadline fields of one attempt's `UpstreamRequest`. */
+export type ProgressDeadlines = Pick<
+  UpstreamRequest,
+  "headTimeoutMs" | "idleTimeoutMs" | "excused"
+>;
+
+/**
+ * The deadlines of an attempt on `worker`: `headSecs` and `idleSecs` are H and I (0: none);
+ * `firstPiece()` tells whether a stream's first piece has come.
+ */
+export function progressDeadlines(
+  clock: Clock,
+  worker: Worker,
+  stream: boolean,
+  body: unknown,
+  headSecs: number,
+  idleSecs: number,
+  firstPiece: () => boolean,
+): ProgressDeadlines {
+  const idleMs = idleSecs * 1000;
+  let headMs = headSecs * 1000;
+  if (!stream && headMs > 0) {
+    const budget = tokenBudget(body);
+    headMs = budget === null ? 0 : headMs + budget * WHOLE_ANSWER_MS_PER_TOKEN;
+  }
+  const busyFor = idleMs > 0 ? idleMs : headMs;
+  const busy = () => worker.progress.recent(clock.now(), busyFor);
+  const excused = stream
+    ? (phase: "head" | "body") => phase === "body" && !firstPiece() && busy()
+    : (phase: "head" | "body") => phase === "head" && busy();
+  return { headTimeoutMs: headMs, idleTimeoutMs: idleMs, excused };
+}

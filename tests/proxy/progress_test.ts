@@ -1,0 +1,76 @@
+/**
+ * An attempt's progress deadlines as values (`progressDeadlines`, `tokenBudget`) and a worker's
+ * stall exclusion (`WorkerProgress`), in fake time.
+ */
+
+import assert from "node:assert/strict";
+import { FakeClock } from "../../lib/core/clock.ts";
+import { progressDeadlines, tokenBudget } from "../../lib/proxy/progress.ts";
+import { WorkerProgress } from "../../lib/workers/progress.ts";
+import { workerSetup } from "../support/workers.ts";
+
+function worker(clock: FakeClock) {
+  const { manager } = workerSetup(clock);
+  return manager.add({ url: "http://127.0.0.1:1", models: ["m"] });
+}
+
+Deno.test("progress: a token budget is max_completion_tokens, max_tokens or sampling_params.max_new_tokens", () => {
+  assert.equal(tokenBudget({ max_tokens: 16 }), 16);
+  assert.equal(tokenBudget({ max_completion_tokens: 8, max_tokens: 16 }), 8);
+  assert.equal(tokenBudget({ sampling_params: { max_new_tokens: 4 } }), 4);
+  assert.equal(tokenBudget({ max_tokens: "16" }), null);
+  assert.equal(tokenBudget({}), null);
+  assert.equal(tokenBudget(null), null);
+});
+
+Deno.test("progress: a whole answer's head deadline grows with its budget; none without one or with H = 0", () => {
+  const clock = new FakeClock();
+  const w = worker(clock);
+  const d = (body: unknown, head = 30) =>
+    progressDeadlines(clock, w, false, body, head, 20, () => false);
+  assert.equal(d({ max_tokens: 100 }).headTimeoutMs, 30_000 + 25_000);
+  assert.equal(d({}).headTimeoutMs, 0);
+  assert.equal(d({ max_tokens: 100 }, 0).headTimeoutMs, 0);
+  assert.equal(d({}).idleTimeoutMs, 20_000);
+  const s = progressDeadlines(clock, w, true, { max_tokens: 100 }, 30, 20, () => false);
+  assert.equal(s.headTimeoutMs, 30_000, "a stream's head comes before its prefill: no budget");
+});
+
+Deno.test("progress: the wait for a first piece or a whole head is waived while the worker progresses elsewhere", () => {
+  const clock = new FakeClock(1000);
+  const w = worker(clock);
+  let first = false;
+  const stream = progressDeadlines(clock, w, true, {}, 30, 20, () => first);
+  const whole = progressDeadlines(clock, w, false, { max_tokens: 1 }, 30, 20, () => false);
+  assert.equal(stream.excused!("body"), false, "nothing ever came from the worker");
+  assert.equal(whole.excused!("head"), false);
+  w.progress.saw(clock.now());
+  clock.advance(19_999);
+  assert.equal(stream.excused!("body"), true, "busy with others: queued, not hung");
+  assert.equal(whole.excused!("head"), true);
+  assert.equal(stream.excused!("head"), false, "a stream's head is never waived");
+  assert.equal(whole.excused!("body"), false, "nor a body's silence once it flows");
+  first = true;
+  assert.equal(stream.excused!("body"), false, "after the first piece, a silence is a silence");
+  first = false;
+  clock.advance(1);
+  assert.equal(stream.excused!("body"), false, "the worker silent for the idle deadline too");
+});
+
+Deno.test("progress: a stall excludes the worker until progress or the end of its period", () => {
+  const p = new WorkerProgress();
+  assert.equal(p.stalled(0), false);
+  p.stall(100, 50);
+  assert.equal(p.stalled(149), true);
+  assert.equal(p.stalledSince(120), 100);
+  assert.equal(p.stalled(150), false);
+  assert.equal(p.stalledSince(150), null);
+  p.stall(200, 50);
+  p.stall(220, 50); // another miss extends it, from the first
+  assert.equal(p.stalled(260), true);
+  assert.equal(p.stalledSince(260), 200);
+  p.saw(261);
+  assert.equal(p.stalled(262), false, "progress ends it");
+  assert.equal(p.recent(270, 10), true);
+  assert.equal(p.recent(271, 10), false);
+});
