@@ -1,7 +1,8 @@
 /**
  * Renders chat messages into one prompt string the way a ChatML template (Qwen, many others)
  * does: `<|im_start|>{role}\n{content}<|im_end|>\n` per message, then the generation prompt
- * `<|im_start|>assistant\n`. Turn N+1's rendering therefore starts with turn N's rendering plus
+ * `<|im_start|>assistant\n` (or, with `continue_final_message`, the last message left open).
+ * Turn N+1's rendering therefore starts with turn N's rendering plus
  * the reply, which is what lets a real engine's prefix cache serve a conversation.
  *
  * Content is a string, null (an assistant turn with only tool calls) or OpenAI content parts, of
@@ -36,9 +37,31 @@ export function contentText(content: ChatMessage["content"]): string {
   return text;
 }
 
-/** The ChatML rendering of `messages`, ending with the assistant generation prompt. */
-export function renderChat(messages: readonly ChatMessage[]): string {
+/** How a chat is rendered after its messages (vLLM's and sglang's request fields). */
+export interface RenderOptions {
+  /** End with `<|im_start|>assistant\n` (default true). */
+  addGenerationPrompt?: boolean;
+  /**
+   * Leave the last message open (no `<|im_end|>` after it), so generation continues its text
+   * (default false; then `addGenerationPrompt` must be false, as transformers requires).
+   */
+  continueFinalMessage?: boolean;
+}
+
+/**
+ * The ChatML rendering of `messages`, ending with the assistant generation prompt, or, to
+ * continue the last message, with that message's text left open: a stream continued from the
+ * text it had sent renders exactly as its unbroken prompt plus that text.
+ */
+export function renderChat(messages: readonly ChatMessage[], o: RenderOptions = {}): string {
+  const open = o.continueFinalMessage === true;
+  if (open && o.addGenerationPrompt === true) {
+    throw new RangeError("continue_final_message and add_generation_prompt cannot both be true");
+  }
   let text = "";
-  for (const m of messages) text += `<|im_start|>${m.role}\n${contentText(m.content)}<|im_end|>\n`;
-  return text + "<|im_start|>assistant\n";
+  messages.forEach((m, i) => {
+    text += `<|im_start|>${m.role}\n${contentText(m.content)}`;
+    if (!open || i < messages.length - 1) text += "<|im_end|>\n";
+  });
+  return open || o.addGenerationPrompt === false ? text : text + "<|im_start|>assistant\n";
 }

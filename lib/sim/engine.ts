@@ -35,7 +35,7 @@ import type { Sequence } from "./sequence.ts";
  * what its generated tokens are.
  */
 export interface EngineDeps extends PacerDeps {
-  /** Draws each request's sampling seed; absent, the seed is a hash of the prompt (greedy). */
+  /** Draws the sampling seed of a request that samples (`GenerateInput.sample`). */
   random?: () => number;
   /** What generated tokens are (default `WORD_TOKENIZER`'s words and spaces). */
   tokenizer?: Pick<SimTokenizer, "generator">;
@@ -97,14 +97,16 @@ export class SimEngine {
     }
     const bs = this.#cfg.blockSize;
     return new Promise((resolve) => {
-      const seed = this.#deps.random ? Math.floor(this.#deps.random() * 2 ** 32) : seedOf(tokens);
+      // Greedy unless asked to sample (each token a function of those before it).
+      const random = input.sample ? this.#deps.random : undefined;
+      const seed = random ? Math.floor(random() * 2 ** 32) : undefined;
       const seq: Sequence = {
         tokens,
         keys: blockKeys(tokens, bs),
         matchable: Math.floor((tokens.length - 1) / bs),
         maxNew: maxNewTokens,
         transferred: input.kvTransferred === true,
-        next: (this.#deps.tokenizer ?? WORD_TOKENIZER).generator(seed),
+        next: (this.#deps.tokenizer ?? WORD_TOKENIZER).generator(tokens, seed),
         onToken,
         phase: "waiting",
         submitAt: this.#pacer.simNow(),
@@ -347,11 +349,4 @@ function push(plan: [Sequence, number][], s: Sequence, n: number): number {
 /** Tokens of `s` whose KV exists: the computed prompt and every generated token but the last. */
 function kvLength(s: Sequence): number {
   return s.computed + Math.max(0, s.out.length - 1);
-}
-
-/** A 32-bit FNV-1a hash of the prompt ids: the greedy "sampling" seed. */
-function seedOf(tokens: readonly number[]): number {
-  let h = 0x811c9dc5;
-  for (const t of tokens) h = Math.imul(h ^ t, 0x01000193);
-  return h >>> 0;
 }

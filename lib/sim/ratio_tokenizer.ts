@@ -21,7 +21,7 @@
  */
 
 import { PieceCutter, type PieceShape, pieceShape } from "./piece_cutter.ts";
-import { type GeneratedToken, pieceId, type SimTokenizer } from "./tokenizer.ts";
+import { contextState, type GeneratedToken, pieceId, type SimTokenizer } from "./tokenizer.ts";
 
 const MARKER = /<\|[a-z_]+\|>/g;
 
@@ -94,8 +94,14 @@ export class RatioTokenizer implements SimTokenizer {
     return new TokenCounter(this.#shape);
   }
 
-  /** Generated tokens under `seed`: seeded words, cut as `tokenize` would cut them. */
-  generator(seed: number): () => GeneratedToken {
+  /**
+   * Generated tokens after `context`: words seeded by the context (and `sampling`, when given),
+   * cut as `tokenize` would cut them. Known gap: a token is not a function of the tokens before
+   * it, so a stream continued from a cut does not go on as the unbroken one would (the word
+   * tokenizer's does).
+   */
+  generator(context: readonly number[], sampling?: number): () => GeneratedToken {
+    const seed = contextState(context, sampling);
     const cutter = new PieceCutter(this.#shape);
     let k = 0;
     let word = "";

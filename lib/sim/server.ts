@@ -100,7 +100,14 @@ function firstPrompt(body: Obj): Obj {
 function ownTokens(api: Api, body: Obj, tok: Pick<SimTokenizer, "tokenize">): number[] {
   if (api === "chat") {
     const messages = body.messages as Parameters<typeof renderChat>[0];
-    return tok.tokenize(renderChat(messages));
+    try {
+      return tok.tokenize(renderChat(messages, {
+        continueFinalMessage: body.continue_final_message === true,
+        addGenerationPrompt: body.add_generation_prompt !== false, // vLLM refuses both true
+      }));
+    } catch (e) {
+      throw new BadRequest((e as Error).message);
+    }
   }
   if (api === "completions") {
     const p = body.prompt;
@@ -147,6 +154,14 @@ export function parseInference(
     }
   } else tokens = ownTokens(api, one, tokenizer);
   return { tokens, max: (max as number | undefined) ?? defaultMax };
+}
+
+/** Whether a request asks to sample: a `temperature` above 0 (sglang's in `sampling_params`). */
+function samples(api: Api, body: Obj): boolean {
+  const t = api === "generate" && isObj(body.sampling_params)
+    ? body.sampling_params.temperature
+    : body.temperature;
+  return typeof t === "number" && t > 0;
 }
 
 const PATHS: Record<string, Api> = {
@@ -279,6 +294,7 @@ export class SimServer {
       tokens: parsed.tokens,
       maxNewTokens: parsed.max,
       signal: abort.signal,
+      sample: samples(api, body),
     };
     const boot = o.role === "regular" ? null : bootstrapOf(body);
     if (boot && o.role === "prefill") {

@@ -28,10 +28,11 @@ export interface SimTokenizer {
   /** Token ids of `text`. */
   tokenize(text: string): number[];
   /**
-   * The tokens a request with sampling seed `seed` generates: each call returns the next one.
-   * Their text, sent back after a ChatML `assistant\n`, tokenizes to the same ids.
+   * The tokens generated after `context` (the prompt's ids), each call the next one: a function
+   * of every token before it, as greedy decoding is (`seed`, when given, mixes in a sampling
+   * seed). Their text, sent back after a ChatML `assistant\n`, tokenizes to the same ids.
    */
-  generator(seed: number): () => GeneratedToken;
+  generator(context: readonly number[], seed?: number): () => GeneratedToken;
 }
 
 /** Size of the id space: every id is in [0, VOCAB_SIZE). */
@@ -125,6 +126,13 @@ function buildOutputVocab(reserved: number[]): { words: string[]; ids: number[] 
   return { words, ids };
 }
 
+/** The state of a context: a rolling hash of its ids, one `mix` per token. */
+export function contextState(ids: readonly number[], seed?: number): number {
+  let h = seed === undefined ? 0x811c9dc5 : mix(0x811c9dc5, seed);
+  for (const id of ids) h = mix(h, id);
+  return h;
+}
+
 /** The piece between generated words. */
 const SPACE = " ";
 const SPACE_ID = pieceId(SPACE);
@@ -134,22 +142,17 @@ const OUTPUT = buildOutputVocab(
 const PIECE_OF = new Map<number, string>([[SPACE_ID, SPACE]]);
 OUTPUT.ids.forEach((id, i) => PIECE_OF.set(id, OUTPUT.words[i]));
 
-/** Index into the output vocabulary of the word at even position `i` under `seed`. */
-function wordIndex(i: number, seed: number): number {
-  return mix(seed, i >>> 1) % OUTPUT_VOCAB_SIZE;
-}
+const IS_WORD = new Set(OUTPUT.ids);
 
 /**
- * The `i`-th generated token under `seed`: a word at even positions, a single space at odd ones,
- * so the text reads "word word word" and re-tokenizes to the same ids.
+ * The token after a context in state `state` whose last token is `last`: a single space after a
+ * generated word, else a word drawn by the state, so the text reads "word word word" and
+ * re-tokenizes to the same ids (and a continuation from any cut goes on the same way).
  */
-export function outputToken(i: number, seed: number): number {
-  return i % 2 === 1 ? SPACE_ID : OUTPUT.ids[wordIndex(i, seed)];
-}
-
-/** The text of `outputToken(i, seed)`. */
-export function outputPiece(i: number, seed: number): string {
-  return i % 2 === 1 ? SPACE : OUTPUT.words[wordIndex(i, seed)];
+export function nextToken(state: number, last: number | undefined): GeneratedToken {
+  if (last !== undefined && IS_WORD.has(last)) return { id: SPACE_ID, piece: SPACE };
+  const k = mix(state, 0x5eed) % OUTPUT_VOCAB_SIZE;
+  return { id: OUTPUT.ids[k], piece: OUTPUT.words[k] };
 }
 
 /** The text of a generated token id; throws a RangeError on an id outside the output vocabulary. */
@@ -168,11 +171,13 @@ export function detokenize(ids: readonly number[]): string {
 export const WORD_TOKENIZER: SimTokenizer = {
   tokenizeWithPieces,
   tokenize,
-  generator(seed) {
-    let i = 0;
+  generator(context, seed) {
+    let state = contextState(context, seed);
+    let last = context.at(-1);
     return () => {
-      const token = { id: outputToken(i, seed), piece: outputPiece(i, seed) };
-      i++;
+      const token = nextToken(state, last);
+      state = mix(state, token.id);
+      last = token.id;
       return token;
     };
   },

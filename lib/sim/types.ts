@@ -37,6 +37,11 @@ export interface GenerateInput {
    * token comes after one step. Default false.
    */
   kvTransferred?: boolean;
+  /**
+   * Sample (the request's `temperature` is above 0): tokens drawn with a seed from the engine's
+   * random source. Default false: greedy, each token a function of every token before it.
+   */
+  sample?: boolean;
 }
 
 /** How a request ended. */

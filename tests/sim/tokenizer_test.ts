@@ -7,15 +7,23 @@ import assert from "node:assert/strict";
 import {
   detokenize,
   fnv1a32,
+  type GeneratedToken,
   OUTPUT_VOCAB_SIZE,
-  outputPiece,
-  outputToken,
   pieceId,
   pieceOf,
   tokenize,
   tokenizeWithPieces,
   VOCAB_SIZE,
+  WORD_TOKENIZER,
 } from "../../lib/sim/tokenizer.ts";
+
+/** `n` tokens generated after `context`. */
+function generate(context: readonly number[], n: number, seed?: number): GeneratedToken[] {
+  const next = WORD_TOKENIZER.generator(context, seed);
+  return Array.from({ length: n }, next);
+}
+
+const PROMPT = tokenize("<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\n");
 
 /** FNV-1a over TextEncoder's UTF-8 bytes: the reference the fast hash must equal. */
 function referenceFnv(text: string): number {
@@ -70,7 +78,7 @@ Deno.test("tokenize: pieces cover the text exactly and ids stay in range", () =>
 });
 
 Deno.test("output vocabulary: lowercase words of 1-4 letters between single spaces", () => {
-  const pieces = Array.from({ length: 400 }, (_, i) => outputPiece(i, 7));
+  const pieces = generate(PROMPT, 400).map((t) => t.piece);
   pieces.forEach((p, i) => assert.match(p, i % 2 === 1 ? /^ $/ : /^[a-z]{1,4}$/));
   const lengths = new Set(pieces.filter((p) => p !== " ").map((p) => p.length));
   assert.deepEqual([...lengths].sort(), [1, 2, 3, 4]);
@@ -78,28 +86,44 @@ Deno.test("output vocabulary: lowercase words of 1-4 letters between single spac
 });
 
 Deno.test("output tokens: re-tokenizing the generated text gives the generated ids", () => {
-  for (const seed of [0, 1, 42, 0xffffffff]) {
-    const ids = Array.from({ length: 301 }, (_, i) => outputToken(i, seed));
+  for (const seed of [undefined, 0, 1, 42, 0xffffffff]) {
+    const tokens = generate(PROMPT, 301, seed);
+    const ids = tokens.map((t) => t.id);
     const text = detokenize(ids);
-    assert.equal(text, ids.map((_, i) => outputPiece(i, seed)).join(""));
+    assert.equal(text, tokens.map((t) => t.piece).join(""));
     assert.deepEqual(tokenize(text), ids);
-    ids.forEach((id, i) => {
-      assert.equal(pieceOf(id), outputPiece(i, seed));
-      assert.equal(pieceId(outputPiece(i, seed)), id);
+    tokens.forEach((t) => {
+      assert.equal(pieceOf(t.id), t.piece);
+      assert.equal(pieceId(t.piece), t.id);
     });
   }
 });
 
-Deno.test("output tokens: the same seed repeats, another seed differs", () => {
-  const run = (seed: number) => Array.from({ length: 50 }, (_, i) => outputToken(i, seed));
-  assert.deepEqual(run(3), run(3));
-  assert.notDeepEqual(run(3), run(4));
+Deno.test("output tokens: the same context repeats; another context or seed differs", () => {
+  const ids = (context: number[], seed?: number) => generate(context, 50, seed).map((t) => t.id);
+  assert.deepEqual(ids(PROMPT), ids(PROMPT));
+  assert.notDeepEqual(ids(PROMPT), ids(tokenize("<|im_start|>user\nhi<|im_end|>\n")));
+  assert.notDeepEqual(ids(PROMPT, 3), ids(PROMPT, 4));
+});
+
+Deno.test("output tokens: each is a function of every token before it, so a continuation from any cut is the same text", () => {
+  const whole = generate(PROMPT, 120);
+  for (const cut of [0, 1, 2, 7, 64, 119]) {
+    const sent = whole.slice(0, cut);
+    // The prompt plus the text sent so far, tokenized again: as a continued request arrives.
+    const context = tokenize(
+      "<|im_start|>user\nTell me a story.<|im_end|>\n<|im_start|>assistant\n" +
+        sent.map((t) => t.piece).join(""),
+    );
+    assert.deepEqual(context, [...PROMPT, ...sent.map((t) => t.id)]);
+    assert.deepEqual(generate(context, 120 - cut), whole.slice(cut), `cut at ${cut}`);
+  }
 });
 
 Deno.test("pieceOf, detokenize: an id outside the output vocabulary is an error", () => {
   for (const marker of ["<|im_start|>", "<|im_end|>", "\n"]) {
     const id = tokenize(marker)[0];
     assert.throws(() => pieceOf(id), RangeError, marker);
-    assert.throws(() => detokenize([outputToken(0, 1), id]), /is not a generated token/);
+    assert.throws(() => detokenize([generate(PROMPT, 1)[0].id, id]), /is not a generated token/);
   }
 });
