@@ -128,6 +128,14 @@ export const SERVER_FLAGS = {
       "longest silence inside a worker's stream (its first piece waits longer while the worker answers others); past it the stream is retried or continued and the worker excluded until it shows progress; 0 is none",
     check: atLeast(0),
   },
+  streamMigrationLimit: {
+    name: "stream-migration-limit",
+    kind: int,
+    default: 3,
+    help:
+      "times one stream may be continued on another worker after its worker broke mid-way (chat and completions; see the docs for which); 0 ends it with an error event instead",
+    check: atLeast(0),
+  },
   maxPayloadSize: {
     name: "max-payload-size",
     kind: int,

@@ -320,6 +320,8 @@ export interface GatewayConfig {
   streamHeadTimeoutSecs: number;
   /** Longest silence inside a worker's stream, 0 none (`--stream-idle-timeout-secs`). */
   streamIdleTimeoutSecs: number;
+  /** Continuations of one broken stream on other workers, 0 none (`--stream-migration-limit`). */
+  streamMigrationLimit: number;
   /** Largest request body in bytes (`--max-payload-size`). */
   maxPayloadSize: number;
   /** Seconds an idle pooled worker connection is kept (`--upstream-pool-idle-timeout-secs`). */

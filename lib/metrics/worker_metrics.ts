@@ -1,6 +1,7 @@
 /**
  * The metrics of workers: requests in flight and sent per worker (`smg_worker_requests_total`
- * is ours), selections, errors, health and its checks, pool size, circuit breakers and retries.
+ * is ours), selections, errors, health and its checks, pool size, circuit breakers and retries,
+ * and (ours) progress deadline misses and stream continuations.
  */
 
 import type { FastCounter, FastGauge, FastHistogram } from "./fast.ts";
@@ -36,6 +37,10 @@ export interface WorkerMetrics {
   readonly retriesExhausted: FastCounter;
   /** smg_worker_retry_backoff_seconds{attempt} */
   readonly retryBackoff: FastHistogram;
+  /** smg_worker_progress_deadline_misses_total{worker,phase} (ours) */
+  readonly progressMisses: FastCounter;
+  /** smg_stream_continuations_total{worker,result} (ours) */
+  readonly continuations: FastCounter;
 }
 
 /** Registers these metrics with `f`, in the order they are exposed. */
@@ -105,5 +110,15 @@ export function workerMetrics(f: FamilyBuilder): WorkerMetrics {
     retryBackoff: f.hist("smg_worker_retry_backoff_seconds", "Delay before a retry", [
       "attempt",
     ]),
+    progressMisses: f.counter(
+      "smg_worker_progress_deadline_misses_total",
+      "Attempts given up on for a worker's silence, by what it held: head, first_piece, idle",
+      ["worker", "phase"],
+    ),
+    continuations: f.counter(
+      "smg_stream_continuations_total",
+      "Streams broken mid-way (by the worker that broke them), by how they went on: continued, completed, blocked, limit, failed",
+      ["worker", "result"],
+    ),
   };
 }

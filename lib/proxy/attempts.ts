@@ -43,7 +43,7 @@ export async function runAttempts<C, P>(
   const cands = plan.candidates(c);
   const attempts = maxAttempts(d.config.retry);
   const ep = c.series.endpoint;
-  let failed: Set<string> | null = null;
+  let failed: Set<string> | null = c.excluded === null ? null : new Set(c.excluded);
   let last: Failure | null = null;
   for (let attempt = 0; attempt < attempts; attempt++) {
     if (attempt > 0) {

@@ -13,7 +13,7 @@ import { Cancel } from "../core/cancel.ts";
 import type { DeadlineEntry, Deadlines } from "./deadlines.ts";
 import type { GrpcInput } from "./grpc/request.ts";
 import type { RouteSeries } from "./series.ts";
-import type { CallContext, RequestContext, UsageMeter } from "./types.ts";
+import type { CallContext, RequestContext, Resume, UsageMeter } from "./types.ts";
 
 /** What a request holds until its response is done; released once. */
 export class Holds {
@@ -47,11 +47,17 @@ export interface CallInit extends
   grpc: GrpcInput | null;
   /** Prepares it (null: no gRPC worker can serve this gateway). */
   prepareGrpc: (() => Promise<GrpcInput>) | null;
+  /** Continues its stream elsewhere (null: not continued). */
+  resume?: Resume | null;
+  /** The call whose stream this one continues (it shares its cancellation and deadline). */
+  parent?: Call;
+  /** Workers its picks exclude from the start. */
+  excluded?: ReadonlySet<string> | null;
 }
 
 /** One request on its way: see the module comment. */
 export class Call implements CallContext, DeadlineEntry {
-  readonly cancel = new Cancel();
+  readonly cancel: Cancel;
   readonly notes = new Map<string, SelectionNote>();
   slot = -1;
   readonly inb: Inbound;
@@ -64,6 +70,9 @@ export class Call implements CallContext, DeadlineEntry {
   readonly at: number;
   readonly tasks: Tasks;
   readonly meter: UsageMeter | null;
+  readonly resume: Resume | null;
+  readonly continuing: boolean;
+  readonly excluded: ReadonlySet<string> | null;
   readonly #holds: Holds;
   readonly #deadlines: Deadlines;
   #grpc: GrpcInput | null;
@@ -85,6 +94,33 @@ export class Call implements CallContext, DeadlineEntry {
     this.#prepareGrpc = i.prepareGrpc;
     this.tasks = i.tasks;
     this.meter = i.meter;
+    this.resume = i.resume ?? null;
+    this.cancel = i.parent?.cancel ?? new Cancel();
+    this.continuing = i.parent !== undefined;
+    this.excluded = i.excluded ?? null;
+  }
+
+  /**
+   * A call for the rest of this one's stream (`body`, routed on `rr`): its cancellation, deadline
+   * and holds are this call's; it is not continued itself and never armed.
+   */
+  child(
+    o: Pick<CallInit, "rr" | "body" | "bytes" | "meter" | "excluded">,
+  ): Call {
+    return new Call({
+      ...o,
+      inb: this.inb,
+      ctx: this.ctx,
+      holds: this.#holds,
+      start: this.start,
+      series: this.series,
+      at: this.at,
+      deadlines: this.#deadlines,
+      tasks: this.tasks,
+      grpc: null,
+      prepareGrpc: null,
+      parent: this,
+    });
   }
 
   /** Starts the deadline and the client-gone listener; both end with the response. */

@@ -185,10 +185,10 @@ export class WorkerLedger {
     return { kind: "failure", worker, failure };
   }
 
-  /** The client's stream starts: the worker's outcome and the request's TTFT. */
+  /** The client's stream starts: the worker's outcome and the request's TTFT (not again). */
   streaming(c: CallContext, worker: Worker, status: number): void {
     this.record(worker, classifyStatus(status));
-    c.series.ttft.observe((this.#clock.now() - c.start) / 1000);
+    if (!c.continuing) c.series.ttft.observe((this.#clock.now() - c.start) / 1000);
   }
 
   /**

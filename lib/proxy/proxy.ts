@@ -49,7 +49,9 @@ import { Unspoken } from "./protocols.ts";
 import { RegularPlan } from "./regular.ts";
 import { ProxyMetrics, type RouteSeries } from "./series.ts";
 import type { SelectEnv } from "./select.ts";
-import type { AttemptPlan, Protocols, ProxyDeps, RequestContext } from "./types.ts";
+import type { AttemptPlan, Protocols, ProxyDeps, RequestContext, UsageMeter } from "./types.ts";
+
+const encoder = new TextEncoder();
 
 export type { PdPolicies, PolicyLookup, ProxyDeps, RequestContext } from "./types.ts";
 
@@ -147,7 +149,7 @@ export class InferenceProxy {
       series = plan.series(this.#pm, rr, t.connection);
       series.requests[rr.stream ? 1 : 0].inc();
       const meter = d.limits ? this.#reserve(ctx, rr, grpc, holds) : null;
-      const call = new Call({
+      const call: Call = new Call({
         inb,
         rr,
         body,
@@ -162,6 +164,9 @@ export class InferenceProxy {
         prepareGrpc: t.prepare,
         tasks: this.#tasks,
         meter,
+        resume: this.#continues(rr)
+          ? (b, exclude, sent): Promise<Reply> => this.#resume(call, b, exclude, sent)
+          : null,
       });
       // One cancellation for the worker requests: the client leaving or the deadline.
       call.arm();
@@ -176,6 +181,44 @@ export class InferenceProxy {
     } catch (e) {
       return this.#refused(endpoint, ctx, series, e);
     }
+  }
+
+  /** Whether a stream of `rr` that breaks mid-way may go on elsewhere (`http/continuer.ts`). */
+  #continues(rr: RouteRequest): boolean {
+    const d = this.#d;
+    return rr.stream && !d.pd && d.config.streamMigrationLimit > 0 &&
+      d.registry.forModel(rr.model).every((w) => w.connection === "http");
+  }
+
+  /**
+   * The rest of `call`'s stream: `body` (the prompt and the text so far) routed and tried like a
+   * request of its own, on workers not in `exclude`, within `call`'s deadline; its usage counts
+   * toward the tenant's as the original prompt plus every generated piece (`sent` before it).
+   */
+  #resume(
+    call: Call,
+    body: Record<string, unknown>,
+    exclude: ReadonlySet<string>,
+    sent: number,
+  ): Promise<Reply> {
+    const rr = extractRouteRequest(call.rr.endpoint, body, call.inb.headers, this.#extract);
+    const m = call.meter;
+    const meter: UsageMeter | null = m && {
+      final: (prompt, completion) => m.final(Math.max(0, prompt - sent), completion + sent),
+      live: (read) =>
+        m.live(() => {
+          const r = read();
+          return { prompt: r.prompt, completion: r.completion + sent };
+        }),
+    };
+    const bytes = encoder.encode(JSON.stringify(body));
+    const child = call.child({ rr, body, bytes, meter, excluded: exclude });
+    return runAttempts(
+      this.#d,
+      this.#timeoutMs,
+      child,
+      this.#plan as AttemptPlan<unknown, unknown>,
+    );
   }
 
   /**

@@ -154,7 +154,24 @@ export interface CallContext {
   readonly tasks: Tasks;
   /** Where the answer's usage goes (tenant limits on); null when nobody needs it. */
   readonly meter: UsageMeter | null;
+  /**
+   * Serves `body`, the rest of this request's stream, on a worker not in `exclude`, as part of
+   * this request (its deadline, cancellation and holds); `sent` pieces were generated before it.
+   * Null where a broken stream is not continued (PD, gRPC workers, a continuation itself).
+   */
+  readonly resume: Resume | null;
+  /** This call continues another's stream: its relay rejects on a break (the outer one goes on). */
+  readonly continuing: boolean;
+  /** Workers its picks exclude from the start (a continuation's broken ones). */
+  readonly excluded: ReadonlySet<string> | null;
 }
+
+/** Serves the rest of a stream elsewhere (`CallContext.resume`). */
+export type Resume = (
+  body: Record<string, unknown>,
+  exclude: ReadonlySet<string>,
+  sent: number,
+) => Promise<Reply>;
 
 /** A request counted on a worker (`WorkerLedger.hold`). */
 export interface Slot {

@@ -8,6 +8,8 @@ import { DURATION_BUCKETS, Metrics } from "../../lib/metrics/metrics.ts";
 
 /** Touches one series of every metric so each renders a sample. */
 function touchAll(m: Metrics): void {
+  m.progressMisses.with("http://w1:8000", "idle").inc();
+  m.continuations.with("http://w1:8000", "continued").inc();
   m.httpRequests.with("POST", "/v1/chat/completions").inc();
   m.httpDuration.with("POST", "/v1/chat/completions").observe(0.2);
   m.httpResponses.with("/v1/chat/completions", "200", "").inc();
@@ -95,6 +97,8 @@ const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
   ["smg_worker_retries_total", "counter"],
   ["smg_worker_retries_exhausted_total", "counter"],
   ["smg_worker_retry_backoff_seconds", "histogram"],
+  ["smg_worker_progress_deadline_misses_total", "counter"],
+  ["smg_stream_continuations_total", "counter"],
   ["smg_http_front_rejected_total", "counter"],
   ["smg_http_rate_limit_total", "counter"],
   ["smg_admission_queue_depth", "gauge"],

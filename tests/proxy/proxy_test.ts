@@ -286,7 +286,7 @@ Deno.test("proxy: a worker head too large to relay is retried on another worker"
   assert.ok([...r2.res.headers.keys()].length < 20, "none of the worker's headers relayed");
 });
 
-Deno.test("proxy: a stream that breaks mid-way ends with an SSE error event", async () => {
+Deno.test("proxy: a stream that breaks mid-way, continuation off, ends with an SSE error event", async () => {
   const enc = new TextEncoder();
   const dying = () => {
     let n = 0;
@@ -302,7 +302,7 @@ Deno.test("proxy: a stream that breaks mid-way ends with an SSE error event", as
       ),
     );
   };
-  const t = setup({ "http://a": [dying], "http://b": [dying] });
+  const t = setup({ "http://a": [dying], "http://b": [dying] }, { streamMigrationLimit: 0 });
   const r = await t.send({ ...chat, stream: true });
   assert.equal(r.res.status, 200);
   assert.match(r.text, /^data: \{"n":1\}\n\ndata: \{"n":2\}\n\nevent: error\ndata: \{"error":/);

@@ -15,7 +15,12 @@
 
 import { ENDPOINT_PATHS } from "../../core/types.ts";
 import type { ReplyBody } from "../../core/http.ts";
-import { readAll, type UpstreamBody, type UpstreamResponse } from "../../upstream/types.ts";
+import {
+  readAll,
+  type UpstreamBody,
+  UpstreamError,
+  type UpstreamResponse,
+} from "../../upstream/types.ts";
 import type { Cancel } from "../../core/cancel.ts";
 import { classifyStatus, isRetryableStatus } from "../../workers/failures.ts";
 import type { Worker } from "../../workers/worker.ts";
@@ -33,6 +38,8 @@ import type {
 } from "../types.ts";
 import { clientHeaders, headOverBound, notAnEventStream, upstreamHeaders } from "./headers.ts";
 import { progressDeadlines } from "../progress.ts";
+import { blockedBy } from "./continuation.ts";
+import { StreamContinuer } from "./continuer.ts";
 import { SseRelay } from "./relay.ts";
 import { countEvents, MeteredBody, reportedUsage } from "./usage.ts";
 import { readWhole, WHOLE_ANSWER_MAX_BYTES } from "./whole.ts";
@@ -143,6 +150,7 @@ class HttpLeg implements Leg {
     } catch (e) {
       this.#slot.release();
       if (this.#stopped) return clientClosed();
+      this.#missed(e);
       return this.#ledger.failure(c, this.worker, e, "unreachable", "http");
     }
     this.#ledger.saw(this.worker);
@@ -193,6 +201,7 @@ class HttpLeg implements Leg {
     }
     let first: Uint8Array;
     const ledger = this.#ledger;
+    const d = this.#d;
     try {
       first = (await res.body.read()) ?? EMPTY;
       this.#firstPiece = true;
@@ -201,6 +210,7 @@ class HttpLeg implements Leg {
     } catch (e) {
       this.#drop();
       if (this.#stopped) return clientClosed();
+      this.#missed(e);
       return ledger.failure(c, worker, e, "stream broke before its first byte", "http");
     }
     const wantsUsage = ledger.wantsUsage(c, worker);
@@ -211,22 +221,67 @@ class HttpLeg implements Leg {
       ledger.saw(worker);
       if (meter) events += countEvents(chunk);
     };
+    const continuer = this.#continuer();
     const body: SseRelay = new SseRelay(first, res.body, worker.url, (how, err) => {
       if (how === "done" && wantsUsage) ledger.reported(c, worker, usageIn(body.tail()));
       if (how === "done" && meter) {
         const u = reportedUsage(body.tail(), false);
         if (u) meter.final(u.prompt, u.completion);
       }
-      if (how !== "error" || c.timedOut()) return;
+      if (how !== "error" || c.timedOut() || c.inb.gone.aborted) return;
       ledger.broke(worker, err);
-      this.#d.log.warn("worker stream broke; client got an error event", {
+      this.#missed(err);
+      // Its slot goes now: a continuation holds another worker's until the response is done.
+      this.#slot.release();
+      if (continuer || c.continuing) return; // the continuer tells what became of the stream
+      d.metrics.continuations.with(worker.url, "blocked").inc();
+      d.log.warn("worker stream broke; client got an error event", {
         request_id: c.ctx.requestId,
         worker: worker.url,
         err,
       });
-    }, progress);
+    }, { observe: progress, continuer, errorEvents: !c.continuing });
     ledger.streaming(c, worker, res.status);
     return this.#reply(res, body, true);
+  }
+
+  /** Counts a missed progress deadline (`err` a timeout) by what the worker held back. */
+  #missed(err: unknown): void {
+    if (!(err instanceof UpstreamError) || err.kind !== "timeout") return;
+    const phase = this.#res === null ? "head" : this.#firstPiece ? "idle" : "first_piece";
+    this.#d.metrics.progressMisses.with(this.worker.url, phase).inc();
+  }
+
+  /**
+   * The continuer of this stream, or undefined where a break ends it with an error event: a
+   * request that cannot be continued (`blockedBy`), continuation off, PD or gRPC (no `resume`).
+   */
+  #continuer(): StreamContinuer | undefined {
+    const c = this.#c;
+    const d = this.#d;
+    const limit = d.config.streamMigrationLimit;
+    if (c.resume === null || limit <= 0 || blockedBy(c.rr.endpoint, c.body) !== null) return;
+    const first = this.worker;
+    return new StreamContinuer({
+      endpoint: c.rr.endpoint,
+      body: c.body as Record<string, unknown>,
+      worker: first.id,
+      limit,
+      resume: c.resume,
+      outcome: (result, s, why) => {
+        d.metrics.continuations.with(first.url, result).inc();
+        const line = {
+          request_id: c.ctx.requestId,
+          worker: first.url,
+          result,
+          pieces_sent: s?.pieces,
+          why,
+        };
+        if (result === "continued" || result === "completed") {
+          d.log.info("worker stream broke; continued elsewhere", line);
+        } else d.log.warn("worker stream broke; client got an error event", line);
+      },
+    });
   }
 
   drain(): Promise<void> {
