@@ -126,7 +126,11 @@ function readEvent(endpoint: Endpoint, o: Record<string, unknown>, s: SoFar): vo
 /** What a stream sent its client, kept to continue it (whole events only). */
 export class Transcript {
   readonly #endpoint: Endpoint;
-  #chunks: Uint8Array[] = [];
+  /**
+   * The bytes, in one buffer that doubles as it fills: one object per stream survives the young
+   * generation's collections, not one per event.
+   */
+  #buf: Uint8Array | null = null;
   #bytes = 0;
   #overflow = false;
 
@@ -137,13 +141,20 @@ export class Transcript {
   /** Keeps `chunk`, sent to the client (whole events). */
   add(chunk: Uint8Array): void {
     if (this.#overflow) return;
-    this.#bytes += chunk.byteLength;
-    if (this.#bytes > TRANSCRIPT_MAX_BYTES) {
+    const n = this.#bytes + chunk.byteLength;
+    if (n > TRANSCRIPT_MAX_BYTES) {
       this.#overflow = true;
-      this.#chunks = [];
+      this.#buf = null;
       return;
     }
-    this.#chunks.push(chunk);
+    let buf = this.#buf;
+    if (buf === null || n > buf.byteLength) {
+      const grown = new Uint8Array(Math.max(1024, n * 2));
+      if (buf !== null) grown.set(buf.subarray(0, this.#bytes));
+      this.#buf = buf = grown;
+    }
+    buf.set(chunk, this.#bytes);
+    this.#bytes = n;
   }
 
   /** What was sent, read back. */
@@ -161,9 +172,7 @@ export class Transcript {
       s.blocked = `a stream over ${TRANSCRIPT_MAX_BYTES} bytes`;
       return s;
     }
-    let text = "";
-    for (const c of this.#chunks) text += decoder.decode(c, { stream: true });
-    text += decoder.decode();
+    const text = this.#buf === null ? "" : decoder.decode(this.#buf.subarray(0, this.#bytes));
     for (const event of text.split(/\r\n\r\n|\n\n|\r\r/)) {
       const data = dataOf(event);
       if (data === null || data.trim() === "[DONE]") continue;
