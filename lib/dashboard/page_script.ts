@@ -125,7 +125,9 @@ export const PAGE_SCRIPT = String.raw`
   }
 
   function stateOf(w) {
-    if (w.status === "failed" || w.status === "not_ready" || w.breaker === "open") return "bad";
+    if (w.status === "failed" || w.status === "not_ready" || w.breaker === "open" || w.stalled) {
+      return "bad";
+    }
     if (w.status !== "ready" || w.breaker !== "closed" || w.overloaded) return "warn";
     return "ok";
   }
@@ -151,7 +153,8 @@ export const PAGE_SCRIPT = String.raw`
       if (w.origin === "mesh") u.appendChild(el("span", "badge", "via mesh"));
       tr.appendChild(u);
       tr.appendChild(el("td", "", w.model === null ? "\u2013" : w.model));
-      tr.appendChild(el("td", "st", w.status + (w.overloaded ? " (overloaded)" : "")));
+      tr.appendChild(el("td", "st", w.status + (w.overloaded ? " (overloaded)" : "") +
+        (w.stalled ? " (stalled)" : "")));
       tr.appendChild(el("td", "", w.breaker.replace("_", "-") +
         (w.consecutive_failures ? " (" + w.consecutive_failures + " failed)" : "")));
       var f = el("td", "n"), bar = el("span", "bar");
@@ -170,6 +173,9 @@ export const PAGE_SCRIPT = String.raw`
         : model ? "~" + model.chars_per_token.toFixed(2) : "\u2013"));
       var e = el("td", "n", int(w.errors_total));
       if (w.errors_total > 0) e.style.color = "var(--bad)";
+      e.title = int(w.deadline_misses_total) + " progress deadlines missed; " +
+        int(w.streams_broken_total) + " streams broken mid-way, " +
+        int(w.streams_continued_total) + " of them continued elsewhere";
       tr.appendChild(e);
       body.appendChild(tr);
     });

@@ -87,6 +87,7 @@ export function snapshot(d: SnapshotDeps, since: number): Record<string, unknown
   for (const { labels, s } of d.metrics.workerRequests.entries()) {
     if (labels.outcome === "failure") failures.set(labels.worker, s.value);
   }
+  const streams = streamCounts(d.metrics);
   return {
     schema: SNAPSHOT_SCHEMA,
     time_unix_ms: Math.round(wall),
@@ -94,7 +95,9 @@ export function snapshot(d: SnapshotDeps, since: number): Record<string, unknown
     interval_ms: d.history.intervalMs,
     policy: d.policy,
     draining: d.draining(),
-    workers: d.workers().map((w) => workerJson(w, now, failures.get(w.url) ?? 0)),
+    workers: d.workers().map((w) =>
+      workerJson(w, now, failures.get(w.url) ?? 0, streams.get(w.url) ?? NO_STREAMS)
+    ),
     models: (d.models?.() ?? []).map((m) => ({
       model: m.model,
       chars_per_token: round(m.charsPerToken, 2),
@@ -109,7 +112,38 @@ export function snapshot(d: SnapshotDeps, since: number): Record<string, unknown
   };
 }
 
-function workerJson(w: Worker, now: number, errors: number): Record<string, unknown> {
+/** A worker's progress deadline misses and broken streams, by how they went on. */
+interface StreamCounts {
+  misses: number;
+  broken: number;
+  continued: number;
+}
+
+const NO_STREAMS: StreamCounts = { misses: 0, broken: 0, continued: 0 };
+
+/** Each worker's `StreamCounts`, from the metrics, by URL. */
+function streamCounts(m: Metrics): Map<string, StreamCounts> {
+  const out = new Map<string, StreamCounts>();
+  const of = (url: string) => {
+    let c = out.get(url);
+    if (!c) out.set(url, c = { ...NO_STREAMS });
+    return c;
+  };
+  for (const { labels, s } of m.progressMisses.entries()) of(labels.worker).misses += s.value;
+  for (const { labels, s } of m.continuations.entries()) {
+    const c = of(labels.worker);
+    c.broken += s.value;
+    if (labels.result === "continued" || labels.result === "completed") c.continued += s.value;
+  }
+  return out;
+}
+
+function workerJson(
+  w: Worker,
+  now: number,
+  errors: number,
+  streams: StreamCounts,
+): Record<string, unknown> {
   const load = w.load;
   return {
     id: w.id,
@@ -122,6 +156,10 @@ function workerJson(w: Worker, now: number, errors: number): Record<string, unkn
     breaker: w.breaker.state(now),
     consecutive_failures: w.breaker.consecutiveFailures,
     overloaded: w.overloaded,
+    stalled: w.progress.stalled(now),
+    deadline_misses_total: streams.misses,
+    streams_broken_total: streams.broken,
+    streams_continued_total: streams.continued,
     in_flight: w.ownInFlight,
     prefill_backlog_tokens: Math.round(w.ownPrefillTokens),
     requests_total: w.requestsTotal,

@@ -64,6 +64,12 @@ Deno.test("snapshot: the documented fields of a gateway and its workers", () => 
   metrics.workerRequests.with(b.url, "success").inc(9);
   while (b.breaker.state(clock.now()) !== "open") b.breaker.record("failure", clock.now());
   const failures = b.breaker.consecutiveFailures;
+  b.progress.stall(clock.now(), 1000);
+  metrics.progressMisses.with(b.url, "idle").inc();
+  metrics.progressMisses.with(b.url, "head").inc();
+  metrics.continuations.with(b.url, "continued").inc();
+  metrics.continuations.with(b.url, "completed").inc();
+  metrics.continuations.with(b.url, "blocked").inc();
 
   const s = snapshot(deps, 0);
   assert.equal(s.schema, SNAPSHOT_SCHEMA);
@@ -89,6 +95,10 @@ Deno.test("snapshot: the documented fields of a gateway and its workers", () => 
       breaker: "closed",
       consecutive_failures: 0,
       overloaded: false,
+      stalled: false,
+      deadline_misses_total: 0,
+      streams_broken_total: 0,
+      streams_continued_total: 0,
       in_flight: 3,
       prefill_backlog_tokens: 1200,
       requests_total: 40,
@@ -111,6 +121,10 @@ Deno.test("snapshot: the documented fields of a gateway and its workers", () => 
       breaker: "open",
       consecutive_failures: failures,
       overloaded: false,
+      stalled: true,
+      deadline_misses_total: 2,
+      streams_broken_total: 3,
+      streams_continued_total: 2,
       in_flight: 0,
       prefill_backlog_tokens: 0,
       requests_total: 0,
