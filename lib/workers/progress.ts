@@ -6,8 +6,18 @@
  * worker's next progress (a piece on a stream it still holds) or, with nothing left to show it
  * on, after one idle deadline, when one request may try it again (a miss excludes it again).
  *
+ * Sooner than any stream's deadline, a worker is left out while the gateway waits on it for a
+ * stream's next piece and nothing has come from it for `WEDGE_MS` (as SMG's liveness check
+ * excludes a wedged worker in 2-3 s): a decoding batch gives every sequence a token each step
+ * (10-50 ms), so a worker silent on all its streams that long is stuck or paused, and new
+ * requests would only queue behind it. Its streams keep their own deadline
+ * (`--stream-idle-timeout-secs`); the exclusion ends with its next piece.
+ *
  * A plain record the request path writes once per piece: no timer, no allocation.
  */
+
+/** A worker silent this long while the gateway waits on it mid-stream gets no new requests. */
+export const WEDGE_MS = 3000;
 
 /** One worker's progress and stall exclusion (times in clock ms). */
 export class WorkerProgress {
@@ -17,6 +27,10 @@ export class WorkerProgress {
   #stalledUntil = -Infinity;
   /** When the current exclusion began (for `stalled_for_ms`). */
   #stalledAt = -Infinity;
+  /** Reads of its streams (past their first piece) waiting on it now. */
+  waiting = 0;
+  /** When `waiting` last went from 0 to 1 (clock ms). */
+  #waitFrom = -Infinity;
 
   /** Something arrived from the worker at `now`: any exclusion ends. */
   saw(now: number): void {
@@ -30,9 +44,20 @@ export class WorkerProgress {
     this.#stalledUntil = now + forMs;
   }
 
+  /** A read of one of its streams starts (`on`) or ends, at `now()` (read only on 0 → 1). */
+  wait(on: boolean, now: () => number): void {
+    if (!on) this.waiting--;
+    else if (this.waiting++ === 0) this.#waitFrom = now();
+  }
+
+  /** Whether it is waited on mid-stream and has sent nothing for `WEDGE_MS`, at `now`. */
+  #wedged(now: number): boolean {
+    return this.waiting > 0 && now - Math.max(this.lastAt, this.#waitFrom) >= WEDGE_MS;
+  }
+
   /** Whether the worker is excluded at `now`. */
   stalled(now: number): boolean {
-    return now < this.#stalledUntil;
+    return now < this.#stalledUntil || this.#wedged(now);
   }
 
   /** Whether it received something within `ms` before `now`. */
@@ -42,6 +67,7 @@ export class WorkerProgress {
 
   /** When the current exclusion began, or null when there is none at `now`. */
   stalledSince(now: number): number | null {
-    return this.stalled(now) ? this.#stalledAt : null;
+    if (now < this.#stalledUntil) return this.#stalledAt;
+    return this.#wedged(now) ? Math.max(this.lastAt, this.#waitFrom) + WEDGE_MS : null;
   }
 }

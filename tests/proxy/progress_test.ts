@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { FakeClock } from "../../lib/core/clock.ts";
 import { progressDeadlines, tokenBudget } from "../../lib/proxy/progress.ts";
-import { WorkerProgress } from "../../lib/workers/progress.ts";
+import { WEDGE_MS, WorkerProgress } from "../../lib/workers/progress.ts";
 import { workerSetup } from "../support/workers.ts";
 
 function worker(clock: FakeClock) {
@@ -73,4 +73,26 @@ Deno.test("progress: a stall excludes the worker until progress or the end of it
   assert.equal(p.stalled(262), false, "progress ends it");
   assert.equal(p.recent(270, 10), true);
   assert.equal(p.recent(271, 10), false);
+});
+
+Deno.test("progress: a worker waited on mid-stream and silent for WEDGE_MS is left out until its next piece", () => {
+  const p = new WorkerProgress();
+  let t = 1000;
+  const now = () => t;
+  p.saw(t);
+  p.wait(true, now);
+  t += WEDGE_MS - 1;
+  assert.equal(p.stalled(t), false);
+  t += 1;
+  assert.equal(p.stalled(t), true, "silent on the stream it is waited on");
+  assert.equal(p.stalledSince(t), t);
+  p.saw(t);
+  assert.equal(p.stalled(t), false, "a piece ends it");
+  p.wait(false, now);
+  t += 10 * WEDGE_MS;
+  assert.equal(p.stalled(t), false, "nobody waits on it: a slow client, or nothing in flight");
+  p.wait(true, now);
+  assert.equal(p.stalled(t), false, "the wait starts now, not at its last piece");
+  t += WEDGE_MS;
+  assert.equal(p.stalled(t), true);
 });

@@ -43,10 +43,10 @@ async function pump<T>(clock: FakeClock, p: Promise<T>, stepMs = 100, maxMs = 60
 async function withFleet(
   workers: FakeWorker[],
   fn: (g: TestGateway, clock: FakeClock, ws: Worker[]) => Promise<void>,
-  streamMigrationLimit = 3,
+  over: Partial<typeof DEADLINES> & { streamMigrationLimit?: number } = {},
 ) {
   const clock = new FakeClock();
-  const o = { ...DEADLINES, streamMigrationLimit };
+  const o = { ...DEADLINES, streamMigrationLimit: 3, ...over };
   const g = await startGateway(workers.map((w) => w.url), o, { clock });
   try {
     const ws = workers.map((f) => g.gw.registry.all().find((w) => w.url === f.url)!);
@@ -132,7 +132,7 @@ Deno.test("progress: a stream silent mid-way, continuation off, ends with upstre
     assert.equal(stalled.available(clock.now()), false, "until one idle deadline has passed");
     clock.advance(1);
     assert.equal(stalled.available(clock.now()), true, "then one request may try it again");
-  }, 0);
+  }, { streamMigrationLimit: 0 });
 });
 
 Deno.test("progress: a stalled worker's exclusion ends as soon as one of its streams moves again", async () => {
@@ -148,4 +148,23 @@ Deno.test("progress: a stalled worker's exclusion ends as soon as one of its str
     assert.match(await text, /data: \[DONE\]/);
     assert.equal(w.available(clock.now()), true, "its pieces are progress");
   });
+});
+
+Deno.test("progress: a worker silent mid-stream is left out of new requests within 3 s, long before its stream's deadline", async () => {
+  const staller = new FakeWorker({ mode: { kind: "stall_mid_stream", afterChunks: 2 } });
+  const fine = new FakeWorker();
+  await withFleet([staller, fine], async (g, clock, [stalled]) => {
+    const r = await post(g, { ...chat, stream: true });
+    const text = r.text();
+    const stallAt = clock.now();
+    // Fake time runs, 100 ms a step, until the worker is left out; its stream waits on.
+    for (let steps = 0; stalled.available(clock.now()) && steps < 100; steps++) {
+      await new Promise((res) => setTimeout(res, 1));
+      clock.advance(100);
+    }
+    const tookMs = clock.now() - stallAt;
+    assert.ok(tookMs <= 3100, `left out ${tookMs} ms after its last piece`);
+    assert.equal(staller.seen.aborted, 0, "its stream is not given up on yet");
+    await pump(clock, text);
+  }, { streamIdleTimeoutSecs: 20 });
 });

@@ -222,6 +222,7 @@ class HttpLeg implements Leg {
       if (meter) events += countEvents(chunk);
     };
     const continuer = this.#continuer();
+    const now = () => d.clock.now();
     const body: SseRelay = new SseRelay(first, res.body, worker.url, (how, err) => {
       if (how === "done" && wantsUsage) ledger.reported(c, worker, usageIn(body.tail()));
       if (how === "done" && meter) {
@@ -240,7 +241,12 @@ class HttpLeg implements Leg {
         worker: worker.url,
         err,
       });
-    }, { observe: progress, continuer, errorEvents: !c.continuing });
+    }, {
+      observe: progress,
+      waiting: (on) => worker.progress.wait(on, now),
+      continuer,
+      errorEvents: !c.continuing,
+    });
     ledger.streaming(c, worker, res.status);
     return this.#reply(res, body, true);
   }

@@ -33,6 +33,8 @@ export interface Continuer {
 export interface RelayOptions {
   /** Sees each chunk read from the first worker (the first one at once). */
   observe?: (chunk: Uint8Array) => void;
+  /** Told when a read of the first worker starts (true) and ends (false). */
+  waiting?: (on: boolean) => void;
   /** Goes on elsewhere when the worker's stream breaks; the client is then sent whole events. */
   continuer?: Continuer;
   /**
@@ -100,6 +102,7 @@ export class SseRelay implements ChunkSource {
   readonly #workerUrl: string;
   readonly #onEnd: (how: RelayEnd, err?: unknown) => void;
   #observe: ((chunk: Uint8Array) => void) | undefined;
+  #waiting: ((on: boolean) => void) | undefined;
   readonly #continuer: Continuer | undefined;
   readonly #errorEvents: boolean;
   /** The start of an event not yet whole, held back (with a continuer). */
@@ -121,6 +124,7 @@ export class SseRelay implements ChunkSource {
     this.#workerUrl = workerUrl;
     this.#onEnd = onEnd;
     this.#observe = o.observe;
+    this.#waiting = o.waiting;
     this.#continuer = o.continuer;
     this.#errorEvents = o.errorEvents ?? true;
     o.observe?.(first);
@@ -175,8 +179,11 @@ export class SseRelay implements ChunkSource {
       }
       if (this.#finished) return null;
       let broke: unknown;
+      const waiting = this.#waiting;
+      waiting?.(true);
       try {
         const chunk = await this.#source.read();
+        waiting?.(false);
         if (chunk !== null) {
           this.#prev = this.#last;
           this.#last = chunk;
@@ -193,6 +200,7 @@ export class SseRelay implements ChunkSource {
         // Ended, but not as an OpenAI or sglang stream ends: cut short, not complete.
         broke = new TruncatedStream(this.#workerUrl);
       } catch (err) {
+        waiting?.(false);
         if (this.#finished) return null; // the client left
         broke = err;
       }
@@ -212,6 +220,7 @@ export class SseRelay implements ChunkSource {
     this.#end("error", err); // the first worker's part is over, continued or not
     this.#held = null; // the start of an event its worker never finished: never sent
     this.#observe = undefined; // a continuing worker's own relay observes its chunks
+    this.#waiting = undefined;
     this.#prev = null;
     return c.next(err);
   }
