@@ -46,7 +46,9 @@ interface Read {
   errors: string[];
 }
 
-function readStream(raw: string, endpoint: "chat" | "completions"): Read {
+type Api = "chat" | "completions" | "generate";
+
+function readStream(raw: string, endpoint: Api): Read {
   const r: Read = { text: "", ids: new Set(), roles: 0, usage: null, done: false, errors: [] };
   for (const event of raw.split("\n\n")) {
     if (event.startsWith("event: error")) r.errors.push(event);
@@ -57,6 +59,15 @@ function readStream(raw: string, endpoint: "chat" | "completions"): Read {
       continue;
     }
     const o = JSON.parse(data);
+    if (endpoint === "generate") {
+      r.text = o.text; // sglang's /generate streams the whole text so far
+      r.ids.add(o.meta_info.id);
+      if (o.meta_info.finish_reason) {
+        const { prompt_tokens, completion_tokens } = o.meta_info;
+        r.usage = { prompt_tokens, completion_tokens };
+      }
+      continue;
+    }
     r.ids.add(o.id);
     if (o.usage) r.usage = o.usage;
     for (const c of o.choices ?? []) {
@@ -88,11 +99,22 @@ const bodies = {
     stream_options: { include_usage: true },
     ...extra,
   }),
+
+  generate: (extra: Record<string, unknown> = {}) => ({
+    text: "Once upon a time, a fox.\n",
+    sampling_params: { max_new_tokens: 40 },
+    stream: true,
+    ...extra,
+  }),
 };
 
-const PATHS = { chat: "/v1/chat/completions", completions: "/v1/completions" };
+const PATHS = {
+  chat: "/v1/chat/completions",
+  completions: "/v1/completions",
+  generate: "/generate",
+};
 
-async function post(base: string, endpoint: "chat" | "completions", body: unknown) {
+async function post(base: string, endpoint: Api, body: unknown) {
   const r = await fetch(base + PATHS[endpoint], {
     method: "POST",
     headers: { "content-type": "application/json" },
@@ -138,7 +160,7 @@ async function metric(g: TestGateway, re: RegExp): Promise<string | null> {
   return (await (await fetch(g.metricsUrl)).text()).match(re)?.[0] ?? null;
 }
 
-for (const endpoint of ["chat", "completions"] as const) {
+for (const endpoint of ["chat", "completions", "generate"] as const) {
   for (const kind of ["die", "truncate"] as const) {
     Deno.test(
       `continuation: a ${endpoint} stream whose worker ${

@@ -11,15 +11,17 @@
  *
  * Which requests continue (`blockedBy` says why not): streamed chat and text completions with one
  * choice and no logprobs, tools, stop strings, constrained output, `echo` or `suffix`, a string
- * prompt (completions), and no `continue_final_message` of their own. The others end with an
- * error event as before: n > 1 and logprobs would need per-choice and per-token state the text
- * alone does not give; a tool call's arguments and constrained output restart their parser or
- * grammar on the new worker; whether an engine holds back the start of a stop string before
- * sending it differs by engine; sglang's `/generate` streams cumulative text (and PD pairs and
- * gRPC workers are served by other paths). A piece is counted as one token: engines that send
- * several tokens in one event may continue a few tokens past the budget.
+ * prompt (completions), and no `continue_final_message` of their own; sglang's `/generate` with
+ * one `text` (its events carry the whole text so far and `meta_info.completion_tokens`, so the
+ * rest is asked with the text plus it, `max_new_tokens` less it, and each event of the new worker
+ * is prefixed with it). The others end with an error event as before: n > 1 and logprobs would
+ * need per-choice and per-token state the text alone does not give; a tool call's arguments and
+ * constrained output restart their parser or grammar on the new worker; whether an engine holds
+ * back the start of a stop string before sending it differs by engine (and PD pairs and gRPC
+ * workers are served by other paths). A chat or completion piece is counted as one token: engines
+ * that send several tokens in one event may continue a few tokens past the budget.
  *
- * Happy-path cost: one array push per relayed chunk; everything else runs on a break.
+ * Happy-path cost: one copy of each relayed chunk into the transcript; the rest runs on a break.
  */
 
 import type { Endpoint } from "../../core/types.ts";
@@ -48,10 +50,13 @@ export interface SoFar {
 
 /** Why a request cannot be continued, or null when it can (see the module comment). */
 export function blockedBy(endpoint: Endpoint, body: unknown): string | null {
-  if (endpoint !== "chat" && endpoint !== "completions") return `the ${endpoint} endpoint`;
+  if (endpoint !== "chat" && endpoint !== "completions" && endpoint !== "generate") {
+    return `the ${endpoint} endpoint`;
+  }
   if (typeof body !== "object" || body === null) return "a body that is not an object";
   const b = body as Record<string, unknown>;
   if (b.stream !== true) return "a whole answer";
+  if (endpoint === "generate") return generateBlockedBy(b);
   if ((typeof b.n === "number" && b.n > 1) || (typeof b.best_of === "number" && b.best_of > 1)) {
     return "n > 1";
   }
@@ -78,6 +83,20 @@ export function blockedBy(endpoint: Endpoint, body: unknown): string | null {
   return null;
 }
 
+/** Why a streamed sglang `/generate` request cannot be continued, or null. */
+function generateBlockedBy(b: Record<string, unknown>): string | null {
+  if (typeof b.text !== "string") return "a prompt that is not one text (input_ids, a batch)";
+  if (b.return_logprob) return "logprobs";
+  const sp = (b.sampling_params ?? {}) as Record<string, unknown>;
+  if (typeof sp.n === "number" && sp.n > 1) return "n > 1";
+  const stop = sp.stop;
+  if ((typeof stop === "string" && stop) || (Array.isArray(stop) && stop.length > 0)) {
+    return "stop strings";
+  }
+  if (sp.json_schema || sp.regex || sp.ebnf || sp.structural_tag) return "constrained output";
+  return null;
+}
+
 /** The events of `text` (blank-line separated), each as its `data:` payload; others skipped. */
 function dataOf(event: string): string | null {
   let data: string | null = null;
@@ -96,8 +115,26 @@ function splitEvents(text: string): { events: string[]; rest: string } {
   return { events, rest };
 }
 
+/**
+ * Reads one sglang `/generate` event into `s`: its text is the whole text so far, its
+ * `meta_info` the id, the tokens generated and the finish reason.
+ */
+function readGenerate(o: Record<string, unknown>, s: SoFar): void {
+  if (Array.isArray(o) || typeof o.text !== "string") {
+    s.blocked ??= "a /generate event without one text";
+    return;
+  }
+  if (!o.text.startsWith(s.text)) s.blocked ??= "incremental /generate text";
+  s.text = o.text;
+  const meta = (o.meta_info ?? {}) as Record<string, unknown>;
+  if (s.id === null && typeof meta.id === "string") s.id = meta.id;
+  if (typeof meta.completion_tokens === "number") s.pieces = meta.completion_tokens;
+  if (meta.finish_reason) s.finished = true;
+}
+
 /** Reads one parsed event of choice 0 into `s`. */
 function readEvent(endpoint: Endpoint, o: Record<string, unknown>, s: SoFar): void {
+  if (endpoint === "generate") return readGenerate(o, s);
   if (s.id === null && typeof o.id === "string") {
     s.id = o.id;
     s.created = typeof o.created === "number" ? o.created : null;
@@ -193,6 +230,7 @@ export function continuationBody(
   s: SoFar,
 ): Record<string, unknown> | null {
   const out: Record<string, unknown> = { ...body };
+  if (endpoint === "generate") return generateBody(body, s);
   for (const key of ["max_tokens", "max_completion_tokens"]) {
     const v = out[key];
     if (typeof v !== "number") continue;
@@ -210,8 +248,31 @@ export function continuationBody(
   return out;
 }
 
+/** A `/generate` request for the rest: the text plus the text so far, budgets less it. */
+function generateBody(
+  body: Record<string, unknown>,
+  s: SoFar,
+): Record<string, unknown> | null {
+  const sp: Record<string, unknown> = { ...(body.sampling_params as Record<string, unknown>) };
+  if (typeof sp.max_new_tokens === "number") {
+    if (sp.max_new_tokens - s.pieces <= 0) return null;
+    sp.max_new_tokens -= s.pieces;
+  }
+  if (typeof sp.min_new_tokens === "number") {
+    sp.min_new_tokens = Math.max(0, sp.min_new_tokens - s.pieces);
+  }
+  return { ...body, text: (body.text as string) + s.text, sampling_params: sp };
+}
+
 /** The frames that end a stream whose budget is spent: a `length` finish, then `[DONE]`. */
 export function budgetSpent(endpoint: Endpoint, s: SoFar): Uint8Array {
+  if (endpoint === "generate") {
+    const finish = { type: "length", length: s.pieces };
+    const meta = { id: s.id, completion_tokens: s.pieces, finish_reason: finish };
+    return encoder.encode(
+      `data: ${JSON.stringify({ text: s.text, meta_info: meta })}\n\ndata: [DONE]\n\n`,
+    );
+  }
   const choice = endpoint === "chat"
     ? { index: 0, delta: {}, finish_reason: "length" }
     : { index: 0, text: "", finish_reason: "length" };
@@ -225,6 +286,21 @@ export function budgetSpent(endpoint: Endpoint, s: SoFar): Uint8Array {
   return encoder.encode(`data: ${JSON.stringify(event)}\n\ndata: [DONE]\n\n`);
 }
 
+/** A continuing worker's `/generate` event as the first stream's: all the text, every token. */
+function generateEvent(o: Record<string, unknown>, s: SoFar): Record<string, unknown> {
+  if (typeof o.text === "string") o.text = s.text + o.text;
+  const meta = o.meta_info as Record<string, unknown> | undefined;
+  if (!meta) return o;
+  if (s.id !== null) meta.id = s.id;
+  if (typeof meta.prompt_tokens === "number") {
+    meta.prompt_tokens = Math.max(0, meta.prompt_tokens - s.pieces);
+  }
+  if (typeof meta.completion_tokens === "number") meta.completion_tokens += s.pieces;
+  const finish = meta.finish_reason as Record<string, unknown> | null | undefined;
+  if (finish && typeof finish.length === "number") finish.length += s.pieces;
+  return o;
+}
+
 /**
  * Rewrites a continuing worker's events into the first stream's: its id, created time and model;
  * no `role` in a delta (an event left with nothing is dropped); usage counting the original
@@ -232,10 +308,12 @@ export function budgetSpent(endpoint: Endpoint, s: SoFar): Uint8Array {
  */
 export class Rewriter {
   readonly #s: SoFar;
+  readonly #generate: boolean;
   #rest = "";
 
-  constructor(s: SoFar) {
+  constructor(s: SoFar, endpoint: Endpoint) {
     this.#s = s;
+    this.#generate = endpoint === "generate";
   }
 
   /** The whole events of `chunk` (with what was held before it), rewritten; the rest is held. */
@@ -260,6 +338,7 @@ export class Rewriter {
       return event;
     }
     const s = this.#s;
+    if (this.#generate) return `data: ${JSON.stringify(generateEvent(o, s))}`;
     if (s.id !== null) o.id = s.id;
     if (s.created !== null) o.created = s.created;
     if (s.model !== null) o.model = s.model;

@@ -95,7 +95,7 @@ export class StreamContinuer implements Continuer {
     const worker = replyHeader(reply.headers, "x-smg-routed-worker-id");
     if (worker) this.#failed.add(worker);
     o.outcome("continued", s);
-    const rewriter = new Rewriter(s);
+    const rewriter = new Rewriter(s, o.endpoint);
     return {
       async read() {
         for (;;) {

@@ -51,7 +51,16 @@ Deno.test("continuation: which requests may be continued, and why not", () => {
     blockedBy("completions", { prompt: "p", stream: true, echo: true }),
     "echo or suffix",
   );
-  assert.equal(blockedBy("generate", { text: "p", stream: true }), "the generate endpoint");
+  assert.equal(blockedBy("generate", { text: "p", stream: true }), null);
+  assert.equal(
+    blockedBy("generate", { input_ids: [1], stream: true }),
+    "a prompt that is not one text (input_ids, a batch)",
+  );
+  assert.equal(
+    blockedBy("generate", { text: "p", stream: true, sampling_params: { stop: ["x"] } }),
+    "stop strings",
+  );
+  assert.equal(blockedBy("embeddings", { input: "p", stream: true }), "the embeddings endpoint");
   assert.equal(blockedBy("chat", { ...chat, stream: false }), "a whole answer");
 });
 
@@ -110,7 +119,7 @@ Deno.test("continuation: the continuing worker's events become the client's stre
     finished: false,
     blocked: null,
   };
-  const rw = new Rewriter(s);
+  const rw = new Rewriter(s, "chat");
   const first = chunk({
     id: "other",
     created: 9,
