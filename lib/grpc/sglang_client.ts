@@ -58,6 +58,8 @@ export interface GenerateStream {
   next(): Promise<GenerateResponsePb | null>;
   /** Cancels the call (the worker aborts the request). */
   cancel(): void;
+  /** Ends the call with `e` (a missed progress deadline): the next read rejects with it. */
+  expire?(e: Error): void;
 }
 
 const MAX_MESSAGE_BYTES = 64 * 1024 * 1024;
@@ -286,7 +288,7 @@ export class ServerStream<T> {
   readonly #call: grpc.ClientReadableStream<Buffer>;
   readonly #queue: T[] = [];
   #ended = false;
-  #error: GrpcCallError | null = null;
+  #error: Error | null = null;
   #waiter: PromiseWithResolvers<T | null> | null = null;
   readonly #cancel?: Abortable;
 
@@ -343,6 +345,13 @@ export class ServerStream<T> {
     return this.#waiter.promise;
   }
 
+  /** Ends the call with `e`: the next read rejects with it, and the worker aborts the request. */
+  readonly expire = (e: Error): void => {
+    if (this.#ended || this.#error) return;
+    this.#fail(e);
+    this.#call.cancel();
+  };
+
   /** Cancels the call. */
   readonly cancel = (): void => {
     this.#cancel?.off(this.cancel);
@@ -351,7 +360,7 @@ export class ServerStream<T> {
     this.#call.cancel();
   };
 
-  #fail(e: GrpcCallError): void {
+  #fail(e: Error): void {
     if (this.#error || this.#ended) return;
     this.#error = e;
     this.#settle();

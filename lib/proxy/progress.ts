@@ -17,7 +17,7 @@
  * and fails the attempt: retried elsewhere if nothing reached the client.
  */
 
-import type { Clock } from "../core/clock.ts";
+import { type Clock, every } from "../core/clock.ts";
 import type { UpstreamRequest } from "../upstream/types.ts";
 import type { Worker } from "../workers/worker.ts";
 
@@ -67,4 +67,67 @@ export function progressDeadlines(
     ? (phase: "head" | "body") => phase === "body" && !firstPiece() && busy()
     : (phase: "head" | "body") => phase === "head" && busy();
   return { headTimeoutMs: headMs, idleTimeoutMs: idleMs, excused };
+}
+
+/** One call watched for progress (`ProgressWatch`). */
+export interface Watched {
+  /** When it last progressed (clock ms); set by the watch. */
+  at: number;
+  /** Its longest silence now (ms). */
+  limitMs: number;
+  /** Whether a passed limit is waived once (the wait starts over). */
+  excused(): boolean;
+  /** Its limit passed: ends it. */
+  expire(): void;
+}
+
+/**
+ * Progress deadlines of calls whose client has none of its own (gRPC workers): each touched on
+ * every message, all checked on one timer every second (or a quarter of the shortest limit)
+ * while any is watched.
+ */
+export class ProgressWatch {
+  readonly #clock: Clock;
+  readonly #tickMs: number;
+  readonly #items = new Set<Watched>();
+  #stop: (() => void) | null = null;
+
+  /** Checks every `tickMs`. */
+  constructor(clock: Clock, tickMs: number) {
+    this.#clock = clock;
+    this.#tickMs = tickMs;
+  }
+
+  /** Watches `w` from now. */
+  add(w: Watched): void {
+    w.at = this.#clock.now();
+    this.#items.add(w);
+    this.#stop ??= every(this.#clock, this.#tickMs, () => this.#sweep());
+  }
+
+  /** `w` progressed now. */
+  touch(w: Watched): void {
+    w.at = this.#clock.now();
+  }
+
+  /** Stops watching `w`. */
+  remove(w: Watched): void {
+    if (this.#items.delete(w) && this.#items.size === 0) {
+      this.#stop?.();
+      this.#stop = null;
+    }
+  }
+
+  #sweep(): void {
+    const now = this.#clock.now();
+    for (const w of this.#items) {
+      if (now - w.at < w.limitMs) continue;
+      if (w.excused()) {
+        w.at = now;
+        continue;
+      }
+      this.remove(w);
+      w.expire();
+    }
+  }
 }

@@ -50,6 +50,11 @@ export interface SimGrpcOptions {
   dieAfter?: number;
   /** Answer every `Generate` with UNAVAILABLE at once (health still passes). */
   failGenerate?: boolean;
+  /**
+   * Go silent after sending this many ids of a call (0: before its first message): the call stays
+   * open with nothing more, as a stuck scheduler's does, until it is cancelled. Default never.
+   */
+  stallAfter?: number;
   /** PD role (regular): with `DisaggregatedParams`, prefill computes the prompt and one token. */
   role?: "regular" | "prefill" | "decode";
   /** Prefill role: the rooms served on the bootstrap port. */
@@ -236,6 +241,8 @@ export class SimGrpcServer {
     }
     const rType = METHODS.generate.response;
     let full = max === 0;
+    const stallAfter = o.stallAfter ?? Infinity;
+    let stalled = stallAfter === 0;
     let r: GenerateResult;
     try {
       r = await this.#engine.submit(
@@ -246,7 +253,7 @@ export class SimGrpcServer {
           kvTransferred: boot !== null && o.role === "decode",
         },
         (tok, i, piece) => {
-          if (full) return;
+          if (full || stalled) return;
           // One engine token may be several ids of the real tokenizer: count ids, as an engine does.
           const ids = this.#ids(tok, piece).slice(0, max - out.length);
           for (const x of ids) out.push(x);
@@ -255,6 +262,10 @@ export class SimGrpcServer {
             abort.abort();
           }
           if (dying && i >= 1) abort.abort();
+          if (out.length >= stallAfter) {
+            stalled = true;
+            abort.abort();
+          }
           if (!req.stream || ids.length === 0 || (abort.signal.aborted && !full)) return;
           call.write(encode(rType, {
             request_id: id,
@@ -274,6 +285,9 @@ export class SimGrpcServer {
     this.#inflight.delete(id);
     if (boot && o.role === "prefill" && (full || r.finishReason === "length")) {
       o.rooms?.markReady(boot.room);
+    }
+    if (stalled && !call.cancelled) {
+      await new Promise<void>((resolve) => call.on("cancelled", () => resolve()));
     }
     if (call.cancelled) return;
     if (dying) return fail(call, grpc.status.UNAVAILABLE, "scheduler died");

@@ -36,6 +36,9 @@ import type {
   Ready,
 } from "../types.ts";
 import type { GrpcInput } from "./request.ts";
+import { UpstreamError } from "../../upstream/types.ts";
+import { ProgressWatch } from "../progress.ts";
+import { CallProgress } from "./progress.ts";
 import { completeJson, type Shape, type Usage } from "./response.ts";
 import { GrpcSse } from "./sse.ts";
 import { httpStatusOf, isTransportStatus } from "./status.ts";
@@ -84,11 +87,18 @@ export class GrpcProtocol implements Protocol {
   readonly #d: ProxyDeps;
   readonly #ledger: WorkerLedger;
   readonly #g: GrpcBackend;
+  /** The calls' progress deadlines (null: none set). */
+  readonly #watch: ProgressWatch | null;
 
   constructor(d: ProxyDeps, ledger: WorkerLedger, backend: GrpcBackend) {
     this.#d = d;
     this.#ledger = ledger;
     this.#g = backend;
+    const { streamIdleTimeoutSecs: idle, streamHeadTimeoutSecs: head } = d.config;
+    const shortest = (idle || head) * 1000;
+    this.#watch = shortest > 0
+      ? new ProgressWatch(d.clock, Math.max(10, Math.min(1000, shortest / 4)))
+      : null;
   }
 
   prepare(c: CallContext): Promise<unknown> {
@@ -99,7 +109,20 @@ export class GrpcProtocol implements Protocol {
     const input = c.grpcInput();
     const rid = `${c.ctx.requestId}-${attempt.seq}`;
     const req = generateRequest(input, rid, attempt);
-    return new GrpcLeg(this.#d, this.#ledger, this.#g, c, worker, input, rid, req, cancel, slot);
+    const leg = new GrpcLeg(
+      this.#d,
+      this.#ledger,
+      this.#g,
+      c,
+      worker,
+      input,
+      rid,
+      req,
+      cancel,
+      slot,
+    );
+    if (this.#watch) leg.watch(this.#watch);
+    return leg;
   }
 }
 
@@ -124,6 +147,8 @@ class GrpcLeg implements Leg {
   #message: GenerateResponsePb | null = null;
   /** The gateway cancelled it (the worker is not to blame for how it ends). */
   #stopped = false;
+  /** Its progress deadline. */
+  readonly #progress: CallProgress;
 
   constructor(
     d: ProxyDeps,
@@ -152,6 +177,12 @@ class GrpcLeg implements Leg {
       stream = failedStream(e);
     }
     this.#stream = stream;
+    this.#progress = new CallProgress(d, ledger, worker, input.stream, c.body, stream);
+  }
+
+  /** Watches the call's progress (`CallProgress`). */
+  watch(watch: ProgressWatch): void {
+    this.#progress.watch(watch);
   }
 
   /** The call's first message; on a failure the call is released. */
@@ -161,10 +192,13 @@ class GrpcLeg implements Leg {
       message = await this.#stream.next();
       if (message === null) throw new Error("the worker ended the call without an answer");
     } catch (e) {
+      this.#progress.end();
       this.#slot.release();
       if (this.#stopped) return clientClosed();
       return this.#failure(e);
     }
+    this.#progress.first = true;
+    this.#progress.saw();
     this.#slot.firstToken();
     if (this.#stopped) return clientClosed();
     this.#message = message;
@@ -203,7 +237,8 @@ class GrpcLeg implements Leg {
     const onBreak = (err: unknown) => {
       // A client that left, or the deadline, cancelled the call: not the worker's fault.
       if (c.timedOut() || c.inb.gone.aborted) return;
-      ledger.record(worker, "failure");
+      ledger.broke(worker, err);
+      this.#progress.missed(err);
       this.#d.log.warn("worker stream broke; client got an error event", {
         request_id: c.ctx.requestId,
         worker: worker.url,
@@ -220,6 +255,7 @@ class GrpcLeg implements Leg {
       onDone,
       onBreak,
       onCancel,
+      { progress: () => this.#progress.saw(), end: () => this.#progress.end() },
     );
     c.meter?.live(() => body.usage);
     headers.push(["content-type", "text/event-stream"], ["cache-control", "no-cache"]);
@@ -244,6 +280,7 @@ class GrpcLeg implements Leg {
   stop(): void {
     if (this.#stopped) return;
     this.#stopped = true;
+    this.#progress.end();
     this.#stream.cancel();
     this.#slot.release();
   }
@@ -259,14 +296,17 @@ class GrpcLeg implements Leg {
       while (m && m.response !== "complete") {
         if (m.chunk) { for (const id of m.chunk.token_ids) ids.push(id); }
         m = await stream.next();
+        if (m) this.#progress.saw();
       }
       if (!m?.complete) throw new Error("the worker ended the call without completing");
     } catch (e) {
       // Not after a complete: sglang reads a cancelled call as a client that left.
       stream.cancel();
+      this.#progress.end();
       this.#slot.release();
       return this.#failure(e);
     }
+    this.#progress.end();
     this.#slot.release();
     const done = m.complete!;
     const out = done.output_ids.length > 0 ? done.output_ids : ids;
@@ -303,6 +343,10 @@ class GrpcLeg implements Leg {
   #failure(e: unknown): AttemptResult {
     const c = this.#c;
     const worker = this.worker;
+    if (e instanceof UpstreamError) {
+      this.#progress.missed(e);
+      return this.#ledger.failure(c, worker, e, "went silent", "grpc");
+    }
     const code = (e as { code?: number })?.code;
     if (isTransportStatus(code) || c.cancel.aborted) {
       return this.#ledger.failure(c, worker, e, "unreachable", "grpc");

@@ -14,6 +14,13 @@ import { type Decoder, IncrementalDecoder, StopMatcher } from "../../tokenizer/d
 import type { GrpcInput } from "./request.ts";
 import { type Shape, SseShaper, type Usage } from "./response.ts";
 import { sseErrorEvent } from "../http/relay.ts";
+import { UpstreamError } from "../../upstream/types.ts";
+
+/** What a stream tells its leg: each message after the first, and its end (any end). */
+export interface SseHooks {
+  progress?: () => void;
+  end?: () => void;
+}
 
 /** The SSE body of one streamed generation. */
 export class GrpcSse implements ChunkSource {
@@ -27,6 +34,7 @@ export class GrpcSse implements ChunkSource {
   readonly #onDone: (u: Usage) => void;
   readonly #onBreak: (err: unknown) => void;
   readonly #onCancel: () => void;
+  readonly #hooks: SseHooks;
   #pending: GenerateResponsePb | null;
   #ended = false;
   #usage: Usage;
@@ -40,7 +48,9 @@ export class GrpcSse implements ChunkSource {
     onDone: (u: Usage) => void,
     onBreak: (err: unknown) => void,
     onCancel: () => void,
+    hooks: SseHooks = {},
   ) {
+    this.#hooks = hooks;
     this.#in = input;
     this.#stream = stream;
     this.#dec = new IncrementalDecoder(tok, input.skipSpecial);
@@ -62,6 +72,7 @@ export class GrpcSse implements ChunkSource {
         if (this.#ended) return null; // cancelled (the client left): nothing more to send
         return this.#broken(err);
       }
+      if (this.#pending === null && m !== null) this.#hooks.progress?.();
       this.#pending = null;
       if (m === null) {
         return this.#broken(new Error("the worker ended the stream without completing"));
@@ -130,6 +141,7 @@ export class GrpcSse implements ChunkSource {
     matched: string | number | null,
   ): Uint8Array {
     this.#ended = true;
+    this.#hooks.end?.();
     this.#onDone(this.#usage);
     const delta = this.#shape.delta(text, ids, this.#usage);
     const end = this.#shape.end(finish, matched, this.#usage, this.#in.includeUsage);
@@ -142,9 +154,12 @@ export class GrpcSse implements ChunkSource {
 
   #broken(err: unknown): Uint8Array {
     this.#ended = true;
+    this.#hooks.end?.();
     this.#onBreak(err);
     const msg = `worker stream broke: ${(err as Error)?.message ?? String(err)}`;
-    return sseErrorEvent(msg, "upstream_stream_error", false);
+    // A missed idle deadline: the worker went silent mid-stream (`--stream-idle-timeout-secs`).
+    const stalled = err instanceof UpstreamError && err.kind === "timeout";
+    return sseErrorEvent(msg, stalled ? "upstream_stream_stalled" : "upstream_stream_error", false);
   }
 
   get done(): boolean {
@@ -159,6 +174,7 @@ export class GrpcSse implements ChunkSource {
   cancel(): void {
     if (this.#ended) return;
     this.#ended = true;
+    this.#hooks.end?.();
     this.#stream.cancel();
     this.#onCancel();
   }

@@ -1,0 +1,124 @@
+/**
+ * Progress deadlines on gRPC workers, in fake time, over simulated sglang schedulers that go
+ * silent (`stallAfter`): a whole answer never sent is retried elsewhere after the head deadline
+ * plus its budget; a stream silent past `--stream-idle-timeout-secs` ends with
+ * `upstream_stream_stalled`; the worker is left out until it shows progress.
+ */
+
+import assert from "node:assert/strict";
+import { FakeClock } from "../../lib/core/clock.ts";
+import { SglangClient } from "../../lib/grpc/sglang_client.ts";
+import { SimEngine } from "../../lib/sim/engine.ts";
+import { type SimGrpcOptions, SimGrpcServer } from "../../lib/sim/grpc_server.ts";
+import { realTime } from "../../lib/sim/worker.ts";
+import { startGateway, type TestGateway } from "../../support/gateway.ts";
+import { qwen3 } from "../../support/qwen3.ts";
+import { DEFAULTS } from "../../support/sim_engine.ts";
+
+interface Sim {
+  engine: SimEngine;
+  server: SimGrpcServer;
+  url: string;
+  seen: number;
+}
+
+async function sim(o: Partial<SimGrpcOptions> = {}): Promise<Sim> {
+  const tok = qwen3();
+  const engine = new SimEngine(
+    { ...DEFAULTS, decodeBaseMs: 0.2, decodePerReqMs: 0, prefillTps: 1e9 },
+    realTime,
+  );
+  const server = new SimGrpcServer(engine, {
+    model: "qwen3-sim",
+    maxNewTokens: 8,
+    encodeOutput: (t) => tok.encode(t, false),
+    vocabSize: tok.vocabSize,
+    eosTokenIds: [...tok.eosTokenIds],
+    ...o,
+  });
+  const s: Sim = { engine, server, url: "", seen: 0 };
+  server.onGenerate = () => s.seen++;
+  s.url = `grpc://127.0.0.1:${await server.serve("127.0.0.1", 0)}`;
+  return s;
+}
+
+/** A gateway on fake time over `sims`, the first alone routable until its call is there. */
+async function withFleet(sims: Sim[], fn: (g: TestGateway, clock: FakeClock) => Promise<void>) {
+  const clock = new FakeClock();
+  const g = await startGateway(sims.map((s) => s.url), {
+    modelPath: "qwen3",
+    requestTimeoutSecs: 600,
+    streamHeadTimeoutSecs: 1,
+    streamIdleTimeoutSecs: 2,
+  }, { clock, grpc: { tokenizer: qwen3(), client: (url) => new SglangClient(url) } });
+  try {
+    for (const w of g.gw.registry.all().filter((w) => w.url !== sims[0].url)) {
+      w.setStatus("not_ready");
+    }
+    await fn(g, clock);
+  } finally {
+    await g.close();
+    for (const s of sims) {
+      await s.server.close();
+      await s.engine.close();
+    }
+  }
+}
+
+/** Advances fake time 100 ms a step, letting the gateway run, until `p` settles. */
+async function pump<T>(clock: FakeClock, p: Promise<T>): Promise<{ value: T; tookMs: number }> {
+  let settled = false;
+  const done = p.finally(() => settled = true);
+  const start = clock.now();
+  for (let i = 0; !settled && i < 600; i++) {
+    await new Promise((r) => setTimeout(r, 1));
+    if (!settled) clock.advance(100);
+  }
+  return { value: await done, tookMs: clock.now() - start };
+}
+
+const post = (g: TestGateway, body: unknown) =>
+  fetch(g.url + "/v1/chat/completions", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      model: "qwen3-sim",
+      messages: [{ role: "user", content: "hello there" }],
+      ...body as object,
+    }),
+  });
+
+async function atWorker(s: Sim): Promise<void> {
+  for (let i = 0; s.seen === 0 && i < 1000; i++) await new Promise((r) => setTimeout(r, 1));
+  assert.equal(s.seen, 1, "the call reached the worker");
+}
+
+Deno.test("grpc progress: a whole answer never sent is retried elsewhere after the head deadline plus its budget", async () => {
+  const mute = await sim({ stallAfter: 0 });
+  const fine = await sim();
+  await withFleet([mute, fine], async (g, clock) => {
+    const answer = post(g, { max_tokens: 4 }); // 1 s + 4 × 0.25 s
+    await atWorker(mute);
+    for (const w of g.gw.registry.all()) w.setStatus("ready");
+    const { value: r, tookMs } = await pump(clock, answer);
+    assert.equal(r.status, 200);
+    assert.ok((await r.json()).choices[0].message.content.length > 0);
+    assert.ok(tookMs >= 2000 && tookMs <= 3000, `given up on after ${tookMs} ms`);
+    assert.equal(fine.seen, 1);
+    const silent = g.gw.registry.all().find((w) => w.url === mute.url)!;
+    assert.equal(silent.available(clock.now()), false, "left out until it shows progress");
+  });
+});
+
+Deno.test("grpc progress: a stream silent mid-way ends with upstream_stream_stalled within its idle deadline plus 1 s", async () => {
+  const staller = await sim({ stallAfter: 3, maxNewTokens: 40 });
+  await withFleet([staller], async (g, clock) => {
+    const r = await post(g, { stream: true, max_tokens: 40 });
+    assert.equal(r.status, 200);
+    const { value: text, tookMs } = await pump(clock, r.text());
+    assert.ok(tookMs >= 2000 && tookMs <= 3100, `ended ${tookMs} ms after its last piece`);
+    assert.match(text, /event: error\ndata: .*"code":"upstream_stream_stalled"/);
+    const metrics = await (await fetch(g.metricsUrl)).text();
+    assert.match(metrics, /smg_worker_progress_deadline_misses_total\{[^}]*phase="idle"\} 1/);
+  });
+});
