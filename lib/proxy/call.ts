@@ -105,7 +105,7 @@ export class Call implements CallContext, DeadlineEntry {
    * and holds are this call's; it is not continued itself and never armed.
    */
   child(
-    o: Pick<CallInit, "rr" | "body" | "bytes" | "meter" | "excluded">,
+    o: Pick<CallInit, "rr" | "body" | "bytes" | "meter" | "excluded"> & { grpc?: GrpcInput },
   ): Call {
     return new Call({
       ...o,
@@ -117,7 +117,7 @@ export class Call implements CallContext, DeadlineEntry {
       at: this.at,
       deadlines: this.#deadlines,
       tasks: this.tasks,
-      grpc: null,
+      grpc: o.grpc ?? null,
       prepareGrpc: null,
       parent: this,
     });

@@ -49,7 +49,14 @@ import { Unspoken } from "./protocols.ts";
 import { RegularPlan } from "./regular.ts";
 import { ProxyMetrics, type RouteSeries } from "./series.ts";
 import type { SelectEnv } from "./select.ts";
-import type { AttemptPlan, Protocols, ProxyDeps, RequestContext, UsageMeter } from "./types.ts";
+import type {
+  AttemptPlan,
+  Protocols,
+  ProxyDeps,
+  RequestContext,
+  Rest,
+  UsageMeter,
+} from "./types.ts";
 
 const encoder = new TextEncoder();
 
@@ -186,8 +193,9 @@ export class InferenceProxy {
   /** Whether a stream of `rr` that breaks mid-way may go on elsewhere (`http/continuer.ts`). */
   #continues(rr: RouteRequest): boolean {
     const d = this.#d;
-    return rr.stream && !d.pd && d.config.streamMigrationLimit > 0 &&
-      d.registry.forModel(rr.model).every((w) => w.connection === "http");
+    if (!rr.stream || d.pd || d.config.streamMigrationLimit <= 0) return false;
+    const ws = d.registry.forModel(rr.model);
+    return ws.every((w) => w.connection === "http") || allGrpc(ws);
   }
 
   /**
@@ -195,13 +203,7 @@ export class InferenceProxy {
    * request of its own, on workers not in `exclude`, within `call`'s deadline; its usage counts
    * toward the tenant's as the original prompt plus every generated piece (`sent` before it).
    */
-  #resume(
-    call: Call,
-    body: Record<string, unknown>,
-    exclude: ReadonlySet<string>,
-    sent: number,
-  ): Promise<Reply> {
-    const rr = extractRouteRequest(call.rr.endpoint, body, call.inb.headers, this.#extract);
+  #resume(call: Call, rest: Rest, exclude: ReadonlySet<string>, sent: number): Promise<Reply> {
     const m = call.meter;
     const meter: UsageMeter | null = m && {
       final: (prompt, completion) => m.final(Math.max(0, prompt - sent), completion + sent),
@@ -211,8 +213,19 @@ export class InferenceProxy {
           return { prompt: r.prompt, completion: r.completion + sent };
         }),
     };
-    const bytes = encoder.encode(JSON.stringify(body));
-    const child = call.child({ rr, body, bytes, meter, excluded: exclude });
+    let child: Call;
+    if (rest.grpc) {
+      // Routed on the prompt's ids followed by those generated: where that prefix is cached.
+      const rr = { ...call.rr, tokens: rest.grpc.ids };
+      // No meter: the continued stream counts its usage whole (`grpc/sse.ts`).
+      const o = { rr, body: call.body, bytes: call.bytes, meter: null, grpc: rest.grpc };
+      child = call.child({ ...o, excluded: exclude });
+    } else {
+      const body = rest.body;
+      const rr = extractRouteRequest(call.rr.endpoint, body, call.inb.headers, this.#extract);
+      const bytes = encoder.encode(JSON.stringify(body));
+      child = call.child({ rr, body, bytes, meter, excluded: exclude });
+    }
     return runAttempts(
       this.#d,
       this.#timeoutMs,

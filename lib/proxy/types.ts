@@ -155,9 +155,9 @@ export interface CallContext {
   /** Where the answer's usage goes (tenant limits on); null when nobody needs it. */
   readonly meter: UsageMeter | null;
   /**
-   * Serves `body`, the rest of this request's stream, on a worker not in `exclude`, as part of
+   * Serves the rest of this request's stream (`Rest`) on a worker not in `exclude`, as part of
    * this request (its deadline, cancellation and holds); `sent` pieces were generated before it.
-   * Null where a broken stream is not continued (PD, gRPC workers, a continuation itself).
+   * Null where a broken stream is not continued (PD, a mixed fleet, a continuation itself).
    */
   readonly resume: Resume | null;
   /** This call continues another's stream: its relay rejects on a break (the outer one goes on). */
@@ -166,9 +166,18 @@ export interface CallContext {
   readonly excluded: ReadonlySet<string> | null;
 }
 
+/**
+ * What the rest of a stream is asked as: an HTTP worker's request body, or a gRPC worker's
+ * prepared request (the prompt's ids followed by those generated so far).
+ */
+export type Rest = { body: Record<string, unknown>; grpc?: undefined } | {
+  grpc: GrpcInput;
+  body?: undefined;
+};
+
 /** Serves the rest of a stream elsewhere (`CallContext.resume`). */
 export type Resume = (
-  body: Record<string, unknown>,
+  rest: Rest,
   exclude: ReadonlySet<string>,
   sent: number,
 ) => Promise<Reply>;

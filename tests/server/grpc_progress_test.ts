@@ -122,3 +122,44 @@ Deno.test("grpc progress: a stream silent mid-way ends with upstream_stream_stal
     assert.match(metrics, /smg_worker_progress_deadline_misses_total\{[^}]*phase="idle"\} 1/);
   });
 });
+
+Deno.test("grpc continuation: a stream silent mid-way goes on on another worker from the ids generated so far, as one stream", async () => {
+  const staller = await sim({ stallAfter: 3, maxNewTokens: 40 });
+  const fine = await sim({ maxNewTokens: 40 });
+  const asked: { ids: number[]; max?: number }[] = [];
+  for (const s of [staller, fine]) {
+    s.server.onGenerate = (r) => {
+      s.seen++;
+      asked.push({ ids: r.tokenized?.input_ids ?? [], max: r.sampling_params?.max_new_tokens });
+    };
+  }
+  await withFleet([staller, fine], async (g, clock) => {
+    const r = await post(g, {
+      stream: true,
+      max_tokens: 12,
+      stream_options: { include_usage: true },
+    });
+    assert.equal(r.status, 200);
+    for (const w of g.gw.registry.all()) w.setStatus("ready");
+    const { value: raw } = await pump(clock, r.text());
+    assert.doesNotMatch(raw, /event: error/);
+    assert.match(raw, /data: \[DONE\]/);
+    const events = raw.split("\n\n").filter((e) => e.startsWith("data: {")).map((e) =>
+      JSON.parse(e.slice(6))
+    );
+    assert.equal(new Set(events.map((e) => e.id)).size, 1, "one stream id");
+    const roles = events.filter((e) => e.choices?.[0]?.delta?.role).length;
+    assert.equal(roles, 1, "the role once");
+    assert.equal(asked.length, 2, "asked twice: the first worker, then the rest elsewhere");
+    const [first, rest] = asked;
+    const sent = rest.ids.length - first.ids.length; // the ids streamed before the silence
+    assert.ok(sent > 0 && sent <= 3, `the prompt's ids and the ${sent} generated`);
+    assert.deepEqual(rest.ids.slice(0, first.ids.length), first.ids);
+    assert.equal(rest.max, 12 - sent, "the budget less what was generated");
+    const usage = events.find((e) => e.usage)?.usage;
+    assert.equal(usage.prompt_tokens, first.ids.length, "the original prompt");
+    assert.equal(usage.completion_tokens, 12, "every generated token");
+    const metrics = await (await fetch(g.metricsUrl)).text();
+    assert.match(metrics, /smg_stream_continuations_total\{[^}]*result="continued"\} 1/);
+  });
+});

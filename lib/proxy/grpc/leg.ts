@@ -41,6 +41,7 @@ import { ProgressWatch } from "../progress.ts";
 import { CallProgress } from "./progress.ts";
 import { completeJson, type Shape, type Usage } from "./response.ts";
 import { GrpcSse } from "./sse.ts";
+import { grpcResumer } from "./continue.ts";
 import { httpStatusOf, isTransportStatus } from "./status.ts";
 
 const JSON_TYPE = "application/json";
@@ -225,9 +226,10 @@ class GrpcLeg implements Leg {
     const firstAt = clock.now();
     const ledger = this.#ledger;
     const client = this.#g.client(worker.url);
-    const onDone = (u: Usage) => {
+    const onDone = (u: Usage, continued: boolean) => {
       c.meter?.final(u.prompt, u.completion);
-      ledger.reported(c, worker, u);
+      // Once continued, the usage is two workers': no check of this pick's cache prediction.
+      if (!continued) ledger.reported(c, worker, u);
       c.series.tokens[0].inc(u.prompt);
       c.series.tokens[1].inc(u.completion);
       if (u.completion > 1) {
@@ -255,7 +257,11 @@ class GrpcLeg implements Leg {
       onDone,
       onBreak,
       onCancel,
-      { progress: () => this.#progress.saw(), end: () => this.#progress.end() },
+      {
+        progress: () => this.#progress.saw(),
+        end: () => this.#progress.end(),
+        resume: grpcResumer(this.#d, c, input, worker),
+      },
     );
     c.meter?.live(() => body.usage);
     headers.push(["content-type", "text/event-stream"], ["cache-control", "no-cache"]);

@@ -20,21 +20,39 @@ import { UpstreamError } from "../../upstream/types.ts";
 export interface SseHooks {
   progress?: () => void;
   end?: () => void;
+  /**
+   * After a break, the call that goes on from the ids generated so far (`GrpcSse.adopt` of a
+   * continuation's stream), or null: the stream ends with an error event.
+   */
+  resume?: (generated: readonly number[]) => Promise<Adopted | null>;
+}
+
+/** A continuation's call, taken over by the stream it continues (`GrpcSse.adopt`). */
+export interface Adopted {
+  stream: GenerateStream;
+  first: GenerateResponsePb;
+  hooks: SseHooks;
+  onBreak: (err: unknown) => void;
+  onCancel: () => void;
 }
 
 /** The SSE body of one streamed generation. */
 export class GrpcSse implements ChunkSource {
   readonly #in: GrpcInput;
-  readonly #stream: GenerateStream;
+  #stream: GenerateStream;
   readonly #dec: IncrementalDecoder;
   readonly #stop: StopMatcher;
   readonly #shape: SseShaper;
   /** A chunk's last id when it may be the stop token, kept until what follows shows it is not. */
   #held: number | null = null;
-  readonly #onDone: (u: Usage) => void;
-  readonly #onBreak: (err: unknown) => void;
-  readonly #onCancel: () => void;
-  readonly #hooks: SseHooks;
+  readonly #onDone: (u: Usage, continued: boolean) => void;
+  #onBreak: (err: unknown) => void;
+  #onCancel: () => void;
+  #hooks: SseHooks;
+  /** Every id the workers generated so far (a continuation's prompt is the prompt plus these). */
+  readonly #generated: number[] = [];
+  /** Ids generated before the current call (0 until a continuation). */
+  #base = 0;
   #pending: GenerateResponsePb | null;
   #ended = false;
   #usage: Usage;
@@ -45,7 +63,7 @@ export class GrpcSse implements ChunkSource {
     shape: Shape,
     stream: GenerateStream,
     first: GenerateResponsePb,
-    onDone: (u: Usage) => void,
+    onDone: (u: Usage, continued: boolean) => void,
     onBreak: (err: unknown) => void,
     onCancel: () => void,
     hooks: SseHooks = {},
@@ -70,18 +88,22 @@ export class GrpcSse implements ChunkSource {
         m = this.#pending ?? await this.#stream.next();
       } catch (err) {
         if (this.#ended) return null; // cancelled (the client left): nothing more to send
+        if (await this.#goOn(err)) continue;
         return this.#broken(err);
       }
       if (this.#pending === null && m !== null) this.#hooks.progress?.();
       this.#pending = null;
       if (m === null) {
-        return this.#broken(new Error("the worker ended the stream without completing"));
+        const err = new Error("the worker ended the stream without completing");
+        if (await this.#goOn(err)) continue;
+        return this.#broken(err);
       }
       if (m.chunk) {
         const ch = m.chunk;
+        for (const id of ch.token_ids) this.#generated.push(id);
         this.#usage = {
-          prompt: ch.prompt_tokens || this.#usage.prompt,
-          completion: ch.completion_tokens,
+          prompt: this.#prompt(ch.prompt_tokens),
+          completion: this.#base + ch.completion_tokens,
           cached: ch.cached_tokens,
         };
         const ids = this.#release(ch.token_ids);
@@ -97,8 +119,10 @@ export class GrpcSse implements ChunkSource {
       if (m.complete) {
         const done = m.complete;
         this.#usage = {
-          prompt: done.prompt_tokens || this.#usage.prompt,
-          completion: done.completion_tokens || this.#usage.completion,
+          prompt: this.#prompt(done.prompt_tokens),
+          completion: done.completion_tokens
+            ? this.#base + done.completion_tokens
+            : this.#usage.completion,
           cached: done.cached_tokens,
         };
         const late = done.output_ids.length > 0 && this.#dec.ids.length === 0 &&
@@ -124,6 +148,51 @@ export class GrpcSse implements ChunkSource {
     return null;
   }
 
+  /** The prompt's tokens, as a worker counts them: the original prompt's once continued. */
+  #prompt(reported: number): number {
+    return this.#base > 0 ? this.#in.ids.length : reported || this.#usage.prompt;
+  }
+
+  /**
+   * After a break: goes on from another worker's call when the leg finds one (`hooks.resume`),
+   * the decoder, stop matcher and shape carrying on as they were; true when it does. Not while
+   * a possible stop token is held (the break may have come right after the end).
+   */
+  async #goOn(err: unknown): Promise<boolean> {
+    const resume = this.#hooks.resume;
+    if (!resume || this.#held !== null) return false;
+    this.#hooks.end?.();
+    this.#onBreak(err);
+    this.#onBreak = () => {}; // blamed once, whatever follows
+    const next = await resume(this.#generated).catch(() => null);
+    if (next === null || this.#ended) {
+      next?.stream.cancel();
+      return false;
+    }
+    this.#stream = next.stream;
+    this.#pending = next.first;
+    this.#hooks = { ...next.hooks, resume };
+    this.#onBreak = next.onBreak;
+    this.#onCancel = next.onCancel;
+    this.#base = this.#generated.length;
+    return true;
+  }
+
+  /**
+   * Hands this (unread) stream's call to the stream it continues, which reads it from now on;
+   * this one is over.
+   */
+  adopt(): Adopted {
+    this.#ended = true;
+    return {
+      stream: this.#stream,
+      first: this.#pending!,
+      hooks: this.#hooks,
+      onBreak: this.#onBreak,
+      onCancel: this.#onCancel,
+    };
+  }
+
   /** The ids of a chunk to decode now: the held one first, the last held if it may be a stop. */
   #release(ids: readonly number[]): number[] {
     const out = this.#held === null ? [...ids] : [this.#held, ...ids];
@@ -142,7 +211,7 @@ export class GrpcSse implements ChunkSource {
   ): Uint8Array {
     this.#ended = true;
     this.#hooks.end?.();
-    this.#onDone(this.#usage);
+    this.#onDone(this.#usage, this.#base > 0);
     const delta = this.#shape.delta(text, ids, this.#usage);
     const end = this.#shape.end(finish, matched, this.#usage, this.#in.includeUsage);
     if (!delta) return end;

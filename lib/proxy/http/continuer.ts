@@ -81,7 +81,7 @@ export class StreamContinuer implements Continuer {
     }
     let reply: Reply;
     try {
-      reply = await o.resume(body, this.#failed, s.pieces);
+      reply = await o.resume({ body }, this.#failed, s.pieces);
     } catch (e) {
       o.outcome("failed", s, (e as Error)?.message ?? String(e));
       return null;
