@@ -46,13 +46,17 @@ export function selectWorker(env: SelectEnv, s: Selection): Worker | null {
   const { candidates, failed, rr, retrying, policy, note } = s;
   const code = s.code ?? "no_available_workers";
   const now = env.clock.now();
-  const eligible: Worker[] = [];
+  let eligible: Worker[] = [];
+  let stalled: Worker[] | null = null;
   let overloaded = 0;
   for (const w of candidates) {
     if (failed.has(w.id)) continue;
     if (w.available(now)) eligible.push(w);
     else if (w.overloaded) overloaded++;
+    else if (w.usable(now)) (stalled ??= []).push(w);
   }
+  // A stalled worker is left out while others can serve; with none, it is tried, not refused.
+  if (eligible.length === 0 && stalled !== null) eligible = stalled;
   if (eligible.length === 0) {
     if (retrying) return null;
     if (overloaded > 0 && overloaded === candidates.length) {
@@ -66,7 +70,7 @@ export function selectWorker(env: SelectEnv, s: Selection): Worker | null {
       code,
       `all ${candidates.length} ${candidates[0]?.type ?? "regular"} workers for model '${
         rr.model ?? "any"
-      }' are unavailable (unhealthy, circuit open or stalled)`,
+      }' are unavailable (unhealthy or circuit open)`,
       { retryAfter: 1 },
     );
   }

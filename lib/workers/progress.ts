@@ -2,7 +2,8 @@
  * Whether a worker is making progress, as its answers show it: the last time any of its attempts
  * received something (a response head, a stream's piece, a whole answer's end), and, once one of
  * its attempts missed a progress deadline (`--stream-head-timeout-secs`,
- * `--stream-idle-timeout-secs`), until when it gets no new requests. The exclusion ends at the
+ * `--stream-idle-timeout-secs`), until when it gets no new requests while another worker can take
+ * them (`selectWorker` falls back on it rather than refuse a request). The exclusion ends at the
  * worker's next progress (a piece on a stream it still holds) or, with nothing left to show it
  * on, after one idle deadline, when one request may try it again (a miss excludes it again).
  *

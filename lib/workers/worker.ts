@@ -262,10 +262,17 @@ export class Worker implements WorkerView {
     return model === null || this.models === null || this.models.includes(model);
   }
 
-  /** Routable right now: ready, breaker not open, not vetoed, not stalled. */
+  /**
+   * Routable right now: ready, breaker not open, not vetoed, not stalled (a stalled worker is
+   * still `usable`: picked when nothing else is).
+   */
   available(now: number): boolean {
-    return this.#status === "ready" && !this.overloaded && this.breaker.allows(now) &&
-      !this.progress.stalled(now);
+    return this.usable(now) && !this.progress.stalled(now);
+  }
+
+  /** Ready, breaker not open, not vetoed: routable, or stalled (`WorkerProgress`). */
+  usable(now: number): boolean {
+    return this.#status === "ready" && !this.overloaded && this.breaker.allows(now);
   }
 
   /** The `GET /workers` item (SMG's WorkerInfo fields; never the API key). */

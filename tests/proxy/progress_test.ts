@@ -8,6 +8,10 @@ import { FakeClock } from "../../lib/core/clock.ts";
 import { progressDeadlines, tokenBudget } from "../../lib/proxy/progress.ts";
 import { WEDGE_MS, WorkerProgress } from "../../lib/workers/progress.ts";
 import { workerSetup } from "../support/workers.ts";
+import { newNote, selectWorker } from "../../lib/proxy/select.ts";
+import { RoundRobinPolicy } from "../../lib/policies/round_robin.ts";
+import { CounterSeries } from "../../lib/metrics/fast.ts";
+import { request } from "../../support/policies.ts";
 
 function worker(clock: FakeClock) {
   const { manager } = workerSetup(clock);
@@ -95,4 +99,28 @@ Deno.test("progress: a worker waited on mid-stream and silent for WEDGE_MS is le
   assert.equal(p.stalled(t), false, "the wait starts now, not at its last piece");
   t += WEDGE_MS;
   assert.equal(p.stalled(t), true);
+});
+
+Deno.test("progress: a stalled worker is left out while another can serve, and tried when none can", () => {
+  const clock = new FakeClock(1000);
+  const { manager } = workerSetup(clock);
+  const a = manager.add({ url: "http://127.0.0.1:1", models: ["m"] });
+  const b = manager.add({ url: "http://127.0.0.1:2", models: ["m"] });
+  for (const w of [a, b]) w.setStatus("ready");
+  a.progress.stall(clock.now(), 60_000);
+  const env = { clock, shed: new CounterSeries(), overloadedRetryAfter: 5 };
+  const rr = request("hello", { model: "m" });
+  const pick = (candidates: typeof a[]) =>
+    selectWorker(env, {
+      candidates,
+      failed: new Set(),
+      rr,
+      retrying: false,
+      policy: new RoundRobinPolicy(),
+      note: newNote(rr),
+    });
+  for (let i = 0; i < 4; i++) assert.equal(pick([a, b]), b, "the stalled one is left out");
+  assert.equal(pick([a]), a, "alone, it is tried rather than a 503");
+  b.setStatus("not_ready");
+  assert.equal(pick([a, b]), a);
 });
