@@ -273,14 +273,14 @@ class GrpcLeg implements Leg {
   drain(): Promise<void> {
     const stream = this.#stream;
     const stop = () => this.stop();
-    return this.#ledger.drain(
-      this.#c,
-      this.worker,
-      this.#slot,
-      () => stream.next(),
-      stop,
-      () => this.#stopped,
-    );
+    const progress = this.#progress;
+    const next = async () => {
+      const m = await stream.next();
+      if (m) progress.saw();
+      return m;
+    };
+    return this.#ledger.drain(this.#c, this.worker, this.#slot, next, stop, () => this.#stopped)
+      .finally(() => progress.end());
   }
 
   stop(): void {
