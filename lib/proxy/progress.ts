@@ -20,6 +20,24 @@
 import { type Clock, every } from "../core/clock.ts";
 import type { UpstreamRequest } from "../upstream/types.ts";
 import type { Worker } from "../workers/worker.ts";
+import type { WorkerRegistry } from "../workers/registry.ts";
+
+/**
+ * Whether a worker other than `worker` could take a request of `model` at `now` (a regular
+ * worker's request; PD legs are not given up on early).
+ */
+export function elsewhere(
+  registry: WorkerRegistry,
+  clock: Clock,
+  worker: Worker,
+  model: string | null,
+): () => boolean {
+  if (worker.type !== "regular") return () => false;
+  return () => {
+    const now = clock.now();
+    return registry.forModel(model).some((w) => w !== worker && w.available(now));
+  };
+}
 
 /** A whole answer's head may take this much longer per token of its budget (ms). */
 export const WHOLE_ANSWER_MS_PER_TOKEN = 250;
@@ -39,12 +57,15 @@ export function tokenBudget(body: unknown): number | null {
 /** The deadline fields of one attempt's `UpstreamRequest`. */
 export type ProgressDeadlines = Pick<
   UpstreamRequest,
-  "headTimeoutMs" | "idleTimeoutMs" | "excused"
+  "headTimeoutMs" | "idleTimeoutMs" | "excused" | "doomed"
 >;
 
 /**
  * The deadlines of an attempt on `worker`: `headSecs` and `idleSecs` are H and I (0: none);
- * `firstPiece()` tells whether a stream's first piece has come.
+ * `firstPiece()` tells whether a stream's first piece has come; `elsewhere()` whether another
+ * worker could take the request now. An attempt still waiting for its answer's start (a head, a
+ * first piece) on a worker that stalled after it was sent is given up on at once when another
+ * worker could take it: nothing reached the client, and the stalled worker's queue is not moving.
  */
 export function progressDeadlines(
   clock: Clock,
@@ -54,7 +75,9 @@ export function progressDeadlines(
   headSecs: number,
   idleSecs: number,
   firstPiece: () => boolean,
+  elsewhere: () => boolean = () => false,
 ): ProgressDeadlines {
+  const sentAt = clock.now();
   const idleMs = idleSecs * 1000;
   let headMs = headSecs * 1000;
   if (!stream && headMs > 0) {
@@ -66,7 +89,12 @@ export function progressDeadlines(
   const excused = stream
     ? (phase: "head" | "body") => phase === "body" && !firstPiece() && busy()
     : (phase: "head" | "body") => phase === "head" && busy();
-  return { headTimeoutMs: headMs, idleTimeoutMs: idleMs, excused };
+  const doomed = (phase: "head" | "body") => {
+    if (phase === "body" && (!stream || firstPiece())) return false;
+    const since = worker.progress.stalledSince(clock.now());
+    return since !== null && since > sentAt && elsewhere();
+  };
+  return { headTimeoutMs: headMs, idleTimeoutMs: idleMs, excused, doomed };
 }
 
 /** One call watched for progress (`ProgressWatch`). */
@@ -77,6 +105,8 @@ export interface Watched {
   limitMs: number;
   /** Whether a passed limit is waived once (the wait starts over). */
   excused(): boolean;
+  /** Whether to give up now, before its limit (checked every tick). */
+  doomed?(): boolean;
   /** Its limit passed: ends it. */
   expire(): void;
 }
@@ -121,6 +151,11 @@ export class ProgressWatch {
   #sweep(): void {
     const now = this.#clock.now();
     for (const w of this.#items) {
+      if (w.doomed?.()) {
+        this.remove(w);
+        w.expire();
+        continue;
+      }
       if (now - w.at < w.limitMs) continue;
       if (w.excused()) {
         w.at = now;

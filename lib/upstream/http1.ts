@@ -157,6 +157,7 @@ export class Http1Client implements Upstream, ConnOwner {
       conn.idleLimit = req.idleTimeoutMs || this.#bodyIdleTimeoutMs;
       conn.timed = conn.headLimit > 0 || conn.idleLimit > 0;
       conn.excused = req.excused;
+      conn.doomed = req.doomed;
       this.#track(conn, "head");
       cancel.on(conn.onAbort); // last: it closes the connection at once if already cancelled
       try {
@@ -339,6 +340,11 @@ export class Http1Client implements Upstream, ConnOwner {
       const limit = c.phase === "head" ? c.headLimit : c.idleLimit;
       // A body's clock runs while the caller waits for the worker, not while the client does.
       if (c.phase === "body" && !c.reading) continue;
+      if (c.phase !== "" && c.doomed?.(c.phase)) {
+        const e = new UpstreamError("timeout", "the worker stalled; given up on before its answer");
+        c.destroy(e);
+        continue;
+      }
       if (limit > 0 && now - c.activeAt >= limit) {
         if (c.phase !== "" && c.excused?.(c.phase)) {
           c.activeAt = now;

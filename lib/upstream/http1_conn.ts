@@ -76,6 +76,8 @@ export class Conn {
   timed = false;
   /** The current request's waiver of a passed timeout (`UpstreamRequest.excused`). */
   excused: ((phase: "head" | "body") => boolean) | undefined = undefined;
+  /** The current request's early end (`UpstreamRequest.doomed`). */
+  doomed: ((phase: "head" | "body") => boolean) | undefined = undefined;
   cancel: Cancel | null = null;
   #pending: Promise<number | null> | null = null;
 

@@ -67,6 +67,11 @@ export interface UpstreamRequest {
    * request that is slow for a reason the caller can see (its worker busy elsewhere).
    */
   excused?: (phase: "head" | "body") => boolean;
+  /**
+   * Asked at each check of a timed request (head, or body while read): true gives up on it now,
+   * with `timeout`, before its limit (its worker stalled on other requests).
+   */
+  doomed?: (phase: "head" | "body") => boolean;
 }
 
 /** Why a worker call failed without a response head. */

@@ -124,3 +124,36 @@ Deno.test("progress: a stalled worker is left out while another can serve, and t
   b.setStatus("not_ready");
   assert.equal(pick([a, b]), a);
 });
+
+Deno.test("progress: a wait for an answer's start is given up on once its worker stalls after it was sent, if another can serve", () => {
+  const clock = new FakeClock(1000);
+  const w = worker(clock);
+  let other = true;
+  let first = false;
+  const stream = progressDeadlines(clock, w, true, {}, 30, 20, () => first, () => other);
+  const whole = progressDeadlines(
+    clock,
+    w,
+    false,
+    { max_tokens: 9 },
+    30,
+    20,
+    () => false,
+    () => other,
+  );
+  assert.equal(stream.doomed!("head"), false, "the worker is fine");
+  clock.advance(10);
+  w.progress.stall(clock.now(), 20_000);
+  assert.equal(stream.doomed!("head"), true, "stalled after it was sent: retried elsewhere");
+  assert.equal(stream.doomed!("body"), true, "a first piece is an answer's start too");
+  assert.equal(whole.doomed!("head"), true);
+  assert.equal(whole.doomed!("body"), false, "a whole body has started");
+  first = true;
+  assert.equal(stream.doomed!("body"), false, "mid-stream, its own deadline decides");
+  first = false;
+  other = false;
+  assert.equal(stream.doomed!("head"), false, "with nowhere else to go, it waits");
+  other = true;
+  const late = progressDeadlines(clock, w, true, {}, 30, 20, () => false, () => true);
+  assert.equal(late.doomed!("head"), false, "sent to a worker already stalled (no other was free)");
+});

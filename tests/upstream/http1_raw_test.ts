@@ -645,3 +645,34 @@ Deno.test("http1: every connection header counts, repeated equal lengths pass, l
     assert.equal(c.idleCount, 0, "an ambiguous frame's connection is not reused");
   });
 });
+
+Deno.test("http1: a doomed request is given up on at the next check, before its limit", async () => {
+  const received = new Waiters();
+  let requests = 0;
+  const s = new RawServer(async (k) => {
+    await k.request();
+    requests++;
+    received.poke();
+    await k.closedByPeer();
+  });
+  const clock = new FakeClock();
+  const { c } = client({ clock });
+  let doomed = false;
+  await with_(s, c, async () => {
+    const head = c.send({
+      base: s.url,
+      path: "/",
+      method: "POST",
+      headers: [],
+      body: new TextEncoder().encode("x"),
+      cancel: new Cancel(),
+      headTimeoutMs: 30_000,
+      doomed: () => doomed,
+    });
+    await received.wait(() => requests === 1, "the request at the worker");
+    clock.advance(1000);
+    doomed = true;
+    clock.advance(1000);
+    await rejectsWith(head, "timeout", /stalled/);
+  });
+});

@@ -178,7 +178,7 @@ class GrpcLeg implements Leg {
       stream = failedStream(e);
     }
     this.#stream = stream;
-    this.#progress = new CallProgress(d, ledger, worker, input.stream, c.body, stream);
+    this.#progress = new CallProgress(d, ledger, worker, input.stream, c.body, stream, c.rr.model);
   }
 
   /** Watches the call's progress (`CallProgress`). */

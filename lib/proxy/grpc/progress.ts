@@ -10,7 +10,7 @@ import type { GenerateStream } from "../../grpc/sglang_client.ts";
 import { UpstreamError } from "../../upstream/types.ts";
 import type { Worker } from "../../workers/worker.ts";
 import type { WorkerLedger } from "../ledger.ts";
-import { progressDeadlines, type ProgressWatch, type Watched } from "../progress.ts";
+import { elsewhere, progressDeadlines, type ProgressWatch, type Watched } from "../progress.ts";
 import type { ProxyDeps } from "../types.ts";
 
 /** A call's deadline and what it saw (see the module comment). */
@@ -23,6 +23,7 @@ export class CallProgress {
   readonly #stream: boolean;
   readonly #body: unknown;
   readonly #call: GenerateStream;
+  readonly #model: string | null;
   #watched: { watch: ProgressWatch; w: Watched } | null = null;
 
   constructor(
@@ -32,7 +33,9 @@ export class CallProgress {
     stream: boolean,
     body: unknown,
     call: GenerateStream,
+    model: string | null,
   ) {
+    this.#model = model;
     this.#d = d;
     this.#ledger = ledger;
     this.#worker = worker;
@@ -52,6 +55,7 @@ export class CallProgress {
       d.config.streamHeadTimeoutSecs,
       d.config.streamIdleTimeoutSecs,
       () => this.first,
+      elsewhere(d.registry, d.clock, this.#worker, this.#model),
     );
     const limitMs = (this.#stream ? t.idleTimeoutMs : t.headTimeoutMs) ?? 0;
     if (limitMs <= 0) return;
@@ -60,6 +64,7 @@ export class CallProgress {
       at: 0,
       limitMs,
       excused: () => t.excused!(phase),
+      doomed: () => !this.first && t.doomed!(phase),
       expire: () => {
         const what = this.first ? "next message" : "first message";
         const e = new UpstreamError("timeout", `no ${what} from the worker within ${limitMs} ms`);

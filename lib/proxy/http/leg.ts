@@ -37,7 +37,7 @@ import type {
   Ready,
 } from "../types.ts";
 import { clientHeaders, headOverBound, notAnEventStream, upstreamHeaders } from "./headers.ts";
-import { progressDeadlines } from "../progress.ts";
+import { elsewhere, progressDeadlines } from "../progress.ts";
 import { blockedBy } from "./continuation.ts";
 import { StreamContinuer } from "./continuer.ts";
 import { SseRelay } from "./relay.ts";
@@ -145,6 +145,7 @@ class HttpLeg implements Leg {
           d.config.streamHeadTimeoutSecs,
           d.config.streamIdleTimeoutSecs,
           () => this.#firstPiece,
+          elsewhere(d.registry, d.clock, this.worker, c.rr.model),
         ),
       });
     } catch (e) {
