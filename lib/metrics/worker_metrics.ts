@@ -117,7 +117,7 @@ export function workerMetrics(f: FamilyBuilder): WorkerMetrics {
     ),
     continuations: f.counter(
       "smg_stream_continuations_total",
-      "Streams broken mid-way (by the worker that broke them), by how they went on: continued, completed, blocked, limit, failed",
+      "Streams broken mid-way (by the worker that broke them), by how they went on: continued, completed, blocked, limit, failed, off",
       ["worker", "result"],
     ),
   };

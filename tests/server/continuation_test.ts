@@ -246,6 +246,7 @@ Deno.test("continuation: --stream-migration-limit 0 ends a broken stream with an
   await withBreakingFleet({ kind: "die", afterEvents: 4 }, async (g) => {
     const got = readStream(await (await post(g.url, "chat", bodies.chat())).text(), "chat");
     assert.equal(got.errors.length, 1);
+    assert.ok(await metric(g, /smg_stream_continuations_total\{[^}]*result="off"\} 1/));
   }, { limit: 0 });
 });
 

@@ -236,7 +236,9 @@ class HttpLeg implements Leg {
       // Its slot goes now: a continuation holds another worker's until the response is done.
       this.#slot.release();
       if (continuer || c.continuing) return; // the continuer tells what became of the stream
-      d.metrics.continuations.with(worker.url, "blocked").inc();
+      // Not continued: continuation off (or PD, a mixed fleet), else the request's kind.
+      const off = c.resume === null || d.config.streamMigrationLimit <= 0;
+      d.metrics.continuations.with(worker.url, off ? "off" : "blocked").inc();
       d.log.warn("worker stream broke; client got an error event", {
         request_id: c.ctx.requestId,
         worker: worker.url,
