@@ -207,7 +207,7 @@ async function run(
 }
 
 async function main(): Promise<number> {
-  const o = options(Deno.args);
+  const o = options(Deno.args.filter((a) => a !== "--")); // `deno task ... -- ...` passes it on
   const dir = await Deno.makeTempDir({ dir: "/tmp", prefix: "smg-chaos-" });
   const json = o.json ?? `${dir}/chaos_streams.json`;
   const shutdown = new AbortController();
