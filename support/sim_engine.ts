@@ -60,3 +60,14 @@ export async function run(
 /** Asserts `actual` is within `eps` of `expected`. */
 export const near = (actual: number, expected: number, eps = 1e-6) =>
   assert.ok(Math.abs(actual - expected) <= eps, `${actual} is not ${expected} ± ${eps}`);
+
+/** A simulated worker's server options with no fault on (`model` and `maxNewTokens` aside). */
+export const NO_FAULTS = {
+  errorRate: 0,
+  spikeRate: 0,
+  spikeMs: 0,
+  dieAfter: 0,
+  hang: false,
+  role: "regular",
+  bootstrapTimeoutMs: 1000,
+} as const;

@@ -34,6 +34,7 @@ import {
   type Verdict,
 } from "./chaos_report.ts";
 import { SimFleet, type SimShape } from "./chaos_sims.ts";
+import { numberFlag } from "./flags.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const GATEWAY_CPU = 0;
@@ -66,13 +67,7 @@ function options(args: string[]): Options {
       json: { type: "string" },
     },
   });
-  const num = (name: string, raw: string, min: number) => {
-    const x = Number(raw);
-    if (!Number.isFinite(x) || x < min) {
-      throw new Error(`--${name}: a number >= ${min}, got ${raw}`);
-    }
-    return x;
-  };
+  const num = numberFlag;
   return {
     durationSecs: num("duration", v.duration, 1),
     streams: num("streams", v.streams, 1),

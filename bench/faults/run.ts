@@ -24,6 +24,7 @@ import { MESH_ROWS, runMeshRows } from "./mesh.ts";
 import { markdown } from "./report.ts";
 import { ROWS } from "./rows.ts";
 import { runSoak } from "./soak.ts";
+import { numberFlag } from "./flags.ts";
 
 const GATEWAY_CPU = 0;
 const FLEET_CPU = 1;
@@ -60,13 +61,7 @@ function options(args: string[]): Options {
       json: { type: "string" },
     },
   });
-  const num = (name: string, raw: string, min: number) => {
-    const x = Number(raw);
-    if (!Number.isFinite(x) || x < min) {
-      throw new Error(`--${name}: a number >= ${min}, got ${raw}`);
-    }
-    return x;
-  };
+  const num = numberFlag;
   const shape: WorkerShape = {
     slots: num("slots", v.slots, 1),
     tokens: num("tokens", v.tokens, 1),

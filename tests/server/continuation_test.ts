@@ -12,6 +12,7 @@ import { type SimWorker, startSimWorker } from "../../lib/sim/worker.ts";
 import { startGateway, type TestGateway } from "../../support/gateway.ts";
 import { until } from "../../support/wait.ts";
 import { type Fault, FaultFront } from "../support/fault_front.ts";
+import { NO_FAULTS } from "../../support/sim_engine.ts";
 
 const MODEL = "sim-model";
 
@@ -23,13 +24,7 @@ function sim(): SimWorker {
     server: {
       model: MODEL,
       maxNewTokens: 64,
-      errorRate: 0,
-      spikeRate: 0,
-      spikeMs: 0,
-      dieAfter: 0,
-      hang: false,
-      role: "regular",
-      bootstrapTimeoutMs: 1000,
+      ...NO_FAULTS,
     },
     seed: 1,
     bootstrapPort: 0,

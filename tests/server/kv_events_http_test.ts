@@ -16,6 +16,7 @@ import { promptOf } from "../../lib/tokenizer/prompt.ts";
 import { startGateway, type TestGateway } from "../../support/gateway.ts";
 import { qwen3 } from "../../support/qwen3.ts";
 import { until, within } from "../../support/wait.ts";
+import { NO_FAULTS } from "../../support/sim_engine.ts";
 
 const MODEL = "qwen3-sim";
 
@@ -31,13 +32,7 @@ function simWorker(seed: number): SimWorker {
     server: {
       model: MODEL,
       maxNewTokens: 8,
-      errorRate: 0,
-      spikeRate: 0,
-      spikeMs: 0,
-      dieAfter: 0,
-      hang: false,
-      role: "regular",
-      bootstrapTimeoutMs: 1000,
+      ...NO_FAULTS,
       promptTokens: (api, body) => promptOf(api, body, tok).ids,
     },
     kvEventsPort: 0,
