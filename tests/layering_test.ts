@@ -37,6 +37,9 @@ const ALLOWED: Record<string, string[]> = {
   front: ["core", "http1", "front"],
   // TLS files named by the config, read and checked, and the main port's certificate reload.
   tls: ["core", "config", "tls"],
+  // OpenTelemetry tracing: W3C trace context, samplers, spans, the OTLP encoder, the export queue
+  // and its transports, the settings read from the flags and OTEL_* variables.
+  tracing: ["core", "config", "tracing"],
   proxy: [
     "core",
     "config",
@@ -48,6 +51,7 @@ const ALLOWED: Record<string, string[]> = {
     "tokenizer",
     "grpc",
     "limits",
+    "tracing",
     "proxy",
   ],
   // Tenant resolution and per-tenant rate limits: the policy file, the buckets, the limiter.
@@ -73,6 +77,7 @@ const ALLOWED: Record<string, string[]> = {
     "mesh",
     "mesh/adapters",
     "tls",
+    "tracing",
     "feature",
   ],
   server: [
@@ -95,6 +100,7 @@ const ALLOWED: Record<string, string[]> = {
     "kv",
     "tls",
     "limits",
+    "tracing",
     "server",
   ],
   // The simulator on core, serving its events over sglang's gRPC codec and kv's ZeroMQ
@@ -128,6 +134,7 @@ const ALLOWED: Record<string, string[]> = {
     "tokenizer",
     "grpc",
     "tls",
+    "tracing",
     "commands",
   ],
 };

@@ -1,6 +1,7 @@
 /**
  * `smg [launch] FLAGS`: parses and validates the gateway flags (and the `--config` file), builds
- * the gateway and serves it until SIGTERM/SIGINT has drained it. Throws ConfigError on bad flags.
+ * the gateway and serves it until SIGTERM/SIGINT has drained it. Throws ConfigError on bad flags
+ * (and on `OTEL_*` variables tracing cannot use).
  */
 
 import { HelpShown, loadGatewayArgs } from "../config/cli.ts";
@@ -10,6 +11,7 @@ import { Gateway } from "../server/app.ts";
 import { listenGateway } from "../server/listen.ts";
 import { loadTls } from "../tls/pem.ts";
 import { grpcSupport } from "./grpc_support.ts";
+import { processEnv, tracingSettings } from "../tracing/settings.ts";
 import denoJson from "../../deno.json" with { type: "json" };
 
 /** The version printed by --version. */
@@ -34,9 +36,10 @@ export async function gatewayCommand(args: string[], netGrant?: string): Promise
     filter: Deno.env.get("RUST_LOG") ?? Deno.env.get("SMG_LOG"),
   });
   const tls = await loadTls(config);
+  const settings = tracingSettings(config.tracing, processEnv, VERSION);
   const path = config.tokenizerPath ?? config.modelPath;
   const grpc = path === null ? undefined : await grpcSupport(path);
-  const gateway = new Gateway({ config, log, grpc, tls });
+  const gateway = new Gateway({ config, log, grpc, tls, tracing: settings && { settings } });
   await (await listenGateway(gateway, log, { netGrant })).finished;
   return 0;
 }

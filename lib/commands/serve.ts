@@ -17,6 +17,7 @@ import { Gateway } from "../server/app.ts";
 import { listenGateway } from "../server/listen.ts";
 import { loadTls } from "../tls/pem.ts";
 import { VERSION } from "./gateway.ts";
+import { processEnv, tracingSettings } from "../tracing/settings.ts";
 
 /**
  * Runs `smg serve`; resolves with the exit code. Throws ConfigError for bad flags. `netGrant`
@@ -69,6 +70,7 @@ export async function serveCommand(args: string[], netGrant?: string): Promise<n
   }
   validateConfig(config, sources);
   const tls = await loadTls(config);
+  const settings = tracingSettings(config.tracing, processEnv, VERSION);
 
   let workers;
   try {
@@ -82,7 +84,7 @@ export async function serveCommand(args: string[], netGrant?: string): Promise<n
   let gateway: Gateway;
   try {
     config = validateConfig({ ...config, workerUrls: workers.map((w) => w.url) }, sources);
-    gateway = new Gateway({ config, log, grpc, tls });
+    gateway = new Gateway({ config, log, grpc, tls, tracing: settings && { settings } });
   } catch (e) {
     await stopWorkers();
     throw e;

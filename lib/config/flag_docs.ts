@@ -106,6 +106,10 @@ const GROUPS: Record<Group, { title: string; about: string }> = {
     title: "Kubernetes discovery",
     about: "See [Kubernetes discovery](operations.md#kubernetes-discovery).",
   },
+  tracing: {
+    title: "Tracing",
+    about: "OpenTelemetry spans over OTLP; `OTEL_*` tune them: see [Tracing](tracing.md).",
+  },
 };
 
 /** The group of a declared field: its section, or the file that declares a top-level one. */

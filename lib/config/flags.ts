@@ -24,6 +24,7 @@ import {
   TENANT_RATE_LIMIT_FLAGS,
 } from "./server_flags.ts";
 import { TLS_FLAGS } from "./tls_flags.ts";
+import { TRACING_FLAGS } from "./tracing_flags.ts";
 import type { GatewayConfig } from "./types.ts";
 import {
   CIRCUIT_BREAKER_FLAGS,
@@ -53,6 +54,7 @@ export const DECLARATIONS: Declarations = {
   pd: PD_FLAGS,
   mesh: MESH_FLAGS,
   discovery: DISCOVERY_FLAGS,
+  tracing: TRACING_FLAGS,
 };
 
 /** One declared field: where it is and what is declared for it (value type erased). */

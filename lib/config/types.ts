@@ -384,4 +384,14 @@ export interface GatewayConfig {
   mesh: MeshConfig;
   /** Kubernetes service discovery. */
   discovery: DiscoveryConfig;
+  /** OpenTelemetry tracing. */
+  tracing: TracingConfig;
+}
+
+/** OpenTelemetry tracing (SMG's flags; the rest from `OTEL_*`, `lib/tracing/settings.ts`). */
+export interface TracingConfig {
+  /** Export spans (`--enable-trace`). */
+  enabled: boolean;
+  /** The collector; null: the `OTEL_*` endpoint, else localhost:4317 (`--otlp-traces-endpoint`). */
+  endpoint: string | null;
 }

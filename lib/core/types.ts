@@ -111,6 +111,12 @@ export interface SelectionNote {
   predictedCached: number | null;
   /** The policy that picked (set by the router). */
   policy?: string;
+  /** The policy's branch for this pick (`smg_policy_decisions_total`'s), where it says. */
+  branch?: string;
+  /** Prefix units (characters, or tokens) of the request the policy found held, where it says. */
+  matched?: number;
+  /** How many workers were eligible (set by the router). */
+  eligible?: number;
   /**
    * Called with what the worker reported of the prompt (its tokens and those it found cached)
    * once the answer says so, when the pick predicted cached tokens: cache_aware corrects its

@@ -15,6 +15,7 @@ import type { Metrics } from "../metrics/metrics.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { TextRatios } from "../workers/text_ratios.ts";
 import type { Mesh } from "../mesh/adapters/feature.ts";
+import { SlowRequests, type TracedRequest } from "./slow.ts";
 
 /** What the status page reads. */
 export interface DashboardInputs {
@@ -32,6 +33,8 @@ export interface DashboardInputs {
   mesh: Mesh | null;
   /** Characters per token per model, learned from the answers. */
   ratios: TextRatios;
+  /** Whether requests are traced (`--enable-trace`): then the slow ones are listed. */
+  tracing?: boolean;
 }
 
 /** The status page of one gateway, as a feature: started, it samples the routing history. */
@@ -42,11 +45,14 @@ export interface Dashboard extends Feature {
   page(): Response;
   /** `GET /dashboard/snapshot?since=N`. */
   snapshot(url: URL): Response;
+  /** Told of each traced request once its response is done (with tracing on). */
+  traced(t: TracedRequest): void;
 }
 
 /** Builds the status page over `d` (nothing runs until `history.run`). */
 export function createDashboard(d: DashboardInputs): Dashboard {
   const mesh = d.mesh;
+  const slow = d.tracing ? new SlowRequests() : null;
   const history = new RoutingHistory({
     metrics: d.metrics,
     clock: d.clock,
@@ -62,6 +68,7 @@ export function createDashboard(d: DashboardInputs): Dashboard {
     draining: d.draining,
     mesh: () => (mesh ? meshView(mesh) : null),
     models: () => d.ratios.models(),
+    slow,
   };
   const sampling = loopFeature("dashboard", history);
   return {
@@ -69,6 +76,7 @@ export function createDashboard(d: DashboardInputs): Dashboard {
     history,
     page: dashboardPage,
     snapshot: (url) => dashboardSnapshot(deps, url),
+    traced: (t) => slow?.add(t, d.clock.now()),
   };
 }
 

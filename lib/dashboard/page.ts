@@ -86,6 +86,10 @@ placeholder="--control-plane-api-keys or --api-key key"> <button>Use key</button
 <div class="scroll"><table id="members"><thead><tr><th>Member</th><th>Address</th>
 <th>Status</th><th class="n">Incarnation</th><th>Sync stream</th><th class="n">Queued frames</th>
 </tr></thead><tbody></tbody></table></div></section>
+<section class="card hide" id="slow"><h2>Recent slow requests (last 5 minutes)</h2>
+<div class="scroll"><table id="slow-requests"><thead><tr><th>Trace id</th><th>Route</th>
+<th class="n">Status</th><th class="n">Time (ms)</th><th class="n">Age</th><th>Request id</th>
+</tr></thead><tbody></tbody></table></div></section>
 </main>
 `;
 

@@ -1,7 +1,8 @@
 /**
  * The status page's script, as the string `page.ts` inlines: polls the snapshot (`?since=` the
  * newest sample it holds, so each answer carries only what is new), keeps five minutes of
- * samples, and redraws the tiles, the workers table, the charts (inline SVG) and the mesh table.
+ * samples, and redraws the tiles, the workers table, the charts (inline SVG), the mesh table and
+ * (with tracing on) the recent slow requests with their trace ids.
  * Data is put in the page with `textContent` only (worker URLs and router names come from
  * outside). Plain ES2017 in `String.raw`, so it has no template literals and no `${`.
  */
@@ -90,6 +91,7 @@ export const PAGE_SCRIPT = String.raw`
     workers(snap);
     charts(snap);
     mesh(snap);
+    slow(snap);
     st.prev = snap;
     document.body.dataset.updates = String(++st.updates); // for scripts and tests: redraws so far
   }
@@ -303,6 +305,27 @@ export const PAGE_SCRIPT = String.raw`
       tr.appendChild(el("td", "n", int(x.incarnation)));
       tr.appendChild(el("td", "", x.self ? "\u2013" : x.stream_open ? "open" : "closed"));
       tr.appendChild(el("td", "n", x.queued_frames === null ? "\u2013" : int(x.queued_frames)));
+      body.appendChild(tr);
+    });
+  }
+
+  function slow(s) {
+    var list = s.slow_requests, sec = $("slow");
+    sec.className = list ? "card" : "card hide";
+    if (!list) return;
+    var body = $("slow-requests").tBodies[0];
+    clear(body);
+    list.forEach(function (r) {
+      var tr = el("tr");
+      tr.dataset.state = r.status >= 500 ? "bad" : r.status >= 400 ? "warn" : "ok";
+      var id = el("td", "u", r.trace_id);
+      if (!r.sampled) id.appendChild(el("span", "badge", "not sampled"));
+      tr.appendChild(id);
+      tr.appendChild(el("td", "", r.route));
+      tr.appendChild(el("td", "n", String(r.status)));
+      tr.appendChild(el("td", "n", int(r.ms)));
+      tr.appendChild(el("td", "n", age(r.age_secs)));
+      tr.appendChild(el("td", "", r.request_id));
       body.appendChild(tr);
     });
   }

@@ -8,6 +8,7 @@
  * object for `JSON.stringify`. Reads only.
  */
 
+import type { SlowRequests } from "./slow.ts";
 import type { Clock } from "../core/clock.ts";
 import type { Metrics } from "../metrics/metrics.ts";
 import type { ModelRatio } from "../workers/text_ratios.ts";
@@ -71,6 +72,8 @@ export interface SnapshotDeps {
   mesh: () => DashboardMesh | null;
   /** Characters per token per model, as text-routed requests are routed with (default none). */
   models?: () => readonly ModelRatio[];
+  /** The recent slow requests, with tracing on (default none: tracing off). */
+  slow?: SlowRequests | null;
 }
 
 const round = (v: number, digits = 3) => {
@@ -109,6 +112,17 @@ export function snapshot(d: SnapshotDeps, since: number): Record<string, unknown
       samples: d.history.since(since).map((s) => sampleJson(s, wall - (now - s.at))),
     },
     mesh: meshJson(d.mesh()),
+    slow_requests: d.slow
+      ? d.slow.list(now).map((e) => ({
+        trace_id: e.traceId,
+        sampled: e.sampled,
+        request_id: e.requestId,
+        route: e.route,
+        status: e.status,
+        ms: round(e.ms, 1),
+        age_secs: Math.floor((now - e.at) / 1000),
+      }))
+      : null,
   };
 }
 

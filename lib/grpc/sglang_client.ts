@@ -12,6 +12,7 @@ import { isIP } from "node:net";
 import { checkServerIdentity, rootCertificates } from "node:tls";
 import * as grpc from "@grpc/grpc-js";
 import type { Abortable } from "../core/http.ts";
+import { quietGrpcLogs } from "../core/grpc_logs.ts";
 import { decodeKvEventBatch } from "./kv_wire.ts";
 import {
   type AckPb,
@@ -78,10 +79,7 @@ const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   "grpc.use_local_subchannel_pool": 1,
 };
 
-// grpc-js logs to the console unless told otherwise; its own variables still turn it back on.
-if (!Deno.env.get("GRPC_VERBOSITY") && !Deno.env.get("GRPC_NODE_VERBOSITY")) {
-  grpc.setLogVerbosity(grpc.logVerbosity.NONE);
-}
+quietGrpcLogs(grpc);
 
 const identity = (b: Buffer): Buffer => b;
 
@@ -170,14 +168,24 @@ export class SglangClient {
     this.#client = new grpc.Client(address, creds, options);
   }
 
-  /** Starts a generation; the stream's first message may already be an error. */
-  generate(req: GenerateRequestPb, cancel?: Abortable): GenerateStream {
+  /**
+   * Starts a generation with `metadata` (W3C trace context, say); the stream's first message may
+   * already be an error.
+   */
+  generate(
+    req: GenerateRequestPb,
+    cancel?: Abortable,
+    metadata?: readonly [string, string][],
+  ): GenerateStream {
     const m = METHODS.generate;
+    const md = new grpc.Metadata();
+    for (const [k, v] of metadata ?? []) md.set(k, v);
     const call = this.#client.makeServerStreamRequest<Buffer, Buffer>(
       m.path,
       identity,
       identity,
       encode(m.request, req),
+      md,
     );
     return new ServerStream(
       call,

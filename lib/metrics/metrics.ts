@@ -3,7 +3,8 @@
  * registry per gateway (so tests can build many). The families are declared by area:
  * requests (`request_metrics.ts`), workers (`worker_metrics.ts`), admission and overload
  * (`admission_metrics.ts`), policies (`policy_metrics.ts`), the process's memory
- * (`process_metrics.ts`, sampled at each render); `Metrics` holds them all, flat.
+ * (`process_metrics.ts`, sampled at each render), tracing's export (`tracing_metrics.ts`);
+ * `Metrics` holds them all, flat.
  *
  * Storage is `fast.ts` (label sets resolved once to series objects the hot path keeps);
  * prom-client renders the exposition.
@@ -16,6 +17,7 @@ import { type PolicyMetrics, policyMetrics } from "./policy_metrics.ts";
 import { type ProcessMetrics, processMetrics, sampleProcess } from "./process_metrics.ts";
 import { type RequestMetrics, requestMetrics } from "./request_metrics.ts";
 import { type WorkerMetrics, workerMetrics } from "./worker_metrics.ts";
+import { type TracingMetrics, tracingMetrics } from "./tracing_metrics.ts";
 
 export { DURATION_BUCKETS } from "./families.ts";
 
@@ -25,7 +27,13 @@ export { DURATION_BUCKETS } from "./families.ts";
  * one flat object.
  */
 export interface Metrics
-  extends RequestMetrics, WorkerMetrics, AdmissionMetrics, PolicyMetrics, ProcessMetrics {}
+  extends
+    RequestMetrics,
+    WorkerMetrics,
+    AdmissionMetrics,
+    PolicyMetrics,
+    ProcessMetrics,
+    TracingMetrics {}
 
 /** Every metric the gateway exports, registered in its own registry. */
 export class Metrics {
@@ -42,6 +50,7 @@ export class Metrics {
       admissionMetrics(f),
       policyMetrics(f),
       processMetrics(f),
+      tracingMetrics(f),
     );
     // Unlabelled gauges read 0 before their first change, rather than being absent.
     for (const g of [this.httpActive, this.queueDepth, this.admissionInflight]) g.with();

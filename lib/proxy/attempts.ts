@@ -13,6 +13,7 @@ import type { Reply } from "../core/http.ts";
 import type { Cancel } from "../core/cancel.ts";
 import { clientClosedReply, finalReply, timeoutError } from "./ledger.ts";
 import { backoffMs, maxAttempts } from "./retry.ts";
+import { failedLeg, legSpan } from "./trace.ts";
 import { type AttemptPlan, type CallContext, type Failure, type ProxyDeps } from "./types.ts";
 
 const NONE: ReadonlySet<string> = new Set();
@@ -59,9 +60,11 @@ export async function runAttempts<C, P>(
     if (r.kind === "response") return r.reply;
     (failed ??= new Set()).add(r.worker.id);
     last = r.failure;
+    if (c.spans !== null) failedLeg(legSpan(c, r.worker), last);
     if (!last.retryable) break;
     d.log.warn(plan.retryMessage, {
       request_id: c.ctx.requestId,
+      trace_id: c.ctx.trace?.traceId,
       ...plan.describe(pick, r),
       status: last.worker?.status ?? last.error?.status,
       attempt: attempt + 1,

@@ -21,11 +21,14 @@ export interface ReportedUsage {
   prompt: number;
   /** `cached_tokens`, or null when the answer did not say. */
   cached: number | null;
+  /** `completion_tokens`, or null (undefined) when the answer did not say. */
+  completion?: number | null;
 }
 
 const decoder = new TextDecoder();
 const PROMPT = /"prompt_tokens"\s*:\s*(\d+)/g;
 const CACHED = /"cached_tokens"\s*:\s*(\d+)/g;
+const COMPLETION = /"completion_tokens"\s*:\s*(\d+)/g;
 
 /** The last `prompt_tokens` and `cached_tokens` in `chunks` (null: no prompt count). */
 export function usageIn(chunks: readonly Uint8Array[]): ReportedUsage | null {
@@ -38,7 +41,7 @@ export function usageIn(chunks: readonly Uint8Array[]): ReportedUsage | null {
   };
   const cached = last(CACHED);
   const prompt = last(PROMPT);
-  return prompt === null || prompt <= 0 ? null : { prompt, cached };
+  return prompt === null || prompt <= 0 ? null : { prompt, cached, completion: last(COMPLETION) };
 }
 
 /** Records predictions against reports. */

@@ -13,6 +13,7 @@ import { Cancel } from "../core/cancel.ts";
 import type { DeadlineEntry, Deadlines } from "./deadlines.ts";
 import type { GrpcInput } from "./grpc/request.ts";
 import type { RouteSeries } from "./series.ts";
+import type { Span } from "../tracing/span.ts";
 import type { CallContext, RequestContext, Resume, UsageMeter } from "./types.ts";
 
 /** What a request holds until its response is done; released once. */
@@ -73,6 +74,7 @@ export class Call implements CallContext, DeadlineEntry {
   readonly resume: Resume | null;
   readonly continuing: boolean;
   readonly excluded: ReadonlySet<string> | null;
+  spans: Map<string, Span> | null = null;
   readonly #holds: Holds;
   readonly #deadlines: Deadlines;
   #grpc: GrpcInput | null;

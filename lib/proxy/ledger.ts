@@ -23,6 +23,7 @@ import type { AttemptResult, CallContext, Failed, Failure, Slot } from "./types.
 
 export type { Slot } from "./types.ts";
 import { CLIENT_CLOSED } from "./types.ts";
+import { legSpan, openLeg, usageOnSpans } from "./trace.ts";
 
 /** The request did not finish within the deadline. */
 export function timeoutError(ms: number): GatewayError {
@@ -116,20 +117,32 @@ export class WorkerLedger {
     worker.requestsTotal++;
     ws.active.set(worker.ownInFlight);
     const releaseKey = c.rr.stickyKey === null ? null : worker.holdKey(c.rr.stickyKey);
-    const firstToken = worker.chargePrefill(
+    const charged = worker.chargePrefill(
       c.notes.get(worker.id)?.prefillTokens ?? 0,
       this.#clock.now(),
     );
+    const trace = c.ctx.trace ? openLeg(c, c.ctx.trace, worker) : null;
+    const span = trace?.span ?? null;
+    let first = span !== null && c.rr.stream;
+    const firstToken = first
+      ? () => {
+        if (first) span!.event("first_token");
+        first = false;
+        charged();
+      }
+      : charged;
     let held = true;
     return {
       firstToken,
+      trace,
       release: () => {
         if (!held) return;
         held = false;
         worker.ownInFlight--;
-        firstToken();
+        charged();
         releaseKey?.();
         ws.active.set(worker.ownInFlight);
+        span?.finish();
       },
     };
   }
@@ -168,9 +181,10 @@ export class WorkerLedger {
     };
   }
 
-  /** Counts a worker's HTTP response by status. */
-  upstreamStatus(status: number): void {
+  /** Counts `worker`'s HTTP response by status (and on the attempt's span). */
+  upstreamStatus(c: CallContext, worker: Worker, status: number): void {
     this.#pm.upstream(status);
+    legSpan(c, worker)?.set("http.response.status_code", status);
   }
 
   /** A worker's error status that will not be answered to the client: recorded, failed. */
@@ -198,6 +212,7 @@ export class WorkerLedger {
    */
   reported(c: CallContext, worker: Worker, reported: ReportedUsage | null): void {
     if (reported === null) return;
+    if (c.spans !== null) usageOnSpans(c, legSpan(c, worker), reported);
     if (this.#ratios !== null && c.rr.tokens === null) {
       this.#ratios.observe(c.rr.model ?? "unknown", worker, c.rr.text.length, reported.prompt);
     }
@@ -238,6 +253,7 @@ export class WorkerLedger {
    * the request was routed on text (its prompt tokens teach the characters per token).
    */
   wantsUsage(c: CallContext, worker: Worker): boolean {
+    if (c.spans !== null) return true; // the trace records it
     if (this.#ratios !== null && c.rr.tokens === null && c.rr.text.length > 0) return true;
     const note = c.notes.get(worker.id);
     return note !== undefined && note.predictedCached !== null;

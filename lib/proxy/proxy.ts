@@ -48,6 +48,8 @@ import { PdPlan } from "./pd.ts";
 import { Unspoken } from "./protocols.ts";
 import { RegularPlan } from "./regular.ts";
 import { ProxyMetrics, type RouteSeries } from "./series.ts";
+import { operationOf } from "./trace.ts";
+import { type Span, timed } from "../tracing/span.ts";
 import type { SelectEnv } from "./select.ts";
 import type {
   AttemptPlan,
@@ -141,16 +143,18 @@ export class InferenceProxy {
     const holds = new Holds();
     ctx.completed.then(holds.done, holds.done);
     let series: RouteSeries | null = null;
+    const server = ctx.trace?.server ?? null;
     try {
       const slot = d.admission.acquire(inb.gone);
-      holds.add(slot instanceof Promise ? await slot : slot);
+      // Queued, the wait is a span of its own.
+      holds.add(slot instanceof Promise ? await timed(server?.child("smg.admission"), slot) : slot);
       const bytes = await inb.bytes(d.config.maxPayloadSize);
       const body = parseJson(bytes);
-      const t = await this.#tokenize(
-        endpoint,
-        body,
-        extractRouteRequest(endpoint, body, inb.headers, this.#extract),
-      );
+      const extracted = extractRouteRequest(endpoint, body, inb.headers, this.#extract);
+      server?.set("gen_ai.operation.name", operationOf(endpoint))
+        .set("gen_ai.request.model", extracted.model)
+        .set("smg.stream", extracted.stream);
+      const t = await this.#tokenize(endpoint, body, extracted, server);
       const { rr, grpc } = t;
       const plan = this.#plan;
       series = plan.series(this.#pm, rr, t.connection);
@@ -240,7 +244,12 @@ export class InferenceProxy {
    * tokens), or by its first gRPC attempt (`prepare`). For HTTP workers publishing KV events,
    * only the prompt's token ids are made, where they come at once.
    */
-  async #tokenize(endpoint: Endpoint, body: unknown, rr: RouteRequest): Promise<Tokenized> {
+  async #tokenize(
+    endpoint: Endpoint,
+    body: unknown,
+    rr: RouteRequest,
+    server: Span | null,
+  ): Promise<Tokenized> {
     const d = this.#d;
     const tok = d.grpc?.tokenizer;
     const prepare = tok
@@ -248,7 +257,9 @@ export class InferenceProxy {
       : null;
     if (prepare === null) return { rr, grpc: null, prepare, connection: "http" };
     if (this.#servesGrpc(rr.model)) {
-      const grpc = await prepare();
+      const grpc = await timed(server?.child("smg.tokenize"), prepare(), (s, g) => {
+        s.set("gen_ai.usage.input_tokens", g.ids.length);
+      });
       return {
         rr: rr.tokens === null ? { ...rr, tokens: grpc.ids } : rr,
         grpc,
@@ -263,7 +274,11 @@ export class InferenceProxy {
       // HTTP workers publishing KV events: route on the prompt's tokens, as the engine holds
       // them; a body the tokenizer refuses still goes, on its text.
       try {
-        const { ids } = await promptOfAsync(endpoint, body as Record<string, unknown>, tok!);
+        const { ids } = await timed(
+          server?.child("smg.tokenize"),
+          promptOfAsync(endpoint, body as Record<string, unknown>, tok!),
+          (s, p) => s.set("gen_ai.usage.input_tokens", p.ids.length),
+        );
         const tokenized = { ...rr, tokens: ids, tokenizedText: true };
         return { rr: tokenized, grpc: null, prepare, connection: "http" };
       } catch { /* routed on text */ }
@@ -287,6 +302,7 @@ export class InferenceProxy {
     if (d.log.enabled("debug")) {
       d.log.debug("request routed", {
         request_id: ctx.requestId,
+        trace_id: ctx.trace?.traceId,
         endpoint,
         model: rr.model,
         stream: rr.stream,
@@ -306,8 +322,13 @@ export class InferenceProxy {
   ): Reply {
     const d = this.#d;
     const err = e instanceof GatewayError ? e : new GatewayError(500, "internal_error", String(e));
-    if (err.status === 500) d.log.error("request failed", { request_id: ctx.requestId, err });
-    else if (d.log.enabled("debug")) {
+    if (err.status === 500) {
+      d.log.error("request failed", {
+        request_id: ctx.requestId,
+        trace_id: ctx.trace?.traceId,
+        err,
+      });
+    } else if (d.log.enabled("debug")) {
       d.log.debug("request refused", {
         request_id: ctx.requestId,
         endpoint,
@@ -332,6 +353,12 @@ export class InferenceProxy {
   ): Charge {
     const estimate = grpc ? grpc.ids.length : promptTokens(rr);
     const r = this.#d.limits!.reserve(ctx.tenant ?? "anonymous", rr.model, estimate);
+    ctx.trace?.server?.event("smg.tenant_limit", [
+      "smg.tenant_limit.decision",
+      typeof r === "number" ? "denied" : "allowed",
+      "smg.tenant_limit.tokens",
+      estimate,
+    ]);
     if (typeof r === "number") {
       throw new GatewayError(
         429,

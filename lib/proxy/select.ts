@@ -74,6 +74,7 @@ export function selectWorker(env: SelectEnv, s: Selection): Worker | null {
       { retryAfter: 1 },
     );
   }
+  note.eligible = eligible.length;
   const worker = policy.select(eligible, rr, note);
   if (!worker) {
     if (retrying) return null;

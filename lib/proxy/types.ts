@@ -26,6 +26,7 @@ import type { TenantLimiter } from "../limits/limiter.ts";
 import type { Admission } from "./admission.ts";
 import type { GrpcInput, PromptTokenizer } from "./grpc/request.ts";
 import type { RouteSeries } from "./series.ts";
+import type { RequestTrace, Span } from "../tracing/span.ts";
 
 /** Which policy routes a model. */
 export interface PolicyLookup {
@@ -43,8 +44,12 @@ export interface PdPolicies {
 
 /** A gRPC worker's client, as an attempt uses it. */
 export interface GenerateClient {
-  /** Starts a `Generate` call; `cancel` ends it. */
-  generate(req: GenerateRequestPb, cancel?: Cancel): GenerateStream;
+  /** Starts a `Generate` call with `metadata` (the trace context); `cancel` ends it. */
+  generate(
+    req: GenerateRequestPb,
+    cancel?: Cancel,
+    metadata?: readonly [string, string][],
+  ): GenerateStream;
   /** Asks the worker to abort request `requestId`. */
   abort(requestId: string, reason: string): Promise<unknown>;
 }
@@ -105,6 +110,8 @@ export interface RequestContext {
   completed: Promise<unknown>;
   /** The request's tenant key (`auth:`, `header:`, `ip:` or `anonymous`), when resolved. */
   tenant?: string;
+  /** Its trace (`--enable-trace`), or undefined with tracing off. */
+  trace?: RequestTrace;
 }
 
 /**
@@ -164,6 +171,8 @@ export interface CallContext {
   readonly continuing: boolean;
   /** Workers its picks exclude from the start (a continuation's broken ones). */
   readonly excluded: ReadonlySet<string> | null;
+  /** Its attempts' spans by worker id, when its trace is recorded (`trace.ts`). */
+  spans: Map<string, Span> | null;
 }
 
 /**
@@ -188,6 +197,18 @@ export interface Slot {
   release: () => void;
   /** The first token arrived: its prefill leaves the worker's backlog (idempotent). */
   firstToken: () => void;
+  /** The trace context the worker is sent (null: tracing off; the client's passes through). */
+  trace: LegTrace | null;
+}
+
+/** The trace context a worker is sent with one attempt. */
+export interface LegTrace {
+  /** The attempt's span (null when the request is not sampled). */
+  span: Span | null;
+  /** `traceparent` for the worker. */
+  traceparent: string;
+  /** `tracestate` for the worker, or null. */
+  tracestate: string | null;
 }
 
 /** Status answered when the client left (nobody reads it). */

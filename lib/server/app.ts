@@ -50,6 +50,9 @@ import { createLimiter, createTenants } from "../limits/feature.ts";
 import { createDashboard, type Dashboard } from "../dashboard/feature.ts";
 import { metricsPortHandler } from "./metrics_port.ts";
 import { TextRatios } from "../workers/text_ratios.ts";
+import { createTracing, type Tracing } from "../tracing/feature.ts";
+import type { TracingSettings } from "../tracing/settings.ts";
+import type { Transport } from "../tracing/export.ts";
 
 /** What a gateway is built from; everything but `config` and `log` has a production default. */
 export interface GatewayOptions {
@@ -80,6 +83,11 @@ export interface GatewayOptions {
    * certificate every client toward workers uses (HTTP/1.1, fetch, gRPC).
    */
   tls?: TlsMaterial;
+  /**
+   * Tracing (`--enable-trace`): its settings, read by `tracingSettings` from the flags and the
+   * `OTEL_*` variables, and, for tests, the transport to the collector and a wall clock.
+   */
+  tracing?: { settings: TracingSettings; transport?: Transport; now?: () => number } | null;
 }
 
 /** A gateway instance. */
@@ -112,6 +120,8 @@ export class Gateway {
   readonly limits: TenantLimiter | null;
   /** The status page (`GET /dashboard`) and its routing history. */
   readonly dashboard: Dashboard;
+  /** Tracing (`--enable-trace`), or null. */
+  readonly tracing: Tracing | null;
   /** Characters per token per model and worker, learned from the answers. */
   readonly ratios = new TextRatios();
   /** The main port's entry over the gateway's exchange types (the own front calls it). */
@@ -201,6 +211,16 @@ export class Gateway {
       clock,
       log: log.child({ module: "workers" }),
     });
+    const tracing = this.tracing = opts.tracing
+      ? createTracing(opts.tracing.settings, {
+        clock,
+        log,
+        metrics,
+        transport: opts.tracing.transport,
+        now: opts.tracing.now,
+        flushMs: Math.min(5000, config.shutdownGracePeriodSecs * 1000),
+      })
+      : null;
     const rl = config.tenantRateLimit;
     const limits = this.limits = createLimiter(config, clock, metrics); // null when off
     this.mesh = config.mesh.enabled
@@ -272,6 +292,7 @@ export class Gateway {
       mesh,
       policy: this.policy.name,
       ratios: this.ratios,
+      tracing: tracing !== null,
     });
     this.handleMetrics = metricsPortHandler(this);
     this.entry = createEntry({
@@ -298,9 +319,12 @@ export class Gateway {
       requestIdHeaders: config.requestIdHeaders,
       metrics,
       clock,
+      tracer: tracing?.tracer,
+      onTraced: tracing ? (t) => this.dashboard.traced(t) : undefined,
     });
     // The optional parts, in dependency order: started first to last, stopped last to first.
     this.#features = [
+      tracing,
       workerTlsReload(config, workerTls, log, clock),
       loopFeature("health", this.checker),
       loopFeature("loads", this.monitor),

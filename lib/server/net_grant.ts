@@ -3,7 +3,8 @@
  * thread the gateway runs in (Deno fixes permissions when a thread starts, so the list is
  * computed from the flags before it). In each mode:
  * - static (workers and PD legs from flags, no discovery, no mesh): the listen sockets, the
- *   workers' `host:port`s and the `--worker-host-allowlist` entries;
+ *   workers' `host:port`s, the `--worker-host-allowlist` entries and, with `--enable-trace`,
+ *   the OTLP collector's `host:port`;
  * - with discovery or the mesh, workers arrive at run time (pods, peers' registrations) and the
  *   mesh learns routers by gossip: with an allow-list, the grant is the static one plus the
  *   mesh seeds and the Kubernetes API server; without one nothing bounds them, and the grant
@@ -15,6 +16,12 @@
 import type { GatewayConfig } from "../config/config.ts";
 import { parseAllowEntry, urlHostPort } from "../core/egress.ts";
 import { kubeApiHostPort } from "../discovery/kube_server.ts";
+import {
+  collectorGrant,
+  type EnvReader,
+  processEnv,
+  tracingSettings,
+} from "../tracing/settings.ts";
 
 /** What the gateway thread may connect to and listen on. */
 export type NetGrant =
@@ -58,6 +65,7 @@ export const TLS_PIPE_HOST = "127.0.0.1";
 export function gatewayNetGrant(
   c: GatewayConfig,
   kubeApi: () => string | null = kubeApiHostPort,
+  env: EnvReader = processEnv,
 ): NetGrant {
   const dynamic = [
     c.discovery.enabled ? "--service-discovery" : null,
@@ -76,6 +84,8 @@ export function gatewayNetGrant(
     if (hp) allow.push(`${bracket(hp.host)}:${hp.port}`);
   }
   if (c.mesh.enabled) allow.push(...c.mesh.peerUrls);
+  const tracing = tracingSettings(c.tracing, env);
+  if (tracing !== null) allow.push(...collectorGrant(tracing));
   for (const raw of c.workerHostAllowlist) {
     const g = grantEntry(raw);
     if (g === null) {

@@ -23,6 +23,8 @@ import type { Tenants } from "../limits/tenants.ts";
 import type { RequestContext } from "../proxy/proxy.ts";
 import { fromResponse } from "./inbound.ts";
 import { requestIdFor } from "./request_id.ts";
+import type { RequestTrace, Tracer } from "../tracing/span.ts";
+import type { TracedRequest } from "../dashboard/slow.ts";
 
 /** What a handler gets besides the request. */
 export interface RouteContext extends RequestContext {
@@ -83,6 +85,10 @@ export interface EntryDeps {
   metrics: Metrics;
   /** Clock. */
   clock: Clock;
+  /** Starts each inference request's trace (`--enable-trace`; default none). */
+  tracer?: Tracer | null;
+  /** Told of each traced inference request once its response is done (the status page). */
+  onTraced?: (t: TracedRequest) => void;
 }
 
 /** The main port's entry: a request and a promise settled when its response is done. */
@@ -223,6 +229,49 @@ export function createEntry(d: EntryDeps): Entry {
     s.duration.observe((d.clock.now() - start) / 1000);
   };
 
+  /** An inference request's trace, its server span's first attributes set. */
+  const traceOf = (inb: Inbound, m: Match, requestId: string): RequestTrace | undefined => {
+    const tracer = d.tracer;
+    if (!tracer || !m.route?.inbound) return undefined;
+    const h = inb.headers;
+    const t = tracer.request(
+      `${inb.method} ${m.template}`,
+      h.get("traceparent"),
+      h.get("tracestate"),
+    );
+    t.server?.set("http.request.method", inb.method)
+      .set("url.path", inb.path)
+      .set("http.route", m.template)
+      .set("client.address", inb.remote)
+      .set("smg.request_id", requestId);
+    return t;
+  };
+
+  /** Ends an inference request's trace once its response is done. */
+  const endTrace = (
+    t: RequestTrace,
+    route: string,
+    requestId: string,
+    res: Reply,
+    start: number,
+  ) => {
+    const status = res.status;
+    t.server?.set("http.response.status_code", status);
+    if (status >= 500) t.server?.set("error.type", String(status)).fail(`answered ${status}`);
+    const end = () => {
+      t.server?.finish();
+      d.onTraced?.({
+        traceId: t.traceId,
+        sampled: t.server !== null,
+        requestId,
+        route,
+        status,
+        ms: d.clock.now() - start,
+      });
+    };
+    return end;
+  };
+
   return async (inb, completed) => {
     const method = inb.method;
     // SMG's CORS layer answers every OPTIONS itself, outside routing, auth and metrics.
@@ -233,7 +282,14 @@ export function createEntry(d: EntryDeps): Entry {
     active.inc();
     completed.then(done, done);
     const v = authorize(inb, m);
-    const res = await dispatch(inb, m, v, { requestId, completed, path: inb.path });
+    const trace = traceOf(inb, m, requestId);
+    const rc: RouteContext = { requestId, completed, path: inb.path, trace };
+    const res = await dispatch(inb, m, v, rc);
+    if (trace) {
+      trace.server?.set("smg.tenant", rc.tenant);
+      const end = endTrace(trace, `${method} ${m.template}`, requestId, res, start);
+      completed.then(end, end);
+    }
     if (!m.route?.stampsRequestId) stamp(res.headers, requestId);
     cors.decorate(res.headers, inb.headers.get("origin"));
     auditOf(inb, v, res, requestId);

@@ -94,8 +94,8 @@ export class SimGrpcServer {
   readonly #subscriptions = new Set<grpc.ServerWritableStream<Buffer, Buffer>>();
   #generated = 0;
   #port = 0;
-  /** Sees every `Generate` request as it arrives (tests). */
-  onGenerate: ((req: GenerateRequestPb) => void) | null = null;
+  /** Sees every `Generate` request and its metadata (trace context) as it arrives (tests). */
+  onGenerate: ((req: GenerateRequestPb, metadata: grpc.Metadata) => void) | null = null;
   /** Called once a `SubscribeKvEvents` call is subscribed to the engine's log (tests). */
   onKvSubscribe: (() => void) | null = null;
 
@@ -214,7 +214,7 @@ export class SimGrpcServer {
     } catch (e) {
       return fail(call, grpc.status.INVALID_ARGUMENT, (e as Error).message);
     }
-    this.onGenerate?.(req);
+    this.onGenerate?.(req, call.metadata);
     const tokens = req.tokenized?.input_ids ?? [];
     if (tokens.length === 0) {
       return fail(call, grpc.status.INVALID_ARGUMENT, "no input_ids");

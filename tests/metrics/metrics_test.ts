@@ -10,6 +10,9 @@ import { DURATION_BUCKETS, Metrics } from "../../lib/metrics/metrics.ts";
 function touchAll(m: Metrics): void {
   m.progressMisses.with("http://w1:8000", "idle").inc();
   m.continuations.with("http://w1:8000", "continued").inc();
+  m.traceExported.with().inc(3);
+  m.traceDropped.with("queue_full").inc();
+  m.traceQueued.with().set(1);
   m.httpRequests.with("POST", "/v1/chat/completions").inc();
   m.httpDuration.with("POST", "/v1/chat/completions").observe(0.2);
   m.httpResponses.with("/v1/chat/completions", "200", "").inc();
@@ -135,6 +138,9 @@ const EXPECTED: [string, "counter" | "gauge" | "histogram"][] = [
   ["smg_process_heap_used_bytes", "gauge"],
   ["smg_process_heap_total_bytes", "gauge"],
   ["smg_process_external_memory_bytes", "gauge"],
+  ["smg_trace_spans_exported_total", "counter"],
+  ["smg_trace_spans_dropped_total", "counter"],
+  ["smg_trace_queue_spans", "gauge"],
 ];
 
 Deno.test("Metrics: every SMG name renders with its TYPE and a sample once a series exists", async () => {

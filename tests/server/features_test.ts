@@ -8,10 +8,19 @@ import { FakeClock } from "../../lib/core/clock.ts";
 import { silentLogger } from "../../lib/core/log.ts";
 import { Gateway } from "../../lib/server/app.ts";
 import { check } from "../support/config.ts";
+import { tracingSettings } from "../../lib/tracing/settings.ts";
+import { CapturingTransport } from "../support/otlp.ts";
 
 /** The features of a gateway built from `args` (then stopped: it holds a pool toward workers). */
 async function features(args: string[]): Promise<string[]> {
-  const gw = new Gateway({ config: check(args), log: silentLogger, clock: new FakeClock() });
+  const config = check(args);
+  const settings = tracingSettings(config.tracing, () => undefined);
+  const gw = new Gateway({
+    config,
+    log: silentLogger,
+    clock: new FakeClock(),
+    tracing: settings && { settings, transport: new CapturingTransport() },
+  });
   const names = gw.features;
   await gw.stop();
   return names;
@@ -25,6 +34,15 @@ Deno.test("features: the loops and the status page always; KV events only where 
 Deno.test("features: the mesh comes after the status page and before KV events in the list", async () => {
   const mesh = ["--enable-mesh", "--mesh-host", "127.0.0.1", "--mesh-port", "1"];
   assert.deepEqual(await features(mesh), ["health", "loads", "dashboard", "mesh", "kv_events"]);
+});
+
+Deno.test("features: tracing comes first, so it is stopped last (the drained requests' spans)", async () => {
+  assert.deepEqual(await features(["--enable-trace", "--kv-events", "off"]), [
+    "tracing",
+    "health",
+    "loads",
+    "dashboard",
+  ]);
 });
 
 Deno.test("features: started and stopped on fake time, a gateway leaves no timer behind", async () => {
@@ -48,7 +66,8 @@ Deno.test("features: docs/architecture.md's table names every feature a gateway 
     "--service-discovery",
     "--selector",
     "app=sglang",
+    "--enable-trace",
   ]);
-  // The client certificate's reload needs its files read (loadTls): its place is first.
-  assert.deepEqual(documented, ["worker_tls", ...everything]);
+  // The client certificate's reload needs its files read (loadTls): its place is after tracing.
+  assert.deepEqual(documented, [everything[0], "worker_tls", ...everything.slice(1)]);
 });

@@ -225,7 +225,13 @@ export class VirtualGateway {
       return { ...FAILED, e2eMs: clock.now() - start };
     }
     const index = this.workers.indexOf(worker);
-    const c = { rr, notes: new Map([[worker.id, note]]) } as unknown as CallContext;
+    // What the ledger reads of a call: its inputs, its notes, no trace.
+    const c = {
+      rr,
+      notes: new Map([[worker.id, note]]),
+      ctx: {},
+      spans: null,
+    } as unknown as CallContext;
     const slot = this.#ledger.hold(c, worker);
     let ttftMs: number | null = null;
     const delay = this.#o.submitDelayMs ?? 0;

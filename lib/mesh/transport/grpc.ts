@@ -35,6 +35,7 @@ import * as codec from "./codec.ts";
 import type { Decoded } from "./codec.ts";
 import { deadConn, type DuplexCall, GrpcFrameConn } from "./grpc_stream.ts";
 import { peerHost, PerHostBuckets } from "./host_buckets.ts";
+import { quietGrpcLogs } from "../../core/grpc_logs.ts";
 import type {
   FrameConn,
   MeshTransport,
@@ -117,11 +118,7 @@ const CHANNEL_OPTIONS: grpc.ChannelOptions = {
   "grpc.use_local_subchannel_pool": 1,
 };
 
-// grpc-js logs to the console; the transport reports through its callbacks instead. Its own
-// variables still turn the logs back on for debugging.
-if (!Deno.env.get("GRPC_VERBOSITY") && !Deno.env.get("GRPC_NODE_VERBOSITY")) {
-  grpc.setLogVerbosity(grpc.logVerbosity.NONE);
-}
+quietGrpcLogs(grpc);
 
 /** The mesh transport routers use: gRPC over HTTP/2, optionally with mTLS. */
 export class GrpcTransport implements MeshTransport {

@@ -189,6 +189,7 @@ export class CacheAwarePolicy implements Policy {
         ? { matched: remote.depth, total: tree.total, tenants: remote.tenants }
         : tree;
       const ratio = match.total === 0 ? 0 : match.matched / match.total;
+      if (note) note.matched = match.matched;
       this.#d.observer?.matchRatio?.("cache_aware", ratio);
       let pick: W | null = null;
       if (ratio > this.#c.cacheThreshold) {
@@ -390,6 +391,7 @@ export class CacheAwarePolicy implements Policy {
   ): W {
     this.#d.observer?.decision("cache_aware", branch);
     if (note) {
+      note.branch = branch;
       note.prefillTokens = uncachedTokens;
       note.predictedCached = cachedTokens;
     }

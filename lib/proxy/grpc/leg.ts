@@ -43,6 +43,7 @@ import { completeJson, type Shape, type Usage } from "./response.ts";
 import { GrpcSse } from "./sse.ts";
 import { grpcResumer } from "./continue.ts";
 import { httpStatusOf, isTransportStatus } from "./status.ts";
+import { traceMetadata } from "../trace.ts";
 
 const JSON_TYPE = "application/json";
 /**
@@ -173,7 +174,7 @@ class GrpcLeg implements Leg {
     this.#slot = slot;
     let stream: GenerateStream;
     try {
-      stream = g.client(worker.url).generate(req, cancel);
+      stream = g.client(worker.url).generate(req, cancel, traceMetadata(slot.trace));
     } catch (e) {
       stream = failedStream(e);
     }

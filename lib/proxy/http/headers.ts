@@ -10,6 +10,7 @@
 
 import type { HeaderMap } from "../../core/http.ts";
 import type { HeaderList } from "../../upstream/types.ts";
+import type { LegTrace } from "../types.ts";
 
 export type { HeaderList };
 
@@ -41,19 +42,28 @@ const DROP_RESPONSE = new Set([
   "x-request-id",
 ]);
 
-/** Headers for the worker request. */
+/**
+ * Headers for the worker request; with `trace` (tracing on), the attempt's `traceparent` and
+ * `tracestate` replace the client's.
+ */
 export function upstreamHeaders(
   client: HeaderMap,
   requestId: string,
   workerKey: string | null,
+  trace: LegTrace | null = null,
 ): HeaderList {
   const h: HeaderList = [["x-request-id", requestId]];
   let type = false;
   for (const [k, v] of client) {
     if (DROP_REQUEST.has(k)) continue;
     if (k === "authorization" && workerKey) continue;
+    if (trace && (k === "traceparent" || k === "tracestate")) continue;
     if (k === "content-type") type = true;
     h.push([k, v]);
+  }
+  if (trace) {
+    h.push(["traceparent", trace.traceparent]);
+    if (trace.tracestate !== null) h.push(["tracestate", trace.tracestate]);
   }
   if (workerKey) h.push(["authorization", `Bearer ${workerKey}`]);
   if (!type) h.push(["content-type", "application/json"]);

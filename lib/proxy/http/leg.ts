@@ -134,7 +134,12 @@ class HttpLeg implements Leg {
         base: this.worker.url,
         path: ENDPOINT_PATHS[c.rr.endpoint],
         method: "POST",
-        headers: upstreamHeaders(c.inb.headers, c.ctx.requestId, this.worker.apiKey),
+        headers: upstreamHeaders(
+          c.inb.headers,
+          c.ctx.requestId,
+          this.worker.apiKey,
+          this.#slot.trace,
+        ),
         body: this.#body,
         cancel: this.#cancel,
         ...progressDeadlines(
@@ -155,7 +160,7 @@ class HttpLeg implements Leg {
       return this.#ledger.failure(c, this.worker, e, "unreachable", "http");
     }
     this.#ledger.saw(this.worker);
-    this.#ledger.upstreamStatus(res.status);
+    this.#ledger.upstreamStatus(c, this.worker, res.status);
     // A whole answer's head comes with its last token; a stream's first bytes are its first.
     if (!c.rr.stream) this.#slot.firstToken();
     if (this.#stopped) {
