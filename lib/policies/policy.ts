@@ -38,6 +38,15 @@ export interface Policy {
 }
 
 /** Where policies report their decisions (wired to metrics by the composition root). */
+/**
+ * The branch of the latest decision (any policy's), written by the observer as the policy reports
+ * it, read by the router right after the `select` it cleared it for: a decision is made without an
+ * await, so nothing comes between.
+ */
+export interface LastDecision {
+  branch: string | null;
+}
+
 export interface PolicyObserver {
   /** A decision `branch` of `policy` (e.g. manual `occupied_hit`, consistent_hashing `ring_hit`). */
   decision(policy: string, branch: string): void;

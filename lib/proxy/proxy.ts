@@ -114,6 +114,7 @@ export class InferenceProxy {
       clock: deps.clock,
       shed: deps.metrics.overloadShed.with("selection"),
       overloadedRetryAfter: deps.config.loadMonitor.intervalSecs,
+      lastDecision: deps.lastDecision,
     };
     this.#plan = deps.pd
       ? new PdPlan(deps, env, deps.pd, protocols, ledger)

@@ -10,7 +10,7 @@ import { GatewayError } from "../core/errors.ts";
 import type { RouteRequest, SelectionNote } from "../core/types.ts";
 import type { CounterSeries } from "../metrics/fast.ts";
 import { promptTokens } from "../policies/expected_wait.ts";
-import type { Policy } from "../policies/policy.ts";
+import type { LastDecision, Policy } from "../policies/policy.ts";
 import type { Worker } from "../workers/worker.ts";
 
 /** What selection reads besides the request: built once per proxy. */
@@ -21,6 +21,8 @@ export interface SelectEnv {
   shed: CounterSeries;
   /** `Retry-After` when every worker is overloaded (the load-monitor interval, s). */
   overloadedRetryAfter: number;
+  /** Where the policies' observer keeps its last branch, noted on the pick (absent: not). */
+  lastDecision?: LastDecision;
 }
 
 /** One selection: the pool, the request and who picks. */
@@ -75,7 +77,10 @@ export function selectWorker(env: SelectEnv, s: Selection): Worker | null {
     );
   }
   note.eligible = eligible.length;
+  const last = env.lastDecision;
+  if (last) last.branch = null;
   const worker = policy.select(eligible, rr, note);
+  if (last?.branch) note.branch ??= last.branch;
   if (!worker) {
     if (retrying) return null;
     throw new GatewayError(503, code, `policy ${policy.name} found no worker`, { retryAfter: 1 });

@@ -15,7 +15,7 @@ import type { ConnectionMode, RouteRequest, SelectionNote } from "../core/types.
 import type { GenerateStream } from "../grpc/sglang_client.ts";
 import type { GenerateRequestPb } from "../grpc/sglang_proto.ts";
 import type { Metrics } from "../metrics/metrics.ts";
-import type { Policy } from "../policies/policy.ts";
+import type { LastDecision, Policy } from "../policies/policy.ts";
 import type { Decoder } from "../tokenizer/detokenize.ts";
 import type { HeaderList, Upstream } from "../upstream/types.ts";
 import type { Cancel } from "../core/cancel.ts";
@@ -95,6 +95,8 @@ export interface ProxyDeps {
    * are routed with); absent: 4 a token, nothing learned.
    */
   ratios?: TextRatios;
+  /** Where the policies' observer keeps its last branch (the attempt span's `smg.route.branch`). */
+  lastDecision?: LastDecision;
   /**
    * Whether requests for `model` are routed on their token ids though its workers speak HTTP
    * (their engines publish KV events, indexed by token); needs `grpc`'s tokenizer. Default no.

@@ -17,6 +17,7 @@ import { type Clock, osRandom, type Random, seededRandom, systemClock } from "..
 import type { Logger } from "../core/log.ts";
 import { Metrics } from "../metrics/metrics.ts";
 import type { Policy } from "../policies/mod.ts";
+import type { LastDecision } from "../policies/policy.ts";
 import { PolicyReplicas } from "../policies/replicas.ts";
 import { PolicyRegistry } from "../policies/registry.ts";
 import { Admission } from "../proxy/admission.ts";
@@ -170,6 +171,8 @@ export class Gateway {
     const registry = this.registry;
 
     const replicas = new PolicyReplicas();
+    // The policies' last branch, noted on each pick (an attempt span's smg.route.branch).
+    const lastDecision: LastDecision = { branch: null };
     const kvLog = log.child({ module: "kv" });
     // KV-event mode's indexes come before the policies that read them; `KvEvents` fills them.
     const kvIndexes = config.cacheAware.kvEvents === "auto"
@@ -180,7 +183,7 @@ export class Gateway {
       now: () => clock.now(),
       log: log.child({ module: "policy" }),
       config,
-      observer: policyObserver(metrics),
+      observer: policyObserver(metrics, lastDecision),
       replicas,
       cacheIndex: (model: string) => kvIndexes?.view(model) ?? null,
     }, registry);
@@ -282,6 +285,7 @@ export class Gateway {
         : undefined,
       routesOnTokens: kv ? (model) => kv.routesOnTokens(model) : undefined,
       ratios: this.ratios,
+      lastDecision,
     });
     const draining = () => this.#draining;
     this.dashboard = createDashboard({

@@ -38,13 +38,18 @@ function traced(
   return startGateway(urls, o, { tracing: { settings: settings(vars), transport } });
 }
 
-function chat(g: TestGateway, headers: Record<string, string> = {}, stream = false) {
+function chat(
+  g: TestGateway,
+  headers: Record<string, string> = {},
+  stream = false,
+  content = "hello",
+) {
   return fetch(`${g.url}/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json", ...headers },
     body: JSON.stringify({
       model: "test-model",
-      messages: [{ role: "user", content: "hello" }],
+      messages: [{ role: "user", content }],
       stream,
     }),
   });
@@ -137,6 +142,36 @@ Deno.test("tracing: a client's trace is continued, its tracestate passed on; a w
   } finally {
     await g.close();
     await w.close();
+  }
+});
+
+Deno.test("tracing: the attempt span carries cache_aware's decision — branch, matched prefix, prediction", async () => {
+  const a = new FakeWorker();
+  const b = new FakeWorker();
+  const t = new CapturingTransport();
+  const g = await traced([a.url, b.url], t, {}, { policy: "cache_aware" });
+  try {
+    // A prompt of many cache blocks, sent twice.
+    const content = "a long shared system prompt, block after block. ".repeat(100);
+    for (let i = 0; i < 2; i++) await (await chat(g, {}, false, content)).text();
+    const legs = (await t.until((s) => s.filter((x) => x.kind === 2).length === 2))
+      .filter((s) => s.kind === 3)
+      .sort((x, y) => x.start - y.start);
+    await g.gw.tracing!.queue.flush();
+    const [first, second] = legs;
+    assert.equal(first.attributes["smg.route.policy"], "cache_aware");
+    assert.equal(first.attributes["smg.route.eligible_workers"], 2);
+    assert.equal(first.attributes["smg.route.matched_prefix"], 0);
+    // The repeat finds its whole text where the first went.
+    assert.equal(second.attributes["smg.route.branch"], "hit");
+    assert.ok((second.attributes["smg.route.matched_prefix"] as number) > 0);
+    assert.ok((second.attributes["smg.route.predicted_cached_tokens"] as number) > 0);
+    assert.equal(second.attributes["smg.worker.url"], first.attributes["smg.worker.url"]);
+    assert.equal(typeof first.attributes["smg.route.branch"], "string");
+  } finally {
+    await g.close();
+    await a.close();
+    await b.close();
   }
 });
 

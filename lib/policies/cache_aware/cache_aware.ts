@@ -170,6 +170,7 @@ export class CacheAwarePolicy implements Policy {
     const choose = (tree: PrefixMatch) => {
       const since = account ? trees.log.before("token", now - IN_FLIGHT_MS) : 0;
       const merged = account ? accountMatch(account, tokens!, tree, candidates, since) : null;
+      if (note) note.matched = (merged ?? tree).matched;
       const url = decide(merged ?? tree, merged ? remoteOf(remote, account!) : remote);
       const fromTree = account === null || !account.reports(url);
       believed = fromTree && tree.matched > 0 ? tree.depths().get(url) ?? 0 : 0;
@@ -189,7 +190,6 @@ export class CacheAwarePolicy implements Policy {
         ? { matched: remote.depth, total: tree.total, tenants: remote.tenants }
         : tree;
       const ratio = match.total === 0 ? 0 : match.matched / match.total;
-      if (note) note.matched = match.matched;
       this.#d.observer?.matchRatio?.("cache_aware", ratio);
       let pick: W | null = null;
       if (ratio > this.#c.cacheThreshold) {
@@ -391,7 +391,6 @@ export class CacheAwarePolicy implements Policy {
   ): W {
     this.#d.observer?.decision("cache_aware", branch);
     if (note) {
-      note.branch = branch;
       note.prefillTokens = uncachedTokens;
       note.predictedCached = cachedTokens;
     }
