@@ -13,9 +13,10 @@
 import { parseArgs } from "node:util";
 import { formatReport, runFamily } from "../support/fuzz/driver.ts";
 import { FAMILIES } from "../support/fuzz/families.ts";
+import { taskArgs } from "./task_args.ts";
 
 const { values: v } = parseArgs({
-  args: Deno.args.filter((a) => a !== "--"), // `deno task ... -- ...` passes it on
+  args: taskArgs(),
   options: {
     seed: { type: "string", default: "1" },
     inputs: { type: "string", default: "25000" },

@@ -16,11 +16,12 @@ import { parseArgs } from "node:util";
 import { simGrpcServeCommand } from "../support/gateway_process.ts";
 import { HOST, killAll, spawn, stop, waitFor } from "../support/processes.ts";
 import { freePorts } from "../lib/core/free_port.ts";
+import { taskArgs } from "./task_args.ts";
 
 const ROOT = new URL("../", import.meta.url).pathname;
 
 const { values: v } = parseArgs({
-  args: Deno.args.filter((a) => a !== "--"), // `deno task ... -- ...` passes it on
+  args: taskArgs(),
   options: {
     threads: { type: "string", default: "0,1,2" },
     rounds: { type: "string", default: "3" },

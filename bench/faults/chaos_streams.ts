@@ -35,6 +35,7 @@ import {
 } from "./chaos_report.ts";
 import { SimFleet, type SimShape } from "./chaos_sims.ts";
 import { numberFlag } from "./flags.ts";
+import { taskArgs } from "../task_args.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const GATEWAY_CPU = 0;
@@ -202,7 +203,7 @@ async function run(
 }
 
 async function main(): Promise<number> {
-  const o = options(Deno.args.filter((a) => a !== "--")); // `deno task ... -- ...` passes it on
+  const o = options(taskArgs());
   const dir = await Deno.makeTempDir({ dir: "/tmp", prefix: "smg-chaos-" });
   const json = o.json ?? `${dir}/chaos_streams.json`;
   const shutdown = new AbortController();

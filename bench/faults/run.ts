@@ -25,6 +25,7 @@ import { markdown } from "./report.ts";
 import { ROWS } from "./rows.ts";
 import { runSoak } from "./soak.ts";
 import { numberFlag } from "./flags.ts";
+import { taskArgs } from "../task_args.ts";
 
 const GATEWAY_CPU = 0;
 const FLEET_CPU = 1;
@@ -173,7 +174,7 @@ async function matrix(o: Options, dir: string, signal: AbortSignal): Promise<str
 }
 
 async function main(): Promise<number> {
-  const o = options(Deno.args);
+  const o = options(taskArgs());
   const dir = await Deno.makeTempDir({ prefix: "smg-faults-" });
   const shutdown = new AbortController();
   for (const sig of ["SIGINT", "SIGTERM"] as const) {

@@ -19,6 +19,7 @@ import { cleanStale, Testbed } from "./chaos_netns.ts";
 import { ProcessGroup } from "./chaos_proc.ts";
 import { type ChaosResults, markdown } from "./chaos_report.ts";
 import { runSoak } from "./chaos_soak.ts";
+import { taskArgs } from "../task_args.ts";
 
 /** The experiments, in the order they run. */
 const EXPERIMENTS = ["detect", "idle", "loss", "pause"] as const;
@@ -109,7 +110,7 @@ async function machine(procs: ProcessGroup): Promise<Record<string, string>> {
 }
 
 async function main(): Promise<number> {
-  const opts = parseChaosArgs(Deno.args);
+  const opts = parseChaosArgs(taskArgs());
   if (Deno.uid() !== 0) throw new Error("run as root: the bench creates network namespaces");
   const procs = new ProcessGroup();
   const started = new Date();

@@ -30,6 +30,7 @@ import { percentile } from "../routing/report.ts";
 import { streamChat } from "../routing/stream.ts";
 import { Workload } from "../routing/workload.ts";
 import { haproxyConfig, type Router, startRouters } from "./routers.ts";
+import { taskArgs } from "../task_args.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const CPU = 0;
@@ -244,7 +245,7 @@ function table(rows: Awaited<ReturnType<typeof runMode>>[]): string {
 }
 
 async function main(): Promise<number> {
-  const o = options(Deno.args);
+  const o = options(taskArgs());
   const dir = await Deno.makeTempDir({ prefix: "smg-failover-" });
   for (const sig of ["SIGINT", "SIGTERM"] as const) {
     Deno.addSignalListener(sig, () => {

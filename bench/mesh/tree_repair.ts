@@ -20,9 +20,10 @@ import { type TreeCounter, TreeSync } from "../../lib/mesh/adapters/tree_sync.ts
 import { CacheAwarePolicy } from "../../lib/policies/cache_aware/cache_aware.ts";
 import { PolicyReplicas } from "../../lib/policies/replicas.ts";
 import { request, view } from "../../support/policies.ts";
+import { taskArgs } from "../task_args.ts";
 
 const { values: v } = parseArgs({
-  args: Deno.args.filter((a) => a !== "--"), // `deno task bench:mesh-repair -- ...` passes it on
+  args: taskArgs(),
   options: {
     entries: { type: "string", default: "100000" },
     tenants: { type: "string", default: "50" },

@@ -25,6 +25,7 @@ import { type Child, HOST, killAll, spawn, stop, waitFor } from "../../support/p
 import { freePorts } from "../../lib/core/free_port.ts";
 import { haproxyConfig, startRouters } from "../mesh/routers.ts";
 import { limitsYaml, startInstantWorker, TENANT, TENANT_HEADER, TINY_CHAT } from "./tenant.ts";
+import { taskArgs } from "../task_args.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const CPU = 0;
@@ -241,7 +242,7 @@ function table(rows: Row[]): string {
 const shutdown = new AbortController();
 
 async function main(): Promise<number> {
-  const o = options(Deno.args);
+  const o = options(taskArgs());
   const dir = await Deno.makeTempDir({ prefix: "smg-limits-" });
   for (const sig of ["SIGINT", "SIGTERM"] as const) {
     Deno.addSignalListener(sig, () => {

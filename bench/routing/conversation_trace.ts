@@ -16,6 +16,7 @@
 
 import { type Random, seededRandom } from "../../lib/core/clock.ts";
 import { TRACE_BLOCK_TOKENS } from "./trace.ts";
+import { taskArgs } from "../task_args.ts";
 
 /** The generator's knobs; each field's default in its comment. */
 export interface ConversationTraceConfig {
@@ -132,7 +133,7 @@ export function conversationTrace(
 }
 
 if (import.meta.main) {
-  const args = Deno.args.filter((a) => a !== "--");
+  const args = taskArgs();
   const flag = (name: string) => {
     const i = args.indexOf(name);
     return i < 0 ? undefined : args[i + 1];

@@ -28,6 +28,7 @@ import {
 } from "./guard_judge.ts";
 import type { Summary } from "./summary.ts";
 import { conversationTrace } from "./conversation_trace.ts";
+import { taskArgs } from "../task_args.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 const DEFAULT_BASELINE = `${ROOT}bench/routing/guard_baseline.json`;
@@ -314,4 +315,4 @@ async function main(args: string[]): Promise<number> {
   return worse === 0 ? 0 : 1;
 }
 
-if (import.meta.main) Deno.exit(await main(Deno.args.filter((a) => a !== "--")));
+if (import.meta.main) Deno.exit(await main(taskArgs()));
