@@ -5,7 +5,9 @@
  * the gateway's logic (routing, ids, admission, deadlines, metrics, headers, breaker). A third
  * case is the own front's path without sockets: the request head parsed from bytes into a
  * `FrontInbound`, `Gateway.entry`, the `Reply` not written; and that path with tenant limits on
- * (`--tenant-rate-limit-enabled`, limits out of reach).
+ * (`--tenant-rate-limit-enabled`, limits out of reach), and with tracing on (`--enable-trace`,
+ * every request or 10 % sampled, the batches encoded and dropped: tracing's cost without a
+ * network).
  *
  *   deno bench --unstable-no-legacy-abort --allow-read=/tmp --allow-write=/tmp bench/hot_path_bench.ts
  *
@@ -25,6 +27,8 @@ import {
   type UpstreamResponse,
 } from "../lib/upstream/types.ts";
 import { Cancel } from "../lib/core/cancel.ts";
+import { tracingSettings } from "../lib/tracing/settings.ts";
+import type { Transport } from "../lib/tracing/export.ts";
 
 const enc = new TextEncoder();
 const ANSWER = enc.encode(
@@ -52,8 +56,14 @@ class InstantUpstream implements Upstream {
   close() {}
 }
 
-/** A gateway over two ready workers answered by `InstantUpstream`, with extra `flags`. */
-function gateway(flags: string[] = []): Gateway {
+/** A collector that takes every batch and drops it (tracing's own cost, no network). */
+const dropBatches: Transport = { target: "drop", send: () => Promise.resolve(), close() {} };
+
+/**
+ * A gateway over two ready workers answered by `InstantUpstream`, with extra `flags`; with
+ * `--enable-trace`, sampling `ratio` of the requests, its batches dropped.
+ */
+function gateway(flags: string[] = [], ratio = 1): Gateway {
   const config = parseGatewayArgs([
     "--worker-urls",
     "http://127.0.0.1:1",
@@ -62,7 +72,17 @@ function gateway(flags: string[] = []): Gateway {
     "round_robin",
     ...flags,
   ]);
-  const g = new Gateway({ config, log: silentLogger, upstream: new InstantUpstream() });
+  const env: Record<string, string> = {
+    OTEL_TRACES_SAMPLER: "traceidratio",
+    OTEL_TRACES_SAMPLER_ARG: String(ratio),
+  };
+  const settings = tracingSettings(config.tracing, (k) => env[k]);
+  const g = new Gateway({
+    config,
+    log: silentLogger,
+    upstream: new InstantUpstream(),
+    tracing: settings && { settings, transport: dropBatches },
+  });
   for (const url of ["http://127.0.0.1:1", "http://127.0.0.1:2"]) {
     g.manager.add({ url, models: ["sim-model"] }).setStatus("ready");
   }
@@ -85,6 +105,8 @@ const gwLimited = gateway([
   "--trust-tenant-header",
 ]);
 await Deno.remove(limitsFile);
+const gwTraced = gateway(["--enable-trace"]);
+const gwTraced10 = gateway(["--enable-trace"], 0.1);
 
 function request(): Request {
   return new Request("http://gw/v1/completions", {
@@ -183,5 +205,21 @@ Deno.bench(
   () => entryOnce(gwLimited),
 );
 
+Deno.bench(
+  "Gateway.entry traced, every request (--enable-trace, batches dropped)",
+  { group: "hot" },
+  () => entryOnce(gwTraced),
+);
+
+Deno.bench(
+  "Gateway.entry traced, 10 % sampled",
+  { group: "hot" },
+  () => entryOnce(gwTraced10),
+);
+
 /** `entryOnce` through the gateway with tenant limits on. */
 export const entryLimitedOnce = (): Promise<void> => entryOnce(gwLimited);
+
+/** `entryOnce` through the gateway tracing every request, or 10 % of them. */
+export const entryTracedOnce = (): Promise<void> => entryOnce(gwTraced);
+export const entryTraced10Once = (): Promise<void> => entryOnce(gwTraced10);

@@ -4,10 +4,17 @@
  * batch. On a noisy machine the best batch separates two builds where `deno bench`'s means do
  * not: run it on each build in turn, pinned to one CPU, a few times.
  *
- *   taskset -c 1 deno run --allow-all --unstable-no-legacy-abort bench/hot_path_loop.ts [entry|entry-limits|handle]
+ *   taskset -c 1 deno run --allow-all --unstable-no-legacy-abort bench/hot_path_loop.ts \
+ *     [entry|entry-limits|entry-trace|entry-trace10|handle]
  */
 
-import { entryLimitedOnce, entryOnce, handleOnce } from "./hot_path_bench.ts";
+import {
+  entryLimitedOnce,
+  entryOnce,
+  entryTraced10Once,
+  entryTracedOnce,
+  handleOnce,
+} from "./hot_path_bench.ts";
 
 const WARMUP = 20_000;
 const BATCHES = 30;
@@ -17,6 +24,8 @@ const which = Deno.args[0] ?? "entry";
 const CASES: Record<string, () => Promise<void>> = {
   entry: () => entryOnce(),
   "entry-limits": entryLimitedOnce,
+  "entry-trace": entryTracedOnce,
+  "entry-trace10": entryTraced10Once,
   handle: handleOnce,
 };
 const once = CASES[which];

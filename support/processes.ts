@@ -26,12 +26,14 @@ export async function spawn(
   cmd: string[],
   logDir: string,
   cwd: string,
+  env: Record<string, string> = {},
 ): Promise<Child> {
   const log = `${logDir}/${name}.log`;
   const file = await Deno.open(log, { write: true, create: true, truncate: true });
   const proc = new Deno.Command("taskset", {
     args: ["-c", String(cpu), ...cmd],
     cwd,
+    env,
     stdin: "null",
     stdout: "piped",
     stderr: "piped",

@@ -14,11 +14,16 @@
  *   connections, so this is the record layer, not handshakes);
  * - `deno`, `deno-https`: the same on `--http-server deno`;
  * - `launcher`: started as `deno task start` is (a global `--allow-net`): the command then runs
- *   in a worker thread with a narrowed grant (`lib/commands/launcher.ts`).
+ *   in a worker thread with a narrowed grant (`lib/commands/launcher.ts`);
+ * - `trace-10`, `trace-100`: `--enable-trace` sampling 10 % and every request
+ *   (`OTEL_TRACES_SAMPLER=traceidratio`), exported over OTLP/HTTP to a sink on the worker's CPU
+ *   (`otlp_sink.ts`, which reads and drops the bodies); `trace-grpc`: every request over OTLP/gRPC
+ *   to the same kind of sink; `trace-down`: every request, to a collector port nothing listens on.
  *
  * Each round measures every variant once (a 2 s warm-up, then `--duration` seconds recorded),
  * in an order rotated each round; the report gives each variant's median over the rounds and its
- * ratio to `plain` (or to its own baseline). CPU: the gateway process's utime+stime, all
+ * ratio to `plain` (or to its own baseline), and the median of its per-round ratios (steadier on
+ * a noisy machine: a round's variants run back to back). CPU: the gateway process's utime+stime, all
  * threads. The gateways and wrk run on CPU 0, the worker on CPU 1. Needs wrk and openssl.
  *
  *   deno task bench:cost [--rounds 5] [--duration 5] [--conns 64] [--variants a,b] [--json F]
@@ -32,11 +37,14 @@ import { wrk } from "../overhead/wrk.ts";
 import { gatewayCommand } from "../routing/gateway.ts";
 import { makePki } from "../../support/certs.ts";
 import { limitsYaml, startInstantWorker, TENANT, TENANT_HEADER, TINY_CHAT } from "./tenant.ts";
+import { taskArgs } from "../task_args.ts";
 
 const ROOT = new URL("../../", import.meta.url).pathname;
 /** Each variant: its gateway flags, whether it serves https, and what it is compared with. */
 interface Variant {
   flags: (ctx: Ctx, meshPort: number) => string[];
+  /** Its environment (the tracing variants' OTEL_* variables). */
+  env?: (ctx: Ctx) => Record<string, string>;
   https?: boolean;
   /** Started as `deno task start` is (global net grant, launcher thread). */
   launcher?: boolean;
@@ -48,7 +56,24 @@ interface Ctx {
   pkiDir: string;
   cert: string;
   key: string;
+  /** The OTLP sinks' endpoints (HTTP, gRPC), and a port nothing listens on. */
+  sink: { http: string; grpc: string; down: string };
 }
+
+/** `--enable-trace` toward `endpoint` over `protocol`, sampling `ratio` of the requests. */
+const traceVariant = (
+  endpoint: (c: Ctx) => string,
+  protocol: "http/protobuf" | "grpc",
+  ratio: number,
+): Variant => ({
+  flags: (c) => ["--enable-trace", "--otlp-traces-endpoint", endpoint(c)],
+  env: () => ({
+    OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
+    OTEL_TRACES_SAMPLER: "traceidratio",
+    OTEL_TRACES_SAMPLER_ARG: String(ratio),
+  }),
+  baseline: "plain",
+});
 
 const limitFlags = (c: Ctx) => [
   "--tenant-rate-limit-enabled",
@@ -80,6 +105,10 @@ const VARIANTS: Record<string, Variant> = {
   deno: { flags: () => deno, baseline: "plain" },
   "deno-https": { flags: (c) => [...deno, ...tlsFlags(c)], https: true, baseline: "deno" },
   launcher: { flags: () => [], launcher: true, baseline: "plain" },
+  "trace-10": traceVariant((c) => c.sink.http, "http/protobuf", 0.1),
+  "trace-100": traceVariant((c) => c.sink.http, "http/protobuf", 1),
+  "trace-grpc": traceVariant((c) => c.sink.grpc, "grpc", 1),
+  "trace-down": traceVariant((c) => c.sink.down, "http/protobuf", 1),
 };
 
 interface Options {
@@ -146,7 +175,14 @@ async function startVariant(name: string, worker: string, c: Ctx): Promise<Start
     const at = cmd.indexOf(`${ROOT}main.ts`);
     cmd = ["run", ...await startTaskFlags(), ...cmd.slice(at)];
   }
-  const child = await spawn(`cost-${name}`, 0, [Deno.execPath(), ...cmd], c.dir, ROOT);
+  const child = await spawn(
+    `cost-${name}`,
+    0,
+    [Deno.execPath(), ...cmd],
+    c.dir,
+    ROOT,
+    v.env?.(c),
+  );
   const url = `${v.https ? "https" : "http"}://${HOST}:${port}`;
   await waitFor(
     name,
@@ -157,13 +193,41 @@ async function startVariant(name: string, worker: string, c: Ctx): Promise<Start
   return { name, child, url };
 }
 
+const SINK = new URL("otlp_sink.ts", import.meta.url).pathname;
+
+/** The OTLP sink on CPU 1 (when a tracing variant runs), and a port nothing listens on. */
+async function startSink(dir: string, wanted: boolean): Promise<Ctx["sink"]> {
+  const [http, grpc, down] = freePorts(3);
+  const sink = { http: `${HOST}:${http}`, grpc: `${HOST}:${grpc}`, down: `${HOST}:${down}` };
+  if (!wanted) return sink;
+  const child = await spawn(
+    "otlp-sink",
+    1,
+    [
+      Deno.execPath(),
+      "run",
+      `--allow-net=${HOST}`,
+      "--allow-env",
+      SINK,
+      "--port",
+      String(http),
+      "--grpc-port",
+      String(grpc),
+    ],
+    dir,
+    ROOT,
+  );
+  await waitFor("otlp-sink", child, `http://${sink.http}/health`, (s) => s === 200);
+  return sink;
+}
+
 const median = (xs: number[]) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
 async function main(): Promise<number> {
-  const o = options(Deno.args);
+  const o = options(taskArgs());
   const dir = await Deno.makeTempDir({ prefix: "smg-cost-" });
   for (const sig of ["SIGINT", "SIGTERM"] as const) {
     Deno.addSignalListener(sig, () => killAll().finally(() => Deno.exit(130)));
@@ -173,7 +237,13 @@ async function main(): Promise<number> {
   const rps = new Map<string, number[]>(o.variants.map((v) => [v, []]));
   try {
     const pki = await makePki();
-    const ctx: Ctx = { dir, pkiDir: pki.dir, cert: pki.server.cert, key: pki.server.key };
+    const ctx: Ctx = {
+      dir,
+      pkiDir: pki.dir,
+      cert: pki.server.cert,
+      key: pki.server.key,
+      sink: await startSink(dir, o.variants.some((v) => v.startsWith("trace-"))),
+    };
     await Deno.writeTextFile(`${dir}/limits.yaml`, limitsYaml(null));
     const script = `${dir}/post.lua`;
     await Deno.writeTextFile(
@@ -222,18 +292,22 @@ async function main(): Promise<number> {
       ratio: cpu / base,
       ratios: perReq.get(name)!.map((x, i) => x / perReq.get(VARIANTS[name].baseline)![i]),
     };
-  });
+  }).map((r) => ({ ...r, roundRatio: median(r.ratios) }));
   console.log(
     `tiny request, ${o.conns} connections, ${o.rounds} rounds of ${o.duration} s, medians\n`,
   );
-  console.log("| variant | req/s | CPU µs / request | ÷ baseline (per-round ratios) |");
-  console.log("|---|---:|---:|---|");
+  console.log(
+    "| variant | req/s | CPU µs / request | ÷ baseline | median round ratio (per-round ratios) |",
+  );
+  console.log("|---|---:|---:|---|---|");
   for (const r of rows) {
     console.log(
       `| ${r.name} | ${Math.round(r.reqPerSec)} | ${r.cpuUsPerReq.toFixed(1)} | ${
         r.name === r.baseline
-          ? "–"
-          : `${r.ratio.toFixed(3)}× ${r.baseline} (${r.ratios.map((x) => x.toFixed(2)).join(", ")})`
+          ? "– | –"
+          : `${r.ratio.toFixed(3)}× ${r.baseline} | ${r.roundRatio.toFixed(3)}× (${
+            r.ratios.map((x) => x.toFixed(2)).join(", ")
+          })`
       } |`,
     );
   }

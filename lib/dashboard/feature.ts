@@ -15,7 +15,7 @@ import type { Metrics } from "../metrics/metrics.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { TextRatios } from "../workers/text_ratios.ts";
 import type { Mesh } from "../mesh/adapters/feature.ts";
-import { SlowRequests, type TracedRequest } from "./slow.ts";
+import { SlowRequests } from "./slow.ts";
 
 /** What the status page reads. */
 export interface DashboardInputs {
@@ -45,8 +45,8 @@ export interface Dashboard extends Feature {
   page(): Response;
   /** `GET /dashboard/snapshot?since=N`. */
   snapshot(url: URL): Response;
-  /** Told of each traced request once its response is done (with tracing on). */
-  traced(t: TracedRequest): void;
+  /** The recent slow requests, told of each traced request as it ends (null: tracing off). */
+  slow: SlowRequests | null;
 }
 
 /** Builds the status page over `d` (nothing runs until `history.run`). */
@@ -76,7 +76,7 @@ export function createDashboard(d: DashboardInputs): Dashboard {
     history,
     page: dashboardPage,
     snapshot: (url) => dashboardSnapshot(deps, url),
-    traced: (t) => slow?.add(t, d.clock.now()),
+    slow,
   };
 }
 

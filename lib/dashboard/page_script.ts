@@ -318,9 +318,7 @@ export const PAGE_SCRIPT = String.raw`
     list.forEach(function (r) {
       var tr = el("tr");
       tr.dataset.state = r.status >= 500 ? "bad" : r.status >= 400 ? "warn" : "ok";
-      var id = el("td", "u", r.trace_id);
-      if (!r.sampled) id.appendChild(el("span", "badge", "not sampled"));
-      tr.appendChild(id);
+      tr.appendChild(el("td", "u", r.trace_id));
       tr.appendChild(el("td", "", r.route));
       tr.appendChild(el("td", "n", String(r.status)));
       tr.appendChild(el("td", "n", int(r.ms)));

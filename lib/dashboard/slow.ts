@@ -1,7 +1,7 @@
 /**
- * The status page's recent slow requests (with `--enable-trace`): the slowest traced inference
- * requests of the last five minutes, at most ten, each with its trace id to look up in the
- * tracing backend. Kept in a small array sorted slowest first; a request joins it only when it is
+ * The status page's recent slow requests (with `--enable-trace`): the slowest sampled inference
+ * requests of the last five minutes (those whose spans the tracing backend has), at most ten,
+ * each with its trace id to look it up there. Kept in a small array sorted slowest first; a request joins it only when it is
  * slower than its last entry or there is room, so the common request costs one comparison.
  */
 
@@ -9,8 +9,6 @@
 export interface TracedRequest {
   /** Its trace id. */
   traceId: string;
-  /** Whether its spans were recorded (sampled). */
-  sampled: boolean;
   /** Its request id. */
   requestId: string;
   /** `POST /v1/chat/completions`. */
@@ -34,6 +32,13 @@ interface Entry extends TracedRequest {
 /** The slowest recent requests. */
 export class SlowRequests {
   #list: Entry[] = [];
+
+  /** Whether a request that took `ms`, ending at `now`, would be listed (then `add` it). */
+  wouldKeep(ms: number, now: number): boolean {
+    const l = this.#list;
+    return l.length < SLOW_KEPT || ms > l[l.length - 1].ms ||
+      now - l[l.length - 1].at > SLOW_WINDOW_MS;
+  }
 
   /** Counts `t`, ended at `now`. */
   add(t: TracedRequest, now: number): void {

@@ -115,7 +115,6 @@ export function snapshot(d: SnapshotDeps, since: number): Record<string, unknown
     slow_requests: d.slow
       ? d.slow.list(now).map((e) => ({
         trace_id: e.traceId,
-        sampled: e.sampled,
         request_id: e.requestId,
         route: e.route,
         status: e.status,

@@ -1,7 +1,8 @@
 /**
  * Tracing's own metrics (ours; SMG exports none): spans the collector accepted, spans dropped
  * by why (`queue_full`: the batch queue was full, the collector slower than the requests;
- * `export_failed`: the collector refused, failed or did not answer in time), and spans waiting.
+ * `export_failed`: the collector refused, failed or did not answer in time; `collector_down`:
+ * exports failing in a row, new spans dropped before they are encoded), and spans waiting.
  */
 
 import type { FastCounter, FastGauge } from "./fast.ts";
@@ -27,7 +28,7 @@ export function tracingMetrics(f: FamilyBuilder): TracingMetrics {
     ),
     traceDropped: f.counter(
       "smg_trace_spans_dropped_total",
-      "Trace spans dropped, by reason: queue_full, export_failed",
+      "Trace spans dropped, by reason: queue_full, export_failed, collector_down",
       ["reason"],
     ),
     traceQueued: f.gauge("smg_trace_queue_spans", "Trace spans waiting to be exported"),

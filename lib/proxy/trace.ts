@@ -13,7 +13,8 @@
  */
 
 import type { Endpoint } from "../core/types.ts";
-import type { RequestTrace, Span } from "../tracing/span.ts";
+import type { Attrs, RequestTrace, Span } from "../tracing/span.ts";
+import { attributeBlock } from "../tracing/otlp.ts";
 import { SpanKind } from "../tracing/span.ts";
 import type { Worker } from "../workers/worker.ts";
 import type { CallContext, Failure, LegTrace } from "./types.ts";
@@ -32,25 +33,15 @@ export const operationOf = (endpoint: Endpoint): string => OPERATION[endpoint];
 
 /** Opens the span of an attempt of `c` on `worker`, just picked; its context for the worker. */
 export function openLeg(c: CallContext, trace: RequestTrace, worker: Worker): LegTrace {
-  const span = trace.child(
-    `${OPERATION[c.rr.endpoint]} ${c.rr.model ?? "default"}`,
-    SpanKind.client,
-  );
+  const span = trace.server === null
+    ? null
+    : trace.child(`${OPERATION[c.rr.endpoint]} ${c.rr.model ?? "default"}`, SpanKind.client);
   if (span !== null) {
     const note = c.notes.get(worker.id);
-    const u = worker.url;
-    const colon = u.lastIndexOf(":");
     span
+      .block(workerBlock(worker))
       .set("gen_ai.operation.name", OPERATION[c.rr.endpoint])
       .set("gen_ai.request.model", c.rr.model)
-      .set("server.address", hostOf(u))
-      .set(
-        "server.port",
-        colon > 0 ? Number(u.slice(colon + 1).replace(/\D.*$/, "")) || null : null,
-      )
-      .set("smg.worker.url", worker.url)
-      .set("smg.worker.type", worker.type)
-      .set("smg.worker.connection", worker.connection)
       .set("smg.continuation", c.continuing || null);
     if (note) {
       span
@@ -74,15 +65,54 @@ export function traceMetadata(t: LegTrace | null): [string, string][] | undefine
     : [["traceparent", t.traceparent], ["tracestate", t.tracestate]];
 }
 
-/** The host of a worker URL (`http://h:p`, `grpc://[::1]:p`). */
-function hostOf(url: string): string {
+/** Each worker's own attributes, encoded once (its address, URL, type and connection). */
+const WORKER_BLOCKS = new WeakMap<Worker, Uint8Array>();
+
+function workerBlock(worker: Worker): Uint8Array {
+  let b = WORKER_BLOCKS.get(worker);
+  if (b === undefined) {
+    const a = addressOf(worker.url);
+    const attrs: Attrs = ["server.address", a.host];
+    if (a.port !== null) attrs.push("server.port", a.port);
+    attrs.push(
+      "smg.worker.url",
+      worker.url,
+      "smg.worker.type",
+      worker.type,
+      "smg.worker.connection",
+      worker.connection,
+    );
+    WORKER_BLOCKS.set(worker, b = attributeBlock(attrs));
+  }
+  return b;
+}
+
+/** A worker URL's host and port (`http://h:p`, `grpc://[::1]:p`, `http://h:p@rank`). */
+export interface Address {
+  host: string;
+  port: number | null;
+}
+
+/** Each worker URL's address, parsed once (URLs are few; the map is bounded all the same). */
+const ADDRESSES = new Map<string, Address>();
+
+export function addressOf(url: string): Address {
+  let a = ADDRESSES.get(url);
+  if (a !== undefined) return a;
   const start = url.indexOf("//") + 2;
-  let end = url.indexOf("/", start);
-  if (end < 0) end = url.length;
+  let end = start;
+  while (end < url.length && url[end] !== "/" && url[end] !== "@") end++;
   const hostPort = url.slice(start, end);
-  if (hostPort.startsWith("[")) return hostPort.slice(1, hostPort.indexOf("]"));
+  const bracket = hostPort.startsWith("[") ? hostPort.indexOf("]") : -1;
   const colon = hostPort.lastIndexOf(":");
-  return colon < 0 ? hostPort : hostPort.slice(0, colon);
+  const hasPort = colon > bracket;
+  a = {
+    host: bracket >= 0 ? hostPort.slice(1, bracket) : hasPort ? hostPort.slice(0, colon) : hostPort,
+    port: hasPort ? Number(hostPort.slice(colon + 1)) || null : null,
+  };
+  if (ADDRESSES.size >= 4096) ADDRESSES.clear();
+  ADDRESSES.set(url, a);
+  return a;
 }
 
 /** The span of `c`'s attempt on `worker`, if recorded. */

@@ -324,7 +324,7 @@ export class Gateway {
       metrics,
       clock,
       tracer: tracing?.tracer,
-      onTraced: tracing ? (t) => this.dashboard.traced(t) : undefined,
+      slow: this.dashboard.slow,
     });
     // The optional parts, in dependency order: started first to last, stopped last to first.
     this.#features = [

@@ -23,8 +23,9 @@ import type { Tenants } from "../limits/tenants.ts";
 import type { RequestContext } from "../proxy/proxy.ts";
 import { fromResponse } from "./inbound.ts";
 import { requestIdFor } from "./request_id.ts";
-import type { RequestTrace, Tracer } from "../tracing/span.ts";
-import type { TracedRequest } from "../dashboard/slow.ts";
+import type { RequestTrace, Span, Tracer } from "../tracing/span.ts";
+import { attributeBlock } from "../tracing/otlp.ts";
+import type { SlowRequests } from "../dashboard/slow.ts";
 
 /** What a handler gets besides the request. */
 export interface RouteContext extends RequestContext {
@@ -87,8 +88,8 @@ export interface EntryDeps {
   clock: Clock;
   /** Starts each inference request's trace (`--enable-trace`; default none). */
   tracer?: Tracer | null;
-  /** Told of each traced inference request once its response is done (the status page). */
-  onTraced?: (t: TracedRequest) => void;
+  /** The status page's slow requests, told of each traced one once its response is done. */
+  slow?: SlowRequests | null;
 }
 
 /** The main port's entry: a request and a promise settled when its response is done. */
@@ -229,47 +230,68 @@ export function createEntry(d: EntryDeps): Entry {
     s.duration.observe((d.clock.now() - start) / 1000);
   };
 
+  /**
+   * Each traced route's server span name (`METHOD /path`) and its constant attributes, encoded
+   * once: traced routes are the inference routes, exact paths.
+   */
+  const traced = new Map<Route, { name: string; block: Uint8Array }>();
+  const tracedRoute = (route: Route, template: string) => {
+    let t = traced.get(route);
+    if (t === undefined) {
+      t = {
+        name: `${route.method} ${template}`,
+        block: attributeBlock([
+          "http.request.method",
+          route.method,
+          "url.path",
+          template,
+          "http.route",
+          template,
+        ]),
+      };
+      traced.set(route, t);
+    }
+    return t;
+  };
+
   /** An inference request's trace, its server span's first attributes set. */
   const traceOf = (inb: Inbound, m: Match, requestId: string): RequestTrace | undefined => {
     const tracer = d.tracer;
     if (!tracer || !m.route?.inbound) return undefined;
     const h = inb.headers;
-    const t = tracer.request(
-      `${inb.method} ${m.template}`,
-      h.get("traceparent"),
-      h.get("tracestate"),
-    );
-    t.server?.set("http.request.method", inb.method)
-      .set("url.path", inb.path)
-      .set("http.route", m.template)
+    const r = tracedRoute(m.route, m.template);
+    const t = tracer.request(r.name, h.get("traceparent"), h.get("tracestate"));
+    t.server?.block(r.block)
       .set("client.address", inb.remote)
       .set("smg.request_id", requestId);
     return t;
   };
 
-  /** Ends an inference request's trace once its response is done. */
+  /**
+   * Ends a sampled request's trace once its response is done: its server span, and its place
+   * among the status page's slow requests (the entry made only when it would be listed). An
+   * unsampled request has nothing to end.
+   */
   const endTrace = (
     t: RequestTrace,
+    server: Span,
     route: string,
     requestId: string,
     res: Reply,
     start: number,
   ) => {
     const status = res.status;
-    t.server?.set("http.response.status_code", status);
-    if (status >= 500) t.server?.set("error.type", String(status)).fail(`answered ${status}`);
-    const end = () => {
-      t.server?.finish();
-      d.onTraced?.({
-        traceId: t.traceId,
-        sampled: t.server !== null,
-        requestId,
-        route,
-        status,
-        ms: d.clock.now() - start,
-      });
+    server.set("http.response.status_code", status);
+    if (status >= 500) server.set("error.type", String(status)).fail(`answered ${status}`);
+    return () => {
+      server.finish();
+      const slow = d.slow;
+      if (!slow) return;
+      const now = d.clock.now();
+      const ms = now - start;
+      if (!slow.wouldKeep(ms, now)) return;
+      slow.add({ traceId: t.traceId, requestId, route, status, ms }, now);
     };
-    return end;
   };
 
   return async (inb, completed) => {
@@ -285,9 +307,11 @@ export function createEntry(d: EntryDeps): Entry {
     const trace = traceOf(inb, m, requestId);
     const rc: RouteContext = { requestId, completed, path: inb.path, trace };
     const res = await dispatch(inb, m, v, rc);
-    if (trace) {
-      trace.server?.set("smg.tenant", rc.tenant);
-      const end = endTrace(trace, `${method} ${m.template}`, requestId, res, start);
+    const server = trace?.server;
+    if (server) {
+      server.set("smg.tenant", rc.tenant);
+      const name = tracedRoute(m.route!, m.template).name;
+      const end = endTrace(trace!, server, name, requestId, res, start);
       completed.then(end, end);
     }
     if (!m.route?.stampsRequestId) stamp(res.headers, requestId);

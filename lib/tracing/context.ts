@@ -19,7 +19,8 @@ export interface SpanContext {
   readonly traceState: string | null;
 }
 
-const HEX = "0123456789abcdef";
+/** Each byte's two hex digits. */
+const HEX2 = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})(-.*)?$/;
 const ZERO_TRACE = "0".repeat(32);
 const ZERO_SPAN = "0".repeat(16);
@@ -83,7 +84,7 @@ function randomHex(bytes: number): string {
     for (let i = 0; i < bytes; i++) {
       const b = pool[offset + i];
       any |= b;
-      s += HEX[b >> 4] + HEX[b & 15];
+      s += HEX2[b];
     }
     offset += bytes;
     if (any !== 0) return s;

@@ -43,6 +43,7 @@ export function createTracing(s: TracingSettings, d: TracingDeps): Tracing {
   const dropped = {
     queue_full: d.metrics.traceDropped.with("queue_full"),
     export_failed: d.metrics.traceDropped.with("export_failed"),
+    collector_down: d.metrics.traceDropped.with("collector_down"),
   };
   const queued = d.metrics.traceQueued.with();
   const encoder = new OtlpEncoder({

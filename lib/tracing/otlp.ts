@@ -13,8 +13,12 @@ const encoder = new TextEncoder();
 
 /** A growing protobuf writer. */
 class Writer {
-  buf = new Uint8Array(64 * 1024);
+  buf: Uint8Array<ArrayBuffer>;
   pos = 0;
+
+  constructor(size = 1024) {
+    this.buf = new Uint8Array(size);
+  }
 
   reset(): void {
     this.pos = 0;
@@ -135,16 +139,25 @@ class Writer {
     this.close(start);
   }
 
-  /** Hex digits as bytes (`field`: bytes). */
+  /** Hex digits as bytes (`field`: bytes; ids are 16 or 32 lower-case digits). */
   hex(field: number, h: string): void {
     const n = h.length >> 1;
-    this.varint((field << 3) | 2);
-    this.varint(n);
-    this.ensure(n);
-    for (let i = 0; i < n; i++) {
-      this.buf[this.pos++] = (hexDigit(h.charCodeAt(2 * i)) << 4) |
-        hexDigit(h.charCodeAt(2 * i + 1));
+    this.ensure(n + 2);
+    const b = this.buf;
+    let p = this.pos;
+    b[p++] = (field << 3) | 2;
+    b[p++] = n;
+    for (let i = 0; i < h.length; i += 2) {
+      b[p++] = (HEX_VALUE[h.charCodeAt(i)] << 4) | HEX_VALUE[h.charCodeAt(i + 1)];
     }
+    this.pos = p;
+  }
+
+  /** Bytes as they are (a field written before). */
+  raw(bytes: Uint8Array): void {
+    this.ensure(bytes.length);
+    this.buf.set(bytes, this.pos);
+    this.pos += bytes.length;
   }
 
   tag(field: number, wire: number): void {
@@ -152,29 +165,120 @@ class Writer {
   }
 }
 
-const hexDigit = (c: number): number => c <= 57 ? c - 48 : c - 87;
+/** Each hex digit's value, by character code. */
+const HEX_VALUE = new Uint8Array(128);
+for (let c = 0; c < 16; c++) HEX_VALUE["0123456789abcdef".charCodeAt(c)] = c;
 
-/** `KeyValue` fields of `attrs` at `field`. */
-function attributes(w: Writer, field: number, attrs: Attrs): void {
-  for (let i = 0; i + 1 < attrs.length; i += 2) {
-    const kv = w.open(field);
-    w.string(1, attrs[i] as string);
-    const any = w.open(2);
-    const v = attrs[i + 1];
-    if (typeof v === "string") w.string(1, v);
-    else if (typeof v === "boolean") {
-      w.tag(2, 0);
-      w.byte(v ? 1 : 0);
-    } else if (Number.isSafeInteger(v)) {
-      w.tag(3, 0);
-      w.int64(v);
-    } else {
-      w.tag(4, 1);
-      w.double(v);
-    }
-    w.close(any);
-    w.close(kv);
+/**
+ * `KeyValue.key` (field 1) of each attribute name, encoded once: the names are the code's own
+ * constants. Bounded should a caller ever pass names it makes up.
+ */
+const KEY_FIELDS = new Map<string, Uint8Array>();
+const MAX_KEY_FIELDS = 1024;
+
+function keyField(k: string): Uint8Array {
+  let f = KEY_FIELDS.get(k);
+  if (f === undefined) {
+    const w = new Writer();
+    w.string(1, k);
+    f = w.buf.slice(0, w.pos);
+    if (KEY_FIELDS.size < MAX_KEY_FIELDS) KEY_FIELDS.set(k, f);
   }
+  return f;
+}
+
+/** Bytes of `v` as a varint. */
+function varintBytes(v: number): number {
+  let n = 1;
+  while (v >= 0x80) {
+    v = Math.floor(v / 0x80);
+    n++;
+  }
+  return n;
+}
+
+/** Writes `v` as a varint at `p` of `b` (room checked by the caller); the position after. */
+function putVarint(b: Uint8Array, p: number, v: number): number {
+  while (v >= 0x80) {
+    b[p++] = (v % 0x80) | 0x80;
+    v = Math.floor(v / 0x80);
+  }
+  b[p++] = v;
+  return p;
+}
+
+/**
+ * `KeyValue` fields of `attrs` at `field`. The common cases (an ASCII string, a non-negative
+ * integer, a boolean) are written in one pass with their lengths worked out first (a string's is
+ * its length while it is ASCII: met a wider character, the attribute is written again through the
+ * writer's nested fields, as are negative and fractional numbers).
+ */
+function attributes(w: Writer, field: number, attrs: Attrs): void {
+  const tag = (field << 3) | 2;
+  for (let i = 0; i + 1 < attrs.length; i += 2) {
+    const key = keyField(attrs[i] as string);
+    const v = attrs[i + 1];
+    let any: number; // AnyValue's length
+    if (typeof v === "string") any = 1 + varintBytes(v.length) + v.length;
+    else if (typeof v === "boolean") any = 2;
+    else if (Number.isSafeInteger(v) && v >= 0) any = 1 + varintBytes(v);
+    else {
+      nestedAttribute(w, field, key, v);
+      continue;
+    }
+    const kv = key.length + 1 + varintBytes(any) + any;
+    w.ensure(kv + 12);
+    const b = w.buf;
+    const start = w.pos;
+    let p = start;
+    b[p++] = tag;
+    p = putVarint(b, p, kv);
+    for (let k = 0; k < key.length; k++) b[p++] = key[k];
+    b[p++] = (2 << 3) | 2; // KeyValue.value
+    p = putVarint(b, p, any);
+    if (typeof v === "string") {
+      b[p++] = (1 << 3) | 2; // AnyValue.string_value
+      p = putVarint(b, p, v.length);
+      let wide = false;
+      for (let c = 0; c < v.length; c++) {
+        const code = v.charCodeAt(c);
+        if (code >= 0x80) {
+          wide = true;
+          break;
+        }
+        b[p++] = code;
+      }
+      if (wide) {
+        w.pos = start;
+        nestedAttribute(w, field, key, v);
+        continue;
+      }
+    } else if (typeof v === "boolean") {
+      b[p++] = (2 << 3) | 0; // AnyValue.bool_value
+      b[p++] = v ? 1 : 0;
+    } else {
+      b[p++] = (3 << 3) | 0; // AnyValue.int_value
+      p = putVarint(b, p, v);
+    }
+    w.pos = p;
+  }
+}
+
+/** One `KeyValue` through nested fields: non-ASCII text, a negative or fractional number. */
+function nestedAttribute(w: Writer, field: number, key: Uint8Array, v: string | number): void {
+  const kv = w.open(field);
+  w.raw(key);
+  const any = w.open(2);
+  if (typeof v === "string") w.string(1, v);
+  else if (Number.isSafeInteger(v)) {
+    w.tag(3, 0);
+    w.int64(v);
+  } else {
+    w.tag(4, 1);
+    w.double(v);
+  }
+  w.close(any);
+  w.close(kv);
 }
 
 /** Ms since the epoch as ns (fixed64). */
@@ -201,6 +305,7 @@ function span(w: Writer, s: Span): void {
   w.tag(8, 1);
   w.fixed64(nanos(s.end));
   attributes(w, 9, s.attrs);
+  if (s.blocks !== null) { for (const b of s.blocks) w.raw(b); }
   if (s.events !== null) {
     for (const e of s.events) {
       const ev = w.open(11);
@@ -228,6 +333,16 @@ function span(w: Writer, s: Span): void {
   w.close(m);
 }
 
+/**
+ * Span attributes encoded once (`Span.block`): what is the same for every request of a route or
+ * every attempt on a worker.
+ */
+export function attributeBlock(attrs: Attrs): Uint8Array {
+  const w = new Writer();
+  attributes(w, 9, attrs);
+  return w.buf.slice(0, w.pos);
+}
+
 /** Who the spans are from: the resource's attributes and the instrumentation scope. */
 export interface Origin {
   /** Resource attributes (`service.name` first), flat key-value list. */
@@ -236,31 +351,86 @@ export interface Origin {
   scope: { name: string; version: string };
 }
 
-/** Encodes spans into one `ExportTraceServiceRequest`, reusing its buffer between batches. */
+/**
+ * Builds `ExportTraceServiceRequest`s span by span: each span is written as it ends (`add`), so
+ * the span object can die young instead of waiting in a queue for the next export (which would
+ * promote it, and its attributes, to the old generation); `seal` wraps the spans written so far
+ * in the resource and scope, in one new buffer, and starts the next batch.
+ */
 export class OtlpEncoder {
-  readonly #w = new Writer();
-  readonly #origin: Origin;
+  /** The batch being built: its spans after room for the envelope (`#head` bytes). */
+  #spans: Writer;
+  /** The resource (`ResourceSpans.resource`) and scope (`ScopeSpans.scope`) fields, encoded once. */
+  readonly #resource: Uint8Array;
+  readonly #scope: Uint8Array;
+  /** Room kept before the spans for the envelope: its fields and three lengths of 5 bytes. */
+  readonly #head: number;
+  #count = 0;
 
   constructor(origin: Origin) {
-    this.#origin = origin;
+    const w = new Writer();
+    const res = w.open(1);
+    attributes(w, 1, origin.resource);
+    w.close(res);
+    this.#resource = w.buf.slice(0, w.pos);
+    w.reset();
+    const scope = w.open(1);
+    w.string(1, origin.scope.name);
+    w.string(2, origin.scope.version);
+    w.close(scope);
+    this.#scope = w.buf.slice(0, w.pos);
+    this.#head = this.#resource.length + this.#scope.length + 2 + 2 * 5;
+    this.#spans = this.#batch(64 * 1024);
   }
 
-  /** The request's bytes (a copy: the buffer is reused). */
+  /** A fresh batch's writer, `size` bytes, positioned after the envelope's room. */
+  #batch(size: number): Writer {
+    const w = new Writer(Math.max(size, this.#head + 1024));
+    w.pos = this.#head;
+    return w;
+  }
+
+  /** Spans written since the last `seal`. */
+  get count(): number {
+    return this.#count;
+  }
+
+  /** Writes `s` into the batch being built. */
+  add(s: Span): void {
+    span(this.#spans, s);
+    this.#count++;
+  }
+
+  /**
+   * The request holding the spans written since the last seal (then none are): the envelope is
+   * written into the room kept before them, and the batch's buffer handed over as it is (the next
+   * batch gets a buffer of its own, as large as this one was).
+   */
+  seal(): Uint8Array<ArrayBuffer> {
+    const w = this.#spans;
+    const spansLength = w.pos - this.#head;
+    const scopeSpans = this.#scope.length + spansLength;
+    const resourceSpans = this.#resource.length + 1 + varintBytes(scopeSpans) + scopeSpans;
+    const total = 1 + varintBytes(resourceSpans) + resourceSpans;
+    const b = w.buf;
+    const start = w.pos - total;
+    let p = start;
+    b[p++] = (1 << 3) | 2; // ExportTraceServiceRequest.resource_spans
+    p = putVarint(b, p, resourceSpans);
+    b.set(this.#resource, p);
+    p += this.#resource.length;
+    b[p++] = (2 << 3) | 2; // ResourceSpans.scope_spans
+    p = putVarint(b, p, scopeSpans);
+    b.set(this.#scope, p);
+    const out = b.subarray(start, w.pos);
+    this.#spans = this.#batch(b.length);
+    this.#count = 0;
+    return out;
+  }
+
+  /** `spans` as one request (tests; the queue adds them one by one). */
   encode(spans: readonly Span[]): Uint8Array<ArrayBuffer> {
-    const w = this.#w;
-    w.reset();
-    const rs = w.open(1); // ResourceSpans
-    const res = w.open(1); // Resource
-    attributes(w, 1, this.#origin.resource);
-    w.close(res);
-    const ss = w.open(2); // ScopeSpans
-    const scope = w.open(1);
-    w.string(1, this.#origin.scope.name);
-    w.string(2, this.#origin.scope.version);
-    w.close(scope);
-    for (const s of spans) span(w, s);
-    w.close(ss);
-    w.close(rs);
-    return w.buf.slice(0, w.pos);
+    for (const s of spans) this.add(s);
+    return this.seal();
   }
 }

@@ -29,10 +29,13 @@ const TWO_56 = 2 ** 56;
 export function underRatio(traceId: string, ratio: number): boolean {
   if (ratio >= 1) return true;
   if (ratio <= 0) return false;
-  // 14 hex digits: 56 bits, split so each half stays an exact integer.
-  const hi = parseInt(traceId.slice(18, 25), 16); // 28 bits
-  const lo = parseInt(traceId.slice(25, 32), 16); // 28 bits
-  return hi * 2 ** 28 + lo < ratio * TWO_56;
+  // The last 14 hex digits, 56 bits: exact to 2^-53 of the range, enough to compare.
+  let v = 0;
+  for (let i = 18; i < 32; i++) {
+    const c = traceId.charCodeAt(i);
+    v = v * 16 + (c <= 57 ? c - 48 : c - 87);
+  }
+  return v < ratio * TWO_56;
 }
 
 /** The sampler `name` with `ratio` (used by the ratio samplers only). */

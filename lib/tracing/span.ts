@@ -67,11 +67,16 @@ export class Span {
   readonly attrs: Attrs = [];
   /** Events, or null. */
   events: SpanEvent[] | null = null;
+  /** Attributes encoded before (`attributeBlock` in `otlp.ts`), or null. */
+  blocks: Uint8Array[] | null = null;
   /** Status: 0 unset, 1 ok, 2 error (the protocol's numbers). */
   status: 0 | 1 | 2 = 0;
   /** The error status's message, or null. */
   message: string | null = null;
   readonly #tracer: Tracer;
+  /** The trace's root (null: this is one), and the root's children waiting for it to end. */
+  #root: Span | null = null;
+  #children: Span[] | null = null;
 
   constructor(
     tracer: Tracer,
@@ -114,6 +119,12 @@ export class Span {
     return this;
   }
 
+  /** Adds attributes encoded before (`attributeBlock`): a route's or a worker's, made once. */
+  block(bytes: Uint8Array): this {
+    (this.blocks ??= []).push(bytes);
+    return this;
+  }
+
   /** Adds an event at `time` (default now). */
   event(name: string, attrs: Attrs | null = null, time = this.#tracer.now()): this {
     (this.events ??= []).push({ name, time, attrs });
@@ -127,9 +138,9 @@ export class Span {
     return this;
   }
 
-  /** A child of this span, started now. */
+  /** A child of this span, started now; it leaves with its trace's root (see `finish`). */
   child(name: string, kind: SpanKindValue = SpanKind.internal): Span {
-    return new Span(
+    const c = new Span(
       this.#tracer,
       name,
       kind,
@@ -139,6 +150,10 @@ export class Span {
       this.traceState,
       this.#tracer.now(),
     );
+    const root = this.#root ?? this;
+    c.#root = root;
+    if (root.end === 0) (root.#children ??= []).push(c);
+    return c;
   }
 
   /** The `traceparent` naming this span as the parent (sampled). */
@@ -146,11 +161,25 @@ export class Span {
     return formatTraceparent(this.traceId, this.spanId, true);
   }
 
-  /** Ends the span now (or at `time`) and hands it to the exporter; later calls do nothing. */
+  /**
+   * Ends the span now (or at `time`); later calls do nothing. A trace's spans leave for the
+   * exporter together, when its root ends: what is said of a child after it ended (why an attempt
+   * failed, known once its slot is released) still reaches it. A child still open then leaves
+   * when it ends.
+   */
   finish(time = this.#tracer.now()): void {
     if (this.end !== 0) return;
     this.end = Math.max(time, this.start);
-    this.#tracer.sink.push(this);
+    const root = this.#root;
+    if (root !== null) {
+      if (root.end !== 0) this.#tracer.sink.push(this);
+      return;
+    }
+    const sink = this.#tracer.sink;
+    sink.push(this);
+    const children = this.#children;
+    this.#children = null;
+    if (children !== null) { for (const c of children) if (c.end !== 0) sink.push(c); }
   }
 }
 

@@ -8,7 +8,6 @@ import { SLOW_KEPT, SLOW_WINDOW_MS, SlowRequests } from "../../lib/dashboard/slo
 
 const req = (ms: number) => ({
   traceId: `t${ms}`,
-  sampled: true,
   requestId: `r${ms}`,
   route: "POST /v1/chat/completions",
   status: 200,
@@ -21,6 +20,9 @@ Deno.test("slow requests: the slowest kept, slowest first, for five minutes", ()
   const list = s.list(0);
   assert.equal(list.length, SLOW_KEPT);
   assert.deepEqual(list.map((e) => e.ms), [300, 290, 280, 270, 260, 250, 240, 230, 220, 210]);
+  assert.equal(s.wouldKeep(5, 1000), false);
+  assert.equal(s.wouldKeep(211, 1000), true);
+  assert.equal(s.wouldKeep(5, SLOW_WINDOW_MS + 1), true, "the slowest ones have aged out");
   s.add(req(5), 1000); // faster than every listed one
   assert.equal(s.list(1000).at(-1)!.ms, 210);
   s.add(req(1000), 2000);

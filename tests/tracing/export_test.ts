@@ -18,7 +18,7 @@ function setup(transport: Transport, o: Partial<QueueOptions> = {}) {
   const clock = new FakeClock();
   const lines: string[] = [];
   const log = createLogger({ sink: (l) => lines.push(l) });
-  const counts = { exported: 0, queue_full: 0, export_failed: 0 };
+  const counts = { exported: 0, queue_full: 0, export_failed: 0, collector_down: 0 };
   const queue = new SpanQueue(
     { ...OPTS, ...o },
     new OtlpEncoder({ resource: ["service.name", "t"], scope: { name: "t", version: "1" } }),
@@ -73,7 +73,9 @@ Deno.test("export: a full queue drops and counts; a failed export drops its batc
     clock.advance(500);
     await settle();
   }
-  assert.equal(counts.export_failed, 11);
+  // The third failure in a row marks the collector down: the last span is not even encoded.
+  assert.equal(counts.export_failed, 10);
+  assert.equal(counts.collector_down, 1);
   assert.equal(lines.length, 1, "not again within the minute");
   clock.advance(60_000);
   span("later");
@@ -81,6 +83,39 @@ Deno.test("export: a full queue drops and counts; a failed export drops its batc
   await settle();
   assert.equal(lines.length, 2);
   assert.match(lines[1], /export_failed=\d+/);
+});
+
+Deno.test("export: after three failed exports in a row new spans are dropped unencoded, 1 s then doubling, until one succeeds", async () => {
+  const t = new CapturingTransport();
+  t.fail = new Error("connection refused");
+  const { clock, counts, span } = setup(t, { batch: 1 });
+  for (let i = 0; i < 3; i++) {
+    span(`s${i}`);
+    clock.advance(0);
+    await settle();
+  }
+  assert.equal(counts.export_failed, 3);
+  span("while down");
+  assert.equal(counts.collector_down, 1, "not encoded, not queued");
+  clock.advance(1000); // the first pause is over: the next span is a probe
+  span("probe");
+  clock.advance(0);
+  await settle();
+  assert.equal(counts.export_failed, 4);
+  clock.advance(1999);
+  span("still down");
+  assert.equal(counts.collector_down, 2, "the pause doubled");
+  clock.advance(1);
+  t.fail = null;
+  span("back");
+  clock.advance(0);
+  await settle();
+  assert.equal(counts.exported, 1);
+  span("up");
+  clock.advance(0);
+  await settle();
+  assert.equal(counts.exported, 2);
+  assert.deepEqual(t.spans.map((s) => s.name), ["back", "up"]);
 });
 
 Deno.test("export: one export in flight; the next batch waits for it", async () => {

@@ -40,7 +40,8 @@ Deno.test("otlp: spans read back as written with OpenTelemetry's definitions", (
   server.finish();
   const spans = decodeSpans(new OtlpEncoder(ORIGIN).encode(out));
   assert.equal(spans.length, 2);
-  const [l, s] = spans;
+  // A trace leaves when its root ends: the root first, then its ended children.
+  const [s, l] = spans;
   assert.equal(s.name, "POST /v1/chat/completions");
   assert.equal(s.kind, 2);
   assert.equal(s.traceId, "0af7651916cd43dd8448eb211c80319c");
@@ -79,12 +80,14 @@ Deno.test("otlp: long and non-ASCII values, many spans: lengths past one and two
   for (let i = 0; i < 300; i++) {
     const r = tr.request(`span ${i}`, null, null);
     r.server!.set("text", i === 7 ? long : `v${i}`).set("n", i);
+    if (i === 8) r.server!.set("ascii", "x".repeat(20_000)); // a three-byte length, worked out first
     r.server!.finish();
   }
   const enc = new OtlpEncoder(ORIGIN);
   const spans = decodeSpans(enc.encode(out));
   assert.equal(spans.length, 300);
   assert.equal(spans[7].attributes.text, long);
+  assert.equal(spans[8].attributes.ascii, "x".repeat(20_000));
   assert.equal(spans[299].attributes.n, 299);
   assert.equal(spans[299].parentSpanId, "");
   // The buffer is reused: a second batch encodes the same.
