@@ -14,14 +14,13 @@ import { SglangClient } from "../../lib/grpc/sglang_client.ts";
 import { defaultConfig } from "../../lib/config/config.ts";
 import { validateConfig } from "../../lib/config/validate.ts";
 import { ConfigError } from "../../lib/core/errors.ts";
-import { SimEngine } from "../../lib/sim/engine.ts";
-import { type SimGrpcOptions, SimGrpcServer } from "../../lib/sim/grpc_server.ts";
+import type { SimEngine } from "../../lib/sim/engine.ts";
+import type { SimGrpcOptions, SimGrpcServer } from "../../lib/sim/grpc_server.ts";
 import { BootstrapRooms } from "../../lib/sim/pd.ts";
-import { realTime } from "../../lib/sim/worker.ts";
 import { startGateway, type TestGateway } from "../../support/gateway.ts";
 import { qwen3 } from "../../support/qwen3.ts";
-import { DEFAULTS } from "../../support/sim_engine.ts";
 import { FakeWorker } from "../support/fake_worker.ts";
+import { grpcSim } from "../support/grpc_sim.ts";
 
 interface Leg {
   engine: SimEngine;
@@ -33,27 +32,11 @@ interface Leg {
 }
 
 async function leg(role: "prefill" | "decode", o: Partial<SimGrpcOptions> = {}): Promise<Leg> {
-  const tok = qwen3();
-  const engine = new SimEngine(
-    { ...DEFAULTS, decodeBaseMs: 0.2, decodePerReqMs: 0, prefillTps: 1e9 },
-    realTime,
-  );
   const rooms = role === "prefill" ? new BootstrapRooms("127.0.0.1", 0) : undefined;
-  const server = new SimGrpcServer(engine, {
-    model: "qwen3-sim",
-    maxNewTokens: 8,
-    encodeOutput: (t) => tok.encode(t, false),
-    vocabSize: tok.vocabSize,
-    eosTokenIds: [...tok.eosTokenIds],
-    role,
-    rooms,
-    bootstrapTimeoutMs: 5000,
-    ...o,
-  });
+  const sim = await grpcSim({ role, rooms, bootstrapTimeoutMs: 5000, ...o });
   const seen: GenerateRequestPb[] = [];
-  server.onGenerate = (r) => seen.push(r);
-  const port = await server.serve("127.0.0.1", 0);
-  return { engine, server, rooms, url: `grpc://127.0.0.1:${port}`, seen };
+  sim.server.onGenerate = (r) => seen.push(r);
+  return { engine: sim.engine, server: sim.server, rooms, url: sim.url, seen };
 }
 
 /** Stops simulated legs and their bootstrap rooms. */

@@ -9,13 +9,10 @@ import assert from "node:assert/strict";
 import OpenAI from "openai";
 import { SglangClient } from "../../lib/grpc/sglang_client.ts";
 import { scopeId } from "../../lib/limits/limiter.ts";
-import { SimEngine } from "../../lib/sim/engine.ts";
-import { SimGrpcServer } from "../../lib/sim/grpc_server.ts";
-import { realTime } from "../../lib/sim/worker.ts";
 import { startGateway, type TestGateway } from "../../support/gateway.ts";
 import { qwen3 } from "../../support/qwen3.ts";
-import { DEFAULTS } from "../../support/sim_engine.ts";
 import { until } from "../../support/wait.ts";
+import { grpcSim } from "../support/grpc_sim.ts";
 
 const YAML = `default_policy:
   tokens_per_minute: 100000
@@ -23,31 +20,18 @@ const YAML = `default_policy:
 `;
 
 async function withGrpcLimits(fn: (g: TestGateway) => Promise<void>, decodeBaseMs = 0.2) {
-  const tok = qwen3();
-  const engine = new SimEngine(
-    { ...DEFAULTS, decodeBaseMs, decodePerReqMs: 0, prefillTps: 1e9 },
-    realTime,
-  );
-  const server = new SimGrpcServer(engine, {
-    model: "qwen3-sim",
-    maxNewTokens: 64,
-    encodeOutput: (t) => tok.encode(t, false),
-    vocabSize: tok.vocabSize,
-    eosTokenIds: [...tok.eosTokenIds],
-  });
-  const port = await server.serve("127.0.0.1", 0);
+  const sim = await grpcSim({ maxNewTokens: 64 }, decodeBaseMs);
   const path = Deno.makeTempFileSync({ dir: "/tmp", suffix: ".yaml" });
   Deno.writeTextFileSync(path, YAML);
-  const g = await startGateway([`grpc://127.0.0.1:${port}`], {
+  const g = await startGateway([sim.url], {
     modelPath: "qwen3",
     tenantRateLimit: { enabled: true, configPath: path, scope: "router", syncMs: 100 },
-  }, { grpc: { tokenizer: tok, client: (url) => new SglangClient(url) } });
+  }, { grpc: { tokenizer: qwen3(), client: (url) => new SglangClient(url) } });
   try {
     await fn(g);
   } finally {
     await g.close();
-    await server.close();
-    await engine.close();
+    await sim.close();
     Deno.removeSync(path);
   }
 }
