@@ -48,7 +48,7 @@ import { PdPlan } from "./pd.ts";
 import { Unspoken } from "./protocols.ts";
 import { RegularPlan } from "./regular.ts";
 import { ProxyMetrics, type RouteSeries } from "./series.ts";
-import { operationOf } from "./trace.ts";
+import { requestOnSpan, tenantLimitOnSpan, tokenizing } from "./trace.ts";
 import { type Span, timed } from "../tracing/span.ts";
 import type { SelectEnv } from "./select.ts";
 import type {
@@ -152,9 +152,7 @@ export class InferenceProxy {
       const bytes = await inb.bytes(d.config.maxPayloadSize);
       const body = parseJson(bytes);
       const extracted = extractRouteRequest(endpoint, body, inb.headers, this.#extract);
-      server?.set("gen_ai.operation.name", operationOf(endpoint))
-        .set("gen_ai.request.model", extracted.model)
-        .set("smg.stream", extracted.stream);
+      if (server) requestOnSpan(server, extracted);
       const t = await this.#tokenize(endpoint, body, extracted, server);
       const { rr, grpc } = t;
       const plan = this.#plan;
@@ -258,9 +256,7 @@ export class InferenceProxy {
       : null;
     if (prepare === null) return { rr, grpc: null, prepare, connection: "http" };
     if (this.#servesGrpc(rr.model)) {
-      const grpc = await timed(server?.child("smg.tokenize"), prepare(), (s, g) => {
-        s.set("gen_ai.usage.input_tokens", g.ids.length);
-      });
+      const grpc = await tokenizing(server, prepare());
       return {
         rr: rr.tokens === null ? { ...rr, tokens: grpc.ids } : rr,
         grpc,
@@ -275,11 +271,8 @@ export class InferenceProxy {
       // HTTP workers publishing KV events: route on the prompt's tokens, as the engine holds
       // them; a body the tokenizer refuses still goes, on its text.
       try {
-        const { ids } = await timed(
-          server?.child("smg.tokenize"),
-          promptOfAsync(endpoint, body as Record<string, unknown>, tok!),
-          (s, p) => s.set("gen_ai.usage.input_tokens", p.ids.length),
-        );
+        const work = promptOfAsync(endpoint, body as Record<string, unknown>, tok!);
+        const { ids } = await tokenizing(server, work);
         const tokenized = { ...rr, tokens: ids, tokenizedText: true };
         return { rr: tokenized, grpc: null, prepare, connection: "http" };
       } catch { /* routed on text */ }
@@ -323,15 +316,11 @@ export class InferenceProxy {
   ): Reply {
     const d = this.#d;
     const err = e instanceof GatewayError ? e : new GatewayError(500, "internal_error", String(e));
-    if (err.status === 500) {
-      d.log.error("request failed", {
-        request_id: ctx.requestId,
-        trace_id: ctx.trace?.traceId,
-        err,
-      });
-    } else if (d.log.enabled("debug")) {
+    const ids = { request_id: ctx.requestId, trace_id: ctx.trace?.traceId };
+    if (err.status === 500) d.log.error("request failed", { ...ids, err });
+    else if (d.log.enabled("debug")) {
       d.log.debug("request refused", {
-        request_id: ctx.requestId,
+        ...ids,
         endpoint,
         status: err.status,
         code: err.code,
@@ -354,12 +343,7 @@ export class InferenceProxy {
   ): Charge {
     const estimate = grpc ? grpc.ids.length : promptTokens(rr);
     const r = this.#d.limits!.reserve(ctx.tenant ?? "anonymous", rr.model, estimate);
-    ctx.trace?.server?.event("smg.tenant_limit", [
-      "smg.tenant_limit.decision",
-      typeof r === "number" ? "denied" : "allowed",
-      "smg.tenant_limit.tokens",
-      estimate,
-    ]);
+    tenantLimitOnSpan(ctx.trace?.server, typeof r !== "number", estimate);
     if (typeof r === "number") {
       throw new GatewayError(
         429,

@@ -7,15 +7,17 @@
  *   cached tokens, eligible workers, prefill tokens), the worker, what it answered, its first
  *   token (an event) and the usage it reported; its `traceparent` is what the worker is sent, so
  *   the engine's spans are its children;
- * - a failed attempt's span says why, and whether the request was retried.
+ * - a failed attempt's span says why, and whether the request was retried;
+ * - on the server span: what the request asks (operation, model, stream), the tenant limits'
+ *   decision (an event), and tokenizing as a child span (`smg.tokenize`).
  * A request that is not sampled records nothing; its workers get a `traceparent` with the sampled
  * flag off. With tracing off, nothing here runs and the client's own `traceparent` passes through.
  */
 
-import type { Endpoint } from "../core/types.ts";
+import type { Endpoint, RouteRequest } from "../core/types.ts";
 import type { Attrs, RequestTrace, Span } from "../tracing/span.ts";
 import { attributeBlock } from "../tracing/otlp.ts";
-import { SpanKind } from "../tracing/span.ts";
+import { SpanKind, timed } from "../tracing/span.ts";
 import type { Worker } from "../workers/worker.ts";
 import type { CallContext, Failure, LegTrace } from "./types.ts";
 
@@ -27,9 +29,6 @@ const OPERATION: Readonly<Record<Endpoint, string>> = {
   embeddings: "embeddings",
   rerank: "rerank",
 };
-
-/** The operation name of `endpoint` (GenAI's `gen_ai.operation.name`). */
-export const operationOf = (endpoint: Endpoint): string => OPERATION[endpoint];
 
 /** Opens the span of an attempt of `c` on `worker`, just picked; its context for the worker. */
 export function openLeg(c: CallContext, trace: RequestTrace, worker: Worker): LegTrace {
@@ -55,6 +54,39 @@ export function openLeg(c: CallContext, trace: RequestTrace, worker: Worker): Le
     (c.spans ??= new Map()).set(worker.id, span);
   }
   return { span, traceparent: trace.traceparent(span), tracestate: trace.traceState };
+}
+
+/** What the request asks, on its server span (GenAI's operation and model; a stream or not). */
+export function requestOnSpan(server: Span, rr: RouteRequest): void {
+  server.set("gen_ai.operation.name", OPERATION[rr.endpoint])
+    .set("gen_ai.request.model", rr.model)
+    .set("smg.stream", rr.stream);
+}
+
+/** The tenant limits' decision on a request (`estimate` prompt tokens), as a server span event. */
+export function tenantLimitOnSpan(
+  server: Span | null | undefined,
+  allowed: boolean,
+  estimate: number,
+) {
+  server?.event("smg.tenant_limit", [
+    "smg.tenant_limit.decision",
+    allowed ? "allowed" : "denied",
+    "smg.tenant_limit.tokens",
+    estimate,
+  ]);
+}
+
+/** `work` (a prompt being tokenized) as the `smg.tokenize` span of `server`, with its token count. */
+export function tokenizing<T extends { ids: readonly number[] }>(
+  server: Span | null,
+  work: Promise<T>,
+): Promise<T> {
+  return timed(
+    server?.child("smg.tokenize"),
+    work,
+    (s, v) => s.set("gen_ai.usage.input_tokens", v.ids.length),
+  );
 }
 
 /** The trace context as gRPC metadata (`traceparent`, `tracestate`); none with tracing off. */
