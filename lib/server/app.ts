@@ -51,9 +51,7 @@ import { createLimiter, createTenants } from "../limits/feature.ts";
 import { createDashboard, type Dashboard } from "../dashboard/feature.ts";
 import { metricsPortHandler } from "./metrics_port.ts";
 import { TextRatios } from "../workers/text_ratios.ts";
-import { createTracing, type Tracing } from "../tracing/feature.ts";
-import type { TracingSettings } from "../tracing/settings.ts";
-import type { Transport } from "../tracing/export.ts";
+import { createTracing, type Tracing, type TracingInit } from "../tracing/feature.ts";
 
 /** What a gateway is built from; everything but `config` and `log` has a production default. */
 export interface GatewayOptions {
@@ -84,11 +82,8 @@ export interface GatewayOptions {
    * certificate every client toward workers uses (HTTP/1.1, fetch, gRPC).
    */
   tls?: TlsMaterial;
-  /**
-   * Tracing (`--enable-trace`): its settings, read by `tracingSettings` from the flags and the
-   * `OTEL_*` variables, and, for tests, the transport to the collector and a wall clock.
-   */
-  tracing?: { settings: TracingSettings; transport?: Transport; now?: () => number } | null;
+  /** Tracing (`--enable-trace`; default none): see `TracingInit`. */
+  tracing?: TracingInit | null;
 }
 
 /** A gateway instance. */
@@ -214,16 +209,8 @@ export class Gateway {
       clock,
       log: log.child({ module: "workers" }),
     });
-    const tracing = this.tracing = opts.tracing
-      ? createTracing(opts.tracing.settings, {
-        clock,
-        log,
-        metrics,
-        transport: opts.tracing.transport,
-        now: opts.tracing.now,
-        flushMs: Math.min(5000, config.shutdownGracePeriodSecs * 1000),
-      })
-      : null;
+    const flushMs = Math.min(5000, config.shutdownGracePeriodSecs * 1000);
+    const tracing = this.tracing = createTracing(opts.tracing, { clock, log, metrics, flushMs });
     const rl = config.tenantRateLimit;
     const limits = this.limits = createLimiter(config, clock, metrics); // null when off
     this.mesh = config.mesh.enabled

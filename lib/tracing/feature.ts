@@ -24,21 +24,34 @@ export interface Tracing extends Feature {
   readonly queue: SpanQueue;
 }
 
-/** What tracing is built from besides its settings. */
+/**
+ * What the gateway is given to trace with (`--enable-trace`): the settings `tracingSettings`
+ * read, and, for tests, the transport to the collector and a wall clock.
+ */
+export interface TracingInit {
+  settings: TracingSettings;
+  /** The transport (default: the settings' protocol toward their endpoint). */
+  transport?: Transport;
+  /** Wall-clock ms since the epoch (default: the time origin plus `performance.now()`). */
+  now?: () => number;
+}
+
+/** What tracing is built from besides its init. */
 export interface TracingDeps {
   clock: Clock;
   log: Logger;
   metrics: Metrics;
-  /** The transport (default: the settings' protocol toward their endpoint). */
-  transport?: Transport;
   /** How long shutdown waits for the last spans to be exported, ms. */
   flushMs: number;
-  /** Wall-clock ms since the epoch (tests). */
-  now?: () => number;
 }
 
-/** Tracing over `s`. */
-export function createTracing(s: TracingSettings, d: TracingDeps): Tracing {
+/** Tracing over `init`, or null without one (tracing off). */
+export function createTracing(
+  init: TracingInit | null | undefined,
+  d: TracingDeps,
+): Tracing | null {
+  if (!init) return null;
+  const s = init.settings;
   const exported = d.metrics.traceExported.with();
   const dropped = {
     queue_full: d.metrics.traceDropped.with("queue_full"),
@@ -51,12 +64,12 @@ export function createTracing(s: TracingSettings, d: TracingDeps): Tracing {
     scope: { name: "smg", version: s.version },
   });
   const log = d.log.child({ module: "tracing" });
-  const transport = d.transport ?? transportFor(s);
+  const transport = init.transport ?? transportFor(s);
   const queue = new SpanQueue(s.queue, encoder, transport, d.clock, log, {
     exported: (n) => exported.inc(n),
     dropped: (reason, n) => dropped[reason].inc(n),
   });
-  const tracer = new Tracer({ sampler: sampler(s.sampler, s.ratio), sink: queue, now: d.now });
+  const tracer = new Tracer({ sampler: sampler(s.sampler, s.ratio), sink: queue, now: init.now });
   return {
     name: "tracing",
     tracer,
