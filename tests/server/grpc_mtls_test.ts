@@ -15,36 +15,18 @@ import * as grpc from "@grpc/grpc-js";
 import OpenAI from "openai";
 import { defaultConfig } from "../../lib/config/config.ts";
 import { GrpcCallError, SglangClient } from "../../lib/grpc/sglang_client.ts";
-import { SimEngine } from "../../lib/sim/engine.ts";
-import { SimGrpcServer } from "../../lib/sim/grpc_server.ts";
-import { realTime } from "../../lib/sim/worker.ts";
+
 import { NO_OPENSSL, OPENSSL, type Pki, withPki } from "../../support/certs.ts";
 import { startGateway } from "../../support/gateway.ts";
 import { qwen3 } from "../../support/qwen3.ts";
-import { DEFAULTS } from "../../support/sim_engine.ts";
+import { grpcSim } from "../support/grpc_sim.ts";
 
 /** A simulated scheduler on `grpcs://127.0.0.1:PORT` requiring a client certificate. */
 async function mtlsWorker(pki: Pki) {
-  const tok = qwen3();
-  const engine = new SimEngine({ ...DEFAULTS, decodeBaseMs: 0.2, prefillTps: 1e9 }, realTime);
-  const server = new SimGrpcServer(engine, {
-    model: "qwen3-sim",
-    maxNewTokens: 8,
-    encodeOutput: (t) => tok.encode(t, false),
-    vocabSize: tok.vocabSize,
-    eosTokenIds: [...tok.eosTokenIds],
-  });
   const creds = grpc.ServerCredentials.createSsl(Buffer.from(pki.caPem), [
     { cert_chain: Buffer.from(pki.server.certPem), private_key: Buffer.from(pki.server.keyPem) },
   ], true);
-  const port = await server.serve("127.0.0.1", 0, creds);
-  return {
-    url: `grpcs://127.0.0.1:${port}`,
-    close: async () => {
-      await server.close();
-      await engine.close();
-    },
-  };
+  return await grpcSim({}, 0.2, creds);
 }
 
 Deno.test({

@@ -9,12 +9,12 @@
 import assert from "node:assert/strict";
 import { defaultConfig } from "../../lib/config/config.ts";
 import { SglangClient } from "../../lib/grpc/sglang_client.ts";
-import { SimEngine } from "../../lib/sim/engine.ts";
-import { SimGrpcServer } from "../../lib/sim/grpc_server.ts";
-import { realTime } from "../../lib/sim/worker.ts";
+import type { SimEngine } from "../../lib/sim/engine.ts";
+import type { SimGrpcServer } from "../../lib/sim/grpc_server.ts";
+
 import { startGateway, type TestGateway } from "../../support/gateway.ts";
 import { qwen3 } from "../../support/qwen3.ts";
-import { DEFAULTS } from "../../support/sim_engine.ts";
+import { grpcSim } from "../support/grpc_sim.ts";
 import { until, within } from "../../support/wait.ts";
 
 interface SimWorker {
@@ -25,19 +25,10 @@ interface SimWorker {
 }
 
 async function simWorker(): Promise<SimWorker> {
-  const tok = qwen3();
-  const engine = new SimEngine({ ...DEFAULTS, decodeBaseMs: 0.2, prefillTps: 1e9 }, realTime);
-  const server = new SimGrpcServer(engine, {
-    model: "qwen3-sim",
-    maxNewTokens: 8,
-    encodeOutput: (t) => tok.encode(t, false),
-    vocabSize: tok.vocabSize,
-    eosTokenIds: [...tok.eosTokenIds],
-  });
+  const sim = await grpcSim();
   const subscribed = Promise.withResolvers<void>();
-  server.onKvSubscribe = subscribed.resolve;
-  const port = await server.serve("127.0.0.1", 0);
-  return { engine, server, url: `grpc://127.0.0.1:${port}`, subscribed: subscribed.promise };
+  sim.server.onKvSubscribe = subscribed.resolve;
+  return { engine: sim.engine, server: sim.server, url: sim.url, subscribed: subscribed.promise };
 }
 
 async function withFleet(

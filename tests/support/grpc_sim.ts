@@ -4,6 +4,7 @@
  * instant prefill; what it serves and how it fails come in `o`.
  */
 
+import type { ServerCredentials } from "@grpc/grpc-js";
 import { SimEngine } from "../../lib/sim/engine.ts";
 import { type SimGrpcOptions, SimGrpcServer } from "../../lib/sim/grpc_server.ts";
 import { realTime } from "../../lib/sim/worker.ts";
@@ -20,10 +21,14 @@ export interface GrpcSim {
   close(): Promise<void>;
 }
 
-/** Starts a simulated scheduler serving `qwen3-sim` (8 new tokens unless asked). */
+/**
+ * Starts a simulated scheduler serving `qwen3-sim` (8 new tokens unless asked); with `creds`, over
+ * TLS (`grpcs://`).
+ */
 export async function grpcSim(
   o: Partial<SimGrpcOptions> = {},
   decodeBaseMs = 0.2,
+  creds?: ServerCredentials,
 ): Promise<GrpcSim> {
   const tok = qwen3();
   const engine = new SimEngine(
@@ -38,11 +43,11 @@ export async function grpcSim(
     eosTokenIds: [...tok.eosTokenIds],
     ...o,
   });
-  const port = await server.serve("127.0.0.1", 0);
+  const port = await server.serve("127.0.0.1", 0, creds);
   return {
     engine,
     server,
-    url: `grpc://127.0.0.1:${port}`,
+    url: `${creds ? "grpcs" : "grpc"}://127.0.0.1:${port}`,
     close: async () => {
       await server.close();
       await engine.close();

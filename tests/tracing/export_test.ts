@@ -35,7 +35,11 @@ function setup(transport: Transport, o: Partial<QueueOptions> = {}) {
   return { clock, lines, counts, queue, span };
 }
 
-/** Lets the queue's promises settle. */
+/**
+ * Lets the queue's promise chains settle (an export's `then`s, its `finally`): one turn of the
+ * event loop with nothing timed in it. The clock is fake; there is no event to wait on, as the
+ * transports here answer at once.
+ */
 const settle = () => new Promise((r) => setTimeout(r, 0));
 
 Deno.test("export: a batch after the delay, at once when full; nothing before", async () => {
